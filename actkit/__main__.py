@@ -1,0 +1,5 @@
+import sys
+
+from actkit.cli import main
+
+sys.exit(main())

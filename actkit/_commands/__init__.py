@@ -1,0 +1,1 @@
+"""One module per ``actkit`` sub-command; see :mod:`actkit.cli`."""

@@ -1,0 +1,46 @@
+"""Metrics for judging representations, alignments and decompositions.
+
+=====================  ==========================================================
+``amari_distance``     unmixing W vs true mixing A, 0 = perfect up to scale/perm
+``mcc``                mean Hungarian-matched |Pearson| correlation of latents
+``hoyer_sparsity``     (sqrt(n) - |x|_1/|x|_2) / (sqrt(n) - 1), per row or mean
+``linear_cka``         linear CKA (Kornblith et al. 2019), ``debiased=`` option
+``mean_cca``           mean canonical correlation (sklearn CCA convention)
+``linear_r2``          linear-identifiability R^2 (affine map, held-out half)
+``infomec``            InfoM / InfoE / InfoC (Hsu et al. 2023)
+``softmax_distances``  d_KL, d_LLV, d_SVD (Nielsen et al. 2025)
+=====================  ==========================================================
+
+Formulas follow ``shared/spec/science.md``; each module cites its section.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "amari_distance": "actkit.metrics._ica",
+    "mcc": "actkit.metrics._ica",
+    "hoyer_sparsity": "actkit.metrics._ica",
+    "linear_cka": "actkit.metrics._similarity",
+    "mean_cca": "actkit.metrics._similarity",
+    "linear_r2": "actkit.metrics._similarity",
+    "infomec": "actkit.metrics._infomec",
+    "softmax_distances": "actkit.metrics._softmax",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'actkit.metrics' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
