@@ -1,0 +1,41 @@
+"""``actkit info STORE [--json]``: what a store holds."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("info", help="describe a store: layers, shapes, provenance, completeness")
+    p.add_argument("store", help="path to an actkit store (.h5)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from actkit.store import open_store
+
+    with open_store(args.store, allow_incomplete=True) as store:
+        info = store.info()
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=False, default=str))
+        return 0
+    state = "complete" if info["complete"] else "INCOMPLETE"
+    if "progress" in info:
+        p = info["progress"]
+        state += f" ({p['samples_done']}/{p['n_samples']} samples written; rerun the command to resume)"
+    print(f"{info['path']}  [{state}]")
+    print(f"  samples: {info['n_samples']}   created: {info['created_at']}")
+    prov = info["provenance"]
+    for key in ("model", "revision", "pool", "inputs", "source_store"):
+        if key in prov:
+            print(f"  {key}: {prov[key]}")
+    print(f"  inputs fingerprint: {info['inputs_fingerprint'][:16]}")
+    width = max([len(n) for n in info["layers"]] + [5])
+    print(f"  {'layer'.ljust(width)}  {'rows':>10}  {'features':>8}  dtype")
+    for name, layer in info["layers"].items():
+        rows, feats = layer["shape"]
+        print(f"  {name.ljust(width)}  {rows:>10}  {feats:>8}  {layer['dtype']}")
+    if info["params"]:
+        print("  params: " + ", ".join(f"{k} {tuple(v['shape'])}" for k, v in info["params"].items()))
+    return 0

@@ -1,0 +1,149 @@
+"""Row sources: one way to read a matrix whatever holds it.
+
+Analysis code accepts a numpy array, a torch tensor, an ``h5py.Dataset`` or a store
+:class:`~actkit.store.Layer`.  The last two are *streaming* sources: they are read in row
+blocks and never loaded whole.  Blocks from streaming sources are prefetched on a background
+thread so disk reads overlap with the caller's computation.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Iterator
+
+import numpy as np
+
+from actkit.store import Layer, default_block_rows
+
+
+def _is_h5(X) -> bool:
+    try:
+        import h5py
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(X, h5py.Dataset)
+
+
+def _is_torch(X) -> bool:
+    mod = type(X).__module__
+    return mod.startswith("torch") and hasattr(X, "detach")
+
+
+def is_streaming(X) -> bool:
+    """True for sources read block by block (h5py datasets and store layers)."""
+    return isinstance(X, Layer) or _is_h5(X)
+
+
+def _shape(X) -> tuple[int, ...]:
+    return tuple(int(s) for s in X.shape)
+
+
+def n_rows(X) -> int:
+    """Number of rows (samples) of a 2-D source."""
+    return _shape(X)[0]
+
+
+def n_features(X) -> int:
+    """Number of columns (features) of a 2-D source."""
+    shape = _shape(X)
+    if len(shape) != 2:
+        raise ValueError(f"expected a 2-D matrix (rows, features), got shape {shape}")
+    return shape[1]
+
+
+def source_dtype(X) -> np.dtype:
+    if _is_torch(X):
+        import torch
+
+        return np.dtype(str(X.dtype).replace("torch.", "")) if X.dtype != torch.bfloat16 else np.dtype("float32")
+    return np.dtype(X.dtype)
+
+
+def as_array(X, dtype=None) -> np.ndarray:
+    """Load the whole source as a numpy array (``dtype`` None keeps the stored dtype)."""
+    if _is_torch(X):
+        import torch
+
+        t = X.detach()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        arr = t.cpu().numpy()
+    elif isinstance(X, Layer):
+        arr = X.to_numpy()
+    elif _is_h5(X):
+        arr = X[()]
+    else:
+        arr = np.asarray(X)
+    return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def iter_blocks(X, block_rows: int | None = None, dtype=None, *, start: int = 0,
+                stop: int | None = None, prefetch: bool = True) -> Iterator[np.ndarray]:
+    """Yield consecutive 2-D row blocks of ``X`` (rows ``start:stop``).
+
+    In-memory sources yield views (no copy unless ``dtype`` differs); streaming sources
+    read ``block_rows`` rows at a time (default: about 64 MiB a block), one block ahead on
+    a background thread.
+    """
+    n = n_rows(X)
+    stop = n if stop is None else min(stop, n)
+    f = n_features(X)
+    if block_rows is None:
+        block_rows = default_block_rows(f, source_dtype(X).itemsize)
+    block_rows = max(1, int(block_rows))
+    if not is_streaming(X):
+        arr = as_array(X)
+        for s in range(start, stop, block_rows):
+            block = arr[s : min(stop, s + block_rows)]
+            yield block if dtype is None else block.astype(dtype, copy=False)
+        return
+
+    dataset = X.dataset if isinstance(X, Layer) else X
+
+    def read(s):
+        block = dataset[s : min(stop, s + block_rows)]
+        return block if dtype is None else block.astype(dtype, copy=False)
+
+    starts = list(range(start, stop, block_rows))
+    if not prefetch or len(starts) <= 1:
+        for s in starts:
+            yield read(s)
+        return
+    yield from _prefetched(read, starts)
+
+
+_DONE = object()
+
+
+def _prefetched(read, starts) -> Iterator[np.ndarray]:
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop_flag = threading.Event()
+
+    def worker():
+        try:
+            for s in starts:
+                if stop_flag.is_set():
+                    return
+                q.put(read(s))
+            q.put(_DONE)
+        except BaseException as exc:  # forwarded to the consumer
+            q.put(exc)
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop_flag.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.05)
