@@ -1,0 +1,59 @@
+"""``actkit extract MODEL --inputs PATH --layers L1,L2 --out STORE.h5``: activations -> store."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "extract",
+        help="extract layer activations of a model into a crash-safe HDF5 store",
+        description="Extract activations of MODEL (hub id, local directory, timm:NAME, "
+        "timm:local-dir:PATH) on the inputs into an HDF5 store. Killed runs resume when the "
+        "identical command is run again.",
+    )
+    p.add_argument("model", help="hub id, local model directory, timm:NAME or timm:local-dir:PATH")
+    p.add_argument("--inputs", required=True,
+                   help=".txt (one sample per line), .jsonl (text field), image folder, or uint8 .npy (N,H,W,3)")
+    p.add_argument("--layers", required=True,
+                   help="comma-separated module paths (see `actkit layers MODEL`); final_hidden for causal LMs")
+    p.add_argument("--out", required=True, help="store to write (.h5)")
+    p.add_argument("--pool", choices=["none", "mean", "last", "cls"], default="none",
+                   help="none: a row per token/position; mean|last|cls: a row per sample (default: none)")
+    p.add_argument("--revision", help="hub revision, e.g. step143000")
+    p.add_argument("--checkpoint", help="weights file for timm:NAME (.safetensors)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
+                   help="compute dtype (default float32)")
+    p.add_argument("--storage-dtype", choices=["float32", "float16"], default=None,
+                   help="stored dtype (default: the compute dtype; float32 for bfloat16)")
+    p.add_argument("--max-length", type=int, help="truncate texts to this many tokens")
+    p.add_argument("--max-samples", type=int, help="use only the first N inputs")
+    p.add_argument("--final-hidden", action="store_true",
+                   help="also store the final hidden state after the final norm (causal LMs)")
+    p.add_argument("--unembedding", action="store_true",
+                   help="store the unembedding (lm_head) matrix as the parameter 'unembedding'")
+    p.add_argument("--overwrite", action="store_true", help="replace a store made by a different command")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow models whose code comes from their repository")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="allow pickle weight files (.bin/.pt), which can run code when loaded")
+    p.add_argument("--compression", choices=["gzip", "lzf"], default=None,
+                   help="HDF5 compression (off by default: much slower writes)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from actkit._extract_api import extract
+
+    path = extract(
+        args.model, args.inputs, args.out, layers=args.layers, pool=args.pool, revision=args.revision,
+        checkpoint=args.checkpoint, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
+        storage_dtype=args.storage_dtype, max_length=args.max_length, max_samples=args.max_samples,
+        final_hidden=args.final_hidden, unembedding=args.unembedding, overwrite=args.overwrite,
+        trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
+        compression=args.compression, progress=not args.no_progress,
+    )
+    print(path)
+    return 0

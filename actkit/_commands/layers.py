@@ -1,0 +1,40 @@
+"""``actkit layers MODEL [--inputs PATH]``: the extractable layers and their output shapes."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "layers",
+        help="list a model's extractable layers (module paths) with their output shapes",
+        description="Run one forward pass (on the first input, or a dummy input) with a hook on "
+        "every module and list each module's dotted path, type and output shape.",
+    )
+    p.add_argument("model", help="hub id, local model directory, timm:NAME or timm:local-dir:PATH")
+    p.add_argument("--inputs", help="probe on the first sample of these inputs instead of a dummy input")
+    p.add_argument("--revision", help="hub revision")
+    p.add_argument("--checkpoint", help="weights file for timm:NAME (.safetensors)")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--allow-pickle", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from extractors.extract import list_layers
+
+    layers = list_layers(args.model, inputs=args.inputs, revision=args.revision, checkpoint=args.checkpoint,
+                         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle)
+    if args.json:
+        print(json.dumps(layers, indent=2))
+        return 0
+    width = max(len(x["name"]) for x in layers)
+    twidth = max(len(x["type"]) for x in layers)
+    print(f"{'layer'.ljust(width)}  {'type'.ljust(twidth)}  output shape (one sample)")
+    for x in layers:
+        shape = "x".join(str(d) for d in x["shape"]) if x["shape"] is not None else "-"
+        note = "" if x["extractable"] else f"  ({x['note']})"
+        print(f"{x['name'].ljust(width)}  {x['type'].ljust(twidth)}  {shape}{note}")
+    return 0

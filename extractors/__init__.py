@@ -1,0 +1,16 @@
+"""Model adapters that turn checkpoints into activation stores.
+
+This package is the only place that imports ``transformers`` and ``timm``; it writes
+through :mod:`actkit.store` and nothing on the analysis side imports it. The entry point
+is :func:`extractors.extract.extract` (exposed as :func:`actkit.extract`).
+
+Modules
+-------
+registry      model spec string -> adapter (transformers hub id / local dir, ``timm:NAME``)
+hf_text       causal / masked language models (GPT-NeoX / Pythia, ...)
+hf_vision     ViT and ViTMAE (ordered noise: every patch, in patch order)
+timm_vision   timm models (resnet*, vit_*, MAE-pretrained ViTs)
+_hooks        capture by dotted module path, stop the forward after the deepest layer
+inputs        text files, jsonl, image folders, uint8 ``.npy`` arrays; inputs fingerprint
+extract       the driver: row counts up front, pooling, batching, resume, progress
+"""

@@ -1,0 +1,137 @@
+"""The adapter protocol shared by every model family.
+
+An adapter owns a loaded model and knows how to turn a slice of :class:`Inputs` into the
+keyword arguments of one forward pass. The driver (:mod:`extractors.extract`) does the rest
+(hooks, pooling, rows, store), so every family behaves the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from actkit.errors import ActkitError
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class Batch:
+    """One forward pass worth of inputs.
+
+    Attributes
+    ----------
+    kwargs : dict
+        Keyword arguments of the model call (tensors already on the device).
+    mask : torch.Tensor of shape (B, T), bool, or None
+        Real (non-padding) token positions, text only.
+    lengths : torch.Tensor of shape (B,), int64, or None
+        Real tokens per sample, text only.
+    size : int
+        Number of samples B.
+    """
+
+    kwargs: dict
+    size: int
+    mask: torch.Tensor | None = None
+    lengths: torch.Tensor | None = None
+
+
+@dataclass
+class Adapter:
+    """A loaded model plus its preprocessing.
+
+    Attributes
+    ----------
+    kind : {"text", "image"}
+        Which inputs the model takes.
+    model : torch.nn.Module
+        In eval mode, on ``device``, in the compute dtype.
+    name : str
+        The model spec the user gave.
+    device : torch.device
+    info : dict
+        Provenance: model class, revision, weights hash, library versions.
+    """
+
+    kind: str
+    model: torch.nn.Module
+    name: str
+    device: torch.device
+    info: dict = field(default_factory=dict)
+
+    # -- preprocessing --------------------------------------------------------------
+    def preprocessing(self) -> dict:
+        """JSON-serialisable description of the preprocessing (part of the inputs fingerprint)."""
+        raise NotImplementedError
+
+    def prepare(self, inputs, max_length: int | None) -> None:
+        """Preprocess what must be known before the store is created (text: tokenise all)."""
+
+    def lengths(self) -> np.ndarray | None:
+        """Tokens per sample after :meth:`prepare` (text), ``None`` for images."""
+        return None
+
+    def batch(self, inputs, start: int, stop: int) -> Batch:
+        """Model inputs for samples ``start:stop``."""
+        raise NotImplementedError
+
+    def dummy_batch(self) -> Batch:
+        """A one-sample batch for layer discovery without user inputs."""
+        raise NotImplementedError
+
+    def forward(self, batch: Batch):
+        return self.model(**batch.kwargs)
+
+    # -- causal LM extras ----------------------------------------------------------
+    def final_module(self) -> torch.nn.Module:
+        """Module whose output is the final hidden state after the final norm."""
+        raise ActkitError(
+            f"--final-hidden needs a causal language model; {self.name} is not one"
+        )
+
+    def unembedding(self) -> np.ndarray:
+        """Unembedding (lm_head) matrix, shape (vocab_size, hidden_size), float32."""
+        raise ActkitError(f"--unembedding needs a causal language model; {self.name} is not one")
+
+
+def sha256_file(path, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(chunk)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def state_sha256(model: torch.nn.Module) -> str:
+    """Hex sha256 over the model's state dict (names, shapes, dtypes and float32 bytes)."""
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().to("cpu")
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(str(t.dtype).encode())
+        if t.is_floating_point():
+            t = t.float()
+        h.update(t.contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def library_versions() -> dict:
+    """Versions of the libraries that shape the numbers."""
+    import actkit
+
+    out = {"actkit": actkit.__version__, "torch": torch.__version__, "numpy": np.__version__}
+    for mod in ("transformers", "timm", "h5py"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except ImportError:  # pragma: no cover
+            out[mod] = None
+    return out

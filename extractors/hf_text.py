@@ -1,0 +1,110 @@
+"""Language models from ``transformers`` (GPT-NeoX / Pythia and other causal or masked LMs).
+
+Text is tokenised once, up front (so the store knows its exact row count), with the
+checkpoint's own tokenizer and ``add_special_tokens=True``; ``max_length`` truncates.
+Batches are right-padded: with a causal model the real tokens never attend to padding and
+keep positions ``0..len-1``, so their activations equal an unpadded forward pass. The pad
+id is the tokenizer's pad token, else its EOS token, else 0 (tokenizers without a pad
+token, like Pythia's, work; the padded positions are masked and never stored).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from actkit.errors import InputError
+
+from ._base import Adapter, Batch
+
+
+class TextAdapter(Adapter):
+    """Adapter for ``AutoModel`` / ``AutoModelForCausalLM`` language models.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+    causal : bool
+        The model is a ``*ForCausalLM`` (enables ``final_hidden`` and ``unembedding``).
+    """
+
+    def __init__(self, *, model, name, device, info, tokenizer, causal: bool):
+        super().__init__(kind="text", model=model, name=name, device=device, info=info)
+        self.tokenizer = tokenizer
+        self.causal = causal
+        self._ids: list | None = None
+        self._max_length = None
+        pad = tokenizer.pad_token_id
+        if pad is None:
+            pad = tokenizer.eos_token_id
+        self.pad_id = int(pad) if pad is not None else 0
+
+    def preprocessing(self) -> dict:
+        tok = self.tokenizer
+        return {
+            "tokenizer": type(tok).__name__,
+            "vocab_size": len(tok),
+            "add_special_tokens": True,
+            "max_length": self._max_length,
+            "truncation_side": getattr(tok, "truncation_side", "right"),
+        }
+
+    def prepare(self, inputs, max_length):
+        from tqdm.auto import tqdm
+
+        if max_length is not None and int(max_length) < 1:
+            raise InputError(f"--max-length must be a positive integer, got {max_length}")
+        self._max_length = None if max_length is None else int(max_length)
+        kwargs = {"add_special_tokens": True}
+        if self._max_length is not None:
+            kwargs.update(truncation=True, max_length=self._max_length)
+        ids = []
+        texts = inputs.texts
+        step = 1024
+        with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
+            for start in range(0, len(texts), step):
+                enc = self.tokenizer(texts[start : start + step], **kwargs)
+                ids.extend(enc["input_ids"])
+                bar.update(min(step, len(texts) - start))
+        for i, seq in enumerate(ids):
+            if len(seq) == 0:
+                raise InputError(f"sample {i} of {inputs.source} gives no tokens: {texts[i][:40]!r}")
+        self._ids = ids
+
+    def lengths(self):
+        return np.fromiter((len(s) for s in self._ids), dtype=np.int64, count=len(self._ids))
+
+    def _pack(self, seqs) -> Batch:
+        lengths = torch.tensor([len(s) for s in seqs], dtype=torch.int64)
+        width = int(lengths.max())
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.int64)
+        for row, seq in enumerate(seqs):
+            ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.int64)
+        mask = torch.arange(width)[None, :] < lengths[:, None]
+        kwargs = {
+            "input_ids": ids.to(self.device),
+            "attention_mask": mask.to(self.device, dtype=torch.int64),
+        }
+        if self.causal:
+            kwargs["use_cache"] = False
+        return Batch(kwargs=kwargs, size=len(seqs), mask=mask.to(self.device), lengths=lengths.to(self.device))
+
+    def batch(self, inputs, start, stop):
+        return self._pack(self._ids[start:stop])
+
+    def dummy_batch(self):
+        ids = self.tokenizer("Hello world, this is a probe.", add_special_tokens=True)["input_ids"]
+        return self._pack([ids or [self.pad_id]])
+
+    def final_module(self):
+        if not self.causal:
+            return super().final_module()
+        return self.model.base_model
+
+    def unembedding(self):
+        if not self.causal:
+            return super().unembedding()
+        head = self.model.get_output_embeddings()
+        if head is None or getattr(head, "weight", None) is None:
+            return super().unembedding()
+        return head.weight.detach().to("cpu", torch.float32).numpy().copy()

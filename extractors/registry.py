@@ -1,0 +1,324 @@
+"""Model spec string -> loaded :class:`~extractors._base.Adapter`.
+
+Accepted specs
+--------------
+``org/name`` or ``name``
+    A Hugging Face hub id (``--revision`` picks a branch/tag/commit, e.g. Pythia's
+    ``step143000``), loaded with ``from_pretrained``: ``AutoModelForCausalLM`` when the
+    config names a ``*ForCausalLM`` architecture, ``AutoModel`` otherwise.
+a local directory
+    Saved with ``save_pretrained`` (transformers), or holding a timm ``config.json``
+    (with an ``"architecture"`` field), which is loaded like ``timm:local-dir:PATH``.
+``timm:NAME``
+    ``timm.create_model(NAME)``: with ``--checkpoint FILE.safetensors`` the weights come
+    from that file (``pretrained=False`` then ``load_state_dict``), otherwise timm's own
+    pretrained weights (downloaded / cached by timm).
+``timm:local-dir:PATH``
+    timm's local-folder loader (``config.json`` + ``model.safetensors``).
+
+Safety: only safetensors weights are loaded unless ``allow_pickle=True``; models that
+need custom code from the hub are refused unless ``trust_remote_code=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from actkit.errors import ActkitError, ModelError
+
+from ._base import DTYPES, library_versions, sha256_file, state_sha256
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _looks_like_path(spec: str) -> bool:
+    return (
+        spec.startswith(("/", "./", "../", "~", "."))
+        or spec.count("/") > 1
+        or "\\" in spec
+        or os.path.exists(os.path.expanduser(spec))
+    )
+
+
+def load_model(
+    spec: str,
+    *,
+    revision: str | None = None,
+    checkpoint=None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+    allow_pickle: bool = False,
+):
+    """Load the model named by ``spec`` with its preprocessing.
+
+    Parameters
+    ----------
+    spec : str
+        Hub id, local directory, ``timm:NAME`` or ``timm:local-dir:PATH``.
+    revision : str, optional
+        Hub revision (transformers models only).
+    checkpoint : path, optional
+        Weights file for ``timm:NAME`` (``.safetensors``; pickle formats need
+        ``allow_pickle``).
+    device : str
+        Torch device, e.g. ``"cpu"``, ``"cuda:0"``.
+    dtype : {"float32", "float16", "bfloat16"}
+        Compute dtype.
+
+    Returns
+    -------
+    Adapter
+
+    Raises
+    ------
+    ModelError
+        Unknown model, missing directory, pickle-only weights, custom code required.
+    """
+    if dtype not in DTYPES:
+        raise ActkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ActkitError(f"invalid device {device!r}: {_short(exc)}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ActkitError(f"device {device!r} requested but CUDA is not available")
+    spec = str(spec)
+    if checkpoint is not None and not spec.startswith("timm:"):
+        raise ActkitError("--checkpoint applies to timm:NAME models; transformers models load from their directory")
+    if spec.startswith("timm:"):
+        return _load_timm(spec[len("timm:"):], checkpoint, dev, dtype, allow_pickle)
+    if _looks_like_path(spec):
+        path = Path(spec).expanduser()
+        if not path.exists():
+            raise ModelError(f"model directory not found: {path}")
+        if not path.is_dir():
+            raise ModelError(f"model path {path} is not a directory (expected a saved model folder)")
+        cfg = _read_config(path)
+        if "architecture" in cfg and "model_type" not in cfg:
+            return _load_timm("local-dir:" + str(path), None, dev, dtype, allow_pickle)
+        if "auto_map" in cfg and not trust_remote_code:
+            raise ModelError(
+                f"model {spec} needs custom code from its repository (config.json auto_map); "
+                "pass --trust-remote-code if you trust it"
+            )
+        _check_safetensors_dir(path, allow_pickle)
+        return _load_hf(str(path), revision, dev, dtype, trust_remote_code, allow_pickle, local=path)
+    return _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local=None)
+
+
+def _read_config(path: Path) -> dict:
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ModelError(f"{path} holds no config.json: not a saved transformers or timm model")
+    try:
+        return json.loads(cfg_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read {cfg_file}: {_short(exc)}") from None
+
+
+def _weight_files(path: Path) -> tuple[list, list]:
+    safe = sorted(p for p in path.iterdir() if p.suffix == ".safetensors")
+    pickled = sorted(p for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    return safe, pickled
+
+
+def _check_safetensors_dir(path: Path, allow_pickle: bool) -> None:
+    safe, pickled = _weight_files(path)
+    if not safe and pickled and not allow_pickle:
+        raise ModelError(
+            f"{path} has only pickle weights ({pickled[0].name}); they can run code when loaded. "
+            "Convert them to safetensors, or pass --allow-pickle if you trust them"
+        )
+
+
+def _remote_code_error(spec: str) -> ModelError:
+    return ModelError(
+        f"model {spec} needs custom code from its repository; pass --trust-remote-code if you trust it"
+    )
+
+
+def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
+    import transformers
+    from transformers import AutoConfig
+
+    where = str(local) if local is not None else spec
+    try:
+        config = AutoConfig.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as exc:
+        msg = _short(exc)
+        if "trust_remote_code" in msg:
+            raise _remote_code_error(spec) from None
+        if local is None:
+            raise ModelError(
+                f"cannot load model {spec!r}: not a local directory, and not found on the Hugging Face hub "
+                f"(unknown id or revision, or no network): {msg[:200]}"
+            ) from None
+        raise ModelError(f"cannot load the model config in {where}: {msg[:200]}") from None
+    archs = list(getattr(config, "architectures", None) or [])
+    causal = any(a.endswith("ForCausalLM") for a in archs)
+    vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
+    if vision:
+        causal = False
+    auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
+    kwargs = dict(
+        revision=revision,
+        dtype=DTYPES[dtype],
+        trust_remote_code=trust_remote_code,
+        use_safetensors=None if allow_pickle else True,
+    )
+    if vision and getattr(config, "model_type", "") == "vit_mae":
+        kwargs["mask_ratio"] = 0.0
+    try:
+        model = auto.from_pretrained(spec, **kwargs)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        msg = _short(exc)
+        if "trust_remote_code" in msg:
+            raise _remote_code_error(spec) from None
+        if not allow_pickle and "safetensors" in msg.lower():
+            raise ModelError(
+                f"model {spec} has no safetensors weights; pickle weights can run code when loaded. "
+                "Pass --allow-pickle if you trust them"
+            ) from None
+        raise ModelError(f"cannot load model {spec}: {msg[:300]}") from None
+    model.eval().to(dev)
+    info = {
+        "model": spec,
+        "source": "transformers",
+        "revision": revision,
+        "model_class": type(model).__name__,
+        "weights_sha256": _hf_weights_hash(model, spec, revision, local, allow_pickle),
+        "versions": library_versions(),
+    }
+    if vision:
+        from transformers import AutoImageProcessor
+
+        from .hf_vision import VisionAdapter
+
+        try:
+            processor = AutoImageProcessor.from_pretrained(spec, revision=revision)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ModelError(f"cannot load the image processor of {where}: {_short(exc)[:200]}") from None
+        return VisionAdapter(model=model, name=spec, device=dev, info=info, processor=processor,
+                             dtype=DTYPES[dtype])
+    from transformers import AutoTokenizer
+
+    from .hf_text import TextAdapter
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"cannot load the tokenizer of {where}: {_short(exc)[:200]}") from None
+    return TextAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer, causal=causal)
+
+
+def _hf_weights_hash(model, spec, revision, local, allow_pickle) -> dict:
+    folder = local
+    if folder is None:
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(spec, revision=revision, local_files_only=True,
+                                            allow_patterns=["*.safetensors", "*.bin"]))
+        except Exception:  # not in the cache layout we expect: hash the loaded tensors
+            folder = None
+    if folder is not None:
+        safe, pickled = _weight_files(Path(folder))
+        files = safe or (pickled if allow_pickle else [])
+        if files:
+            return {p.name: sha256_file(p) for p in files}
+    return {"state_dict": state_sha256(model)}
+
+
+def _load_timm(name, checkpoint, dev, dtype, allow_pickle):
+    import timm
+
+    info = {"source": "timm", "versions": library_versions()}
+    if name.startswith("local-dir:"):
+        path = Path(name[len("local-dir:"):]).expanduser()
+        if not path.is_dir():
+            raise ModelError(f"model directory not found: {path}")
+        cfg = _read_config(path)
+        if "architecture" not in cfg:
+            raise ModelError(f"{path}/config.json has no \"architecture\": not a timm model folder")
+        safe, pickled = _weight_files(path)
+        if not safe and not pickled:
+            raise ModelError(f"{path} holds no weights (model.safetensors)")
+        if not safe and not allow_pickle:
+            raise ModelError(
+                f"{path} has only pickle weights ({pickled[0].name}); they can run code when loaded. "
+                "Convert them to safetensors, or pass --allow-pickle if you trust them"
+            )
+        if checkpoint is not None:
+            raise ActkitError("--checkpoint cannot be combined with a timm local directory")
+        try:
+            model = timm.create_model("local-dir:" + str(path), pretrained=True)
+        except (RuntimeError, ValueError, OSError, KeyError) as exc:
+            raise ModelError(f"cannot load timm model from {path}: {_short(exc)[:300]}") from None
+        info.update(model=str(path), weights_sha256={p.name: sha256_file(p) for p in (safe or pickled)})
+    else:
+        base = name.split(".", 1)[0]
+        if not name or not timm.is_model(base):
+            import difflib
+
+            close = difflib.get_close_matches(base, timm.list_models(), n=3, cutoff=0.6)
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise ModelError(f"unknown timm model {name!r}{hint}")
+        if checkpoint is not None:
+            ckpt = Path(checkpoint).expanduser()
+            if not ckpt.is_file():
+                raise ModelError(f"checkpoint file not found: {ckpt}")
+            model = timm.create_model(name, pretrained=False)
+            state = _read_checkpoint(ckpt, allow_pickle)
+            try:
+                model.load_state_dict(state, strict=True)
+            except RuntimeError as exc:
+                raise ModelError(f"checkpoint {ckpt} does not fit timm:{name}: {_short(exc)[:300]}") from None
+            info.update(model=f"timm:{name}", checkpoint=str(ckpt), weights_sha256={ckpt.name: sha256_file(ckpt)})
+        else:
+            try:
+                model = timm.create_model(name, pretrained=True)
+            except Exception as exc:  # network / cache errors come in many types
+                raise ModelError(
+                    f"cannot get pretrained weights for timm:{name} ({_short(exc)[:160]}); "
+                    "pass --checkpoint FILE.safetensors or use timm:local-dir:PATH"
+                ) from None
+            info.update(model=f"timm:{name}", weights_sha256={"state_dict": state_sha256(model)})
+    model.eval().to(dev, DTYPES[dtype])
+    info["model_class"] = type(model).__name__
+    info["architecture"] = getattr(model, "pretrained_cfg", {}).get("architecture")
+    from .timm_vision import TimmAdapter
+
+    return TimmAdapter(model=model, name=info["model"], device=dev, info=info, dtype=DTYPES[dtype])
+
+
+def _read_checkpoint(path: Path, allow_pickle: bool) -> dict:
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path), device="cpu")
+        except Exception as exc:
+            raise ModelError(f"cannot read safetensors checkpoint {path}: {_short(exc)[:200]}") from None
+    if not allow_pickle:
+        raise ModelError(
+            f"checkpoint {path} is not safetensors; pickle checkpoints can run code when loaded. "
+            "Convert it to .safetensors, or pass --allow-pickle if you trust it"
+        )
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ModelError(f"cannot read checkpoint {path}: {_short(exc)[:200]}") from None
+    for key in ("state_dict", "model", "state_dict_ema"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+            break
+    return state

@@ -1,0 +1,45 @@
+"""timm models (resnet*, vit_*, MAE-pretrained ViTs such as ``vit_base_patch16_224.mae``).
+
+Images go through the model's own data config and eval transform
+(``timm.data.resolve_model_data_config`` + ``create_transform(is_training=False)``).
+Layer names are the dotted paths of ``named_modules()`` (``layer3``, ``blocks.5``); a
+ResNet stage gives a (C, H, W) map, stored as one row per spatial position (h, then w).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._base import Adapter, Batch
+
+
+class TimmAdapter(Adapter):
+    """Adapter for ``timm.create_model`` models."""
+
+    def __init__(self, *, model, name, device, info, dtype):
+        super().__init__(kind="image", model=model, name=name, device=device, info=info)
+        import timm.data
+
+        self.dtype = dtype
+        self.data_config = timm.data.resolve_model_data_config(model)
+        self.transform = timm.data.create_transform(**self.data_config, is_training=False)
+
+    def preprocessing(self) -> dict:
+        cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.data_config.items()}
+        return {"timm_data_config": cfg, "transform": repr(self.transform)}
+
+    def _stack(self, images) -> Batch:
+        pixels = torch.stack([self.transform(img) for img in images])
+        return Batch(kwargs={"x": pixels.to(self.device, self.dtype)}, size=len(images))
+
+    def forward(self, batch):
+        return self.model(batch.kwargs["x"])
+
+    def batch(self, inputs, start, stop):
+        return self._stack(inputs.images(start, stop))
+
+    def dummy_batch(self):
+        from PIL import Image
+
+        _, h, w = self.data_config["input_size"]
+        return self._stack([Image.new("RGB", (w, h), (128, 128, 128))])
