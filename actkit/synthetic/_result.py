@@ -1,0 +1,186 @@
+"""The result of one reproduction experiment: table, paper numbers, claims, files.
+
+An :class:`ExperimentResult` is what every experiment's ``run`` returns. It prints
+as a plain-text table with our numbers beside the paper's, lists the qualitative claims
+it tested (each passed or failed, with the measured evidence), and writes itself as
+``NAME.json`` plus the figures ``NAME*.png`` into an output folder, atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class Claim:
+    """A qualitative claim of a paper and whether our numbers support it."""
+
+    name: str
+    passed: bool
+    detail: str
+
+    def to_dict(self):
+        return {"name": self.name, "passed": bool(self.passed), "detail": self.detail}
+
+
+@dataclass
+class ExperimentResult:
+    """Everything one experiment measured.
+
+    Attributes
+    ----------
+    name : str
+        Experiment name (``bilipschitz``, ``kl``, ...).
+    title : str
+        What it reproduces (paper, figure or table).
+    columns : list of str
+        Column order of ``rows``.
+    rows : list of dict
+        Our measurements, one dict per table row; columns prefixed ``paper`` hold the
+        paper's numbers where it reports comparable ones.
+    claims : list of Claim
+    settings : dict
+        Sizes, seeds, quick/full, device.
+    conventions : dict
+        **[actkit]** choices where the papers are silent (science.md tags).
+    extra : dict
+        Further measurements (curves, matrices) kept in the JSON, not in the table.
+    runtime_s : float
+    figures : list of str
+        Paths of the figures written by :meth:`write`.
+    """
+
+    name: str
+    title: str
+    columns: list
+    rows: list
+    claims: list
+    settings: dict = field(default_factory=dict)
+    conventions: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    runtime_s: float = 0.0
+    figures: list = field(default_factory=list)
+    plot: object = None  # callable(result, out_dir) -> list of Path (not serialised)
+
+    @property
+    def passed(self) -> bool:
+        """True when every claim held."""
+        return all(c.passed for c in self.claims)
+
+    def to_dict(self) -> dict:
+        return _jsonable({
+            "name": self.name, "title": self.title, "passed": self.passed,
+            "columns": self.columns, "rows": self.rows,
+            "claims": [c.to_dict() for c in self.claims], "settings": self.settings,
+            "conventions": self.conventions, "extra": self.extra,
+            "runtime_s": round(self.runtime_s, 2), "figures": self.figures,
+        })
+
+    def format(self) -> str:
+        """The table, then the claims, as plain text."""
+        lines = [f"== {self.name}: {self.title}"]
+        lines.append(format_table(self.columns, self.rows))
+        for c in self.claims:
+            lines.append(f"[{'PASS' if c.passed else 'FAIL'}] {c.name}: {c.detail}")
+        lines.append(f"({self.runtime_s:.1f} s, {'quick' if self.settings.get('quick') else 'full'} mode)")
+        return "\n".join(lines)
+
+    def write(self, out_dir) -> list:
+        """Write ``NAME.json`` and the figures into ``out_dir`` (created); return the paths."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        if self.plot is not None:
+            paths = [str(p) for p in self.plot(self, out)]
+            self.figures = paths
+        json_path = out / f"{self.name}.json"
+        write_text_atomic(json_path, json.dumps(self.to_dict(), indent=2, allow_nan=True) + "\n")
+        return [str(json_path), *paths]
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    return obj
+
+
+def _cell(v):
+    if v is None:
+        return "-"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (float, np.floating)):
+        if not math.isfinite(v):
+            return "nan"
+        a = abs(v)
+        return f"{v:.3g}" if (a >= 1000 or (a < 1e-3 and a > 0)) else f"{v:.3f}"
+    return str(v)
+
+
+def format_table(columns, rows) -> str:
+    """Fixed-width plain-text table of ``rows`` (dicts) in ``columns`` order."""
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    head = "  ".join(c.rjust(w) for c, w in zip(columns, widths))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(x.rjust(w) for x, w in zip(row, widths)) for row in cells]
+    return "\n".join([head, sep, *body])
+
+
+def write_text_atomic(path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_figure(fig, path) -> str:
+    """Save a matplotlib figure atomically (PNG) and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+    return str(path)
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -1,0 +1,225 @@
+"""Small torch models for the reproduction experiments: MLP autoencoders and classifiers.
+
+Deterministic given ``seed`` (parameters and mini-batch order both come from it) on a
+given device and thread count. Everything here is private; the experiments use it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit.errors import ActkitError
+
+
+def resolve_device(device):
+    """Return a ``torch.device`` for ``device`` or raise a one-line :class:`ActkitError`."""
+    import torch
+
+    name = "cpu" if device is None else str(device)
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError) as exc:
+        raise ActkitError(f"unknown device {name!r} (use 'cpu', 'cuda' or 'cuda:N')") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ActkitError(f"device {name!r} requested but CUDA is not available; use --device cpu")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ActkitError(f"unsupported device {name!r} (use 'cpu' or 'cuda')")
+    return dev
+
+
+def mlp(sizes, *, activation="leaky_relu"):
+    """``Linear -> act -> ... -> Linear`` (no activation after the last layer)."""
+    import torch.nn as nn
+
+    acts = {"leaky_relu": lambda: nn.LeakyReLU(0.2), "relu": nn.ReLU, "tanh": nn.Tanh,
+            "elu": nn.ELU}
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(acts[activation]())
+    return nn.Sequential(*layers)
+
+
+def _loop(n_rows, batch_size, n_steps, generator):
+    import torch
+
+    done = 0
+    while done < n_steps:
+        perm = torch.randperm(n_rows, generator=generator)
+        for start in range(0, n_rows - batch_size + 1, batch_size):
+            yield perm[start:start + batch_size]
+            done += 1
+            if done >= n_steps:
+                return
+
+
+def _encode_fn(module, device):
+    import torch
+
+    def encode(X, batch_size=4096):
+        module.eval()
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(X), batch_size):
+                xb = torch.as_tensor(np.asarray(X[start:start + batch_size]),
+                                     dtype=torch.float32, device=device)
+                out.append(module(xb).cpu().numpy().astype(np.float64))
+        return np.concatenate(out)
+
+    return encode
+
+
+def train_autoencoder(X, *, n_latents, hidden=(64, 64), n_steps=2000, batch_size=128,
+                      lr=2e-3, seed=0, device="cpu", desc="autoencoder"):
+    """Train an MLP autoencoder with squared-error loss.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    n_latents : int
+        Bottleneck width.
+    hidden : tuple of int
+        Hidden widths of the encoder (the decoder mirrors them).
+    n_steps : int
+        Adam steps (mini-batches).
+
+    Returns
+    -------
+    encode : callable, ndarray (n, n_features) -> ndarray (n, n_latents)
+    history : dict with ``loss`` (list of float, one per 100 steps) and ``final_mse``
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    dev = resolve_device(device)
+    torch.manual_seed(seed)
+    D = X.shape[1]
+    enc = mlp([D, *hidden, n_latents]).to(dev)
+    dec = mlp([n_latents, *hidden[::-1], D]).to(dev)
+    opt = torch.optim.Adam([*enc.parameters(), *dec.parameters()], lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
+    Xt = torch.as_tensor(X, dtype=torch.float32, device=dev)
+    gen = torch.Generator().manual_seed(seed)
+    losses, running = [], 0.0
+    for step, idx in enumerate(tqdm(_loop(len(X), batch_size, n_steps, gen), total=n_steps,
+                                    desc=desc, disable=None, leave=False)):
+        xb = Xt[idx.to(dev)]
+        loss = ((dec(enc(xb)) - xb) ** 2).sum(1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        running += loss.item()
+        if (step + 1) % 100 == 0:
+            losses.append(running / 100)
+            running = 0.0
+    with torch.no_grad():
+        enc.eval(), dec.eval()
+        mse = float(((dec(enc(Xt)) - Xt) ** 2).sum(1).mean() / Xt.pow(2).sum(1).mean())
+    return _encode_fn(enc, dev), {"loss": losses, "relative_mse": mse}
+
+
+class _Classifier:
+    """Encoder -> representation (optionally ReLU) -> bias-free linear read-out."""
+
+    def __init__(self, n_in, width, n_classes, hidden, representation, readout_bias):
+        import torch.nn as nn
+
+        self.encoder = mlp([n_in, *hidden, width])
+        self.nonneg = representation == "relu"
+        self.readout = nn.Linear(width, n_classes, bias=readout_bias)
+
+    def parameters(self):
+        return [*self.encoder.parameters(), *self.readout.parameters()]
+
+    def to(self, dev):
+        self.encoder.to(dev)
+        self.readout.to(dev)
+        return self
+
+    def represent(self, x):
+        import torch
+
+        h = self.encoder(x)
+        return torch.relu(h) if self.nonneg else h
+
+
+def train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), representation="linear",
+                     energy=0.0, weight_decay=0.0, readout_bias=True, n_steps=3000,
+                     batch_size=256, lr=2e-3, seed=0, device="cpu", desc="classifier"):
+    """Train an MLP classifier ``x -> h (width) -> logits = W h (+ b)`` with cross-entropy.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,), int
+    width : int
+        Representation width ``M``.
+    representation : {"linear", "relu"}
+        ``relu`` makes the representation non-negative.
+    energy : float
+        Weight of the activity (energy) penalty ``mean_i sum_j h_ij^2``.
+    weight_decay : float
+        L2 penalty on the read-out weights only (with ``energy`` it stops the network
+        from shrinking ``h`` and growing ``W``).
+    readout_bias : bool
+        ``False`` gives the softmax-model form ``p(y|x) = softmax(f(x)^T g(y))``.
+
+    Returns
+    -------
+    represent : callable, ndarray (n, n_features) -> ndarray (n, width)
+    readout : dict with ``weight`` (n_classes, width) and ``bias`` (n_classes,) or None
+    history : dict with ``loss`` and ``train_accuracy``
+    """
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    dev = resolve_device(device)
+    torch.manual_seed(seed)
+    n_classes = int(y.max()) + 1 if n_classes is None else n_classes
+    model = _Classifier(X.shape[1], width, n_classes, hidden, representation,
+                        readout_bias).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
+    Xt = torch.as_tensor(X, dtype=torch.float32, device=dev)
+    yt = torch.as_tensor(y, dtype=torch.long, device=dev)
+    gen = torch.Generator().manual_seed(seed)
+    losses, running = [], 0.0
+    for step, idx in enumerate(tqdm(_loop(len(X), batch_size, n_steps, gen), total=n_steps,
+                                    desc=desc, disable=None, leave=False)):
+        idx = idx.to(dev)
+        h = model.represent(Xt[idx])
+        loss = F.cross_entropy(model.readout(h), yt[idx])
+        total = loss
+        if energy:
+            total = total + energy * h.pow(2).sum(1).mean()
+        if weight_decay:
+            total = total + weight_decay * model.readout.weight.pow(2).sum()
+        opt.zero_grad()
+        total.backward()
+        opt.step()
+        sched.step()
+        running += loss.item()
+        if (step + 1) % 100 == 0:
+            losses.append(running / 100)
+            running = 0.0
+    model.encoder.eval()
+    with torch.no_grad():
+        acc = float((model.readout(model.represent(Xt)).argmax(1) == yt).float().mean())
+    weight = model.readout.weight.detach().cpu().numpy().astype(np.float64)
+    bias = (model.readout.bias.detach().cpu().numpy().astype(np.float64)
+            if model.readout.bias is not None else None)
+
+    class _Rep:
+        def __call__(self, X_, batch_size=4096):
+            out = []
+            with torch.no_grad():
+                for start in range(0, len(X_), batch_size):
+                    xb = torch.as_tensor(np.asarray(X_[start:start + batch_size]),
+                                         dtype=torch.float32, device=dev)
+                    out.append(model.represent(xb).cpu().numpy().astype(np.float64))
+            return np.concatenate(out)
+
+    return _Rep(), {"weight": weight, "bias": bias}, {"loss": losses, "train_accuracy": acc}
