@@ -45,7 +45,7 @@ class VisionAdapter(Adapter):
     def _batch(self, pixels) -> Batch:
         kwargs = {"pixel_values": pixels}
         if self.is_mae:
-            n_patches = self.model.embeddings.num_patches
+            n_patches = self.model.embeddings.patch_embeddings.num_patches
             noise = torch.arange(n_patches, device=self.device, dtype=torch.float32)
             kwargs["noise"] = noise.expand(pixels.shape[0], n_patches)
         return Batch(kwargs=kwargs, size=pixels.shape[0])
