@@ -147,6 +147,18 @@ def _remote_code_error(spec: str) -> ModelError:
 
 
 def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # our own bar is the one that matters
+    try:
+        return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
     import transformers
     from transformers import AutoConfig
 

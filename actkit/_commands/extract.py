@@ -40,6 +40,8 @@ def register(sub) -> None:
                    help="allow pickle weight files (.bin/.pt), which can run code when loaded")
     p.add_argument("--compression", choices=["gzip", "lzf"], default=None,
                    help="HDF5 compression (off by default: much slower writes)")
+    p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="SECONDS",
+                   help="seconds between resume checkpoints (default 5)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -54,6 +56,7 @@ def run(args) -> int:
         final_hidden=args.final_hidden, unembedding=args.unembedding, overwrite=args.overwrite,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         compression=args.compression, progress=not args.no_progress,
+        checkpoint_every=args.checkpoint_every,
     )
     print(path)
     return 0
