@@ -89,7 +89,8 @@ class ExperimentResult:
         lines.append(format_table(self.columns, self.rows))
         for c in self.claims:
             lines.append(f"[{'PASS' if c.passed else 'FAIL'}] {c.name}: {c.detail}")
-        lines.append(f"({self.runtime_s:.1f} s, {'quick' if self.settings.get('quick') else 'full'} mode)")
+        mode = "quick" if self.settings.get("quick") else "full"
+        lines.append(f"({self.runtime_s:.1f} s, {mode} mode)")
         return "\n".join(lines)
 
     def write(self, out_dir) -> list:

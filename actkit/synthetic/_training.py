@@ -153,7 +153,9 @@ def train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), representa
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,), int
+    y : ndarray of shape (n_samples,), int, or (n_samples, n_labels) in {0, 1}
+        Class labels (softmax cross-entropy), or independent binary labels (sigmoid
+        cross-entropy, ``n_classes`` = ``n_labels``).
     width : int
         Representation width ``M``.
     representation : {"linear", "relu"}
@@ -178,20 +180,25 @@ def train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), representa
 
     dev = resolve_device(device)
     torch.manual_seed(seed)
-    n_classes = int(y.max()) + 1 if n_classes is None else n_classes
+    multilabel = np.ndim(y) == 2
+    if multilabel:
+        n_classes = y.shape[1]
+    elif n_classes is None:
+        n_classes = int(y.max()) + 1
     model = _Classifier(X.shape[1], width, n_classes, hidden, representation,
                         readout_bias).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     Xt = torch.as_tensor(X, dtype=torch.float32, device=dev)
-    yt = torch.as_tensor(y, dtype=torch.long, device=dev)
+    yt = torch.as_tensor(y, dtype=torch.float32 if multilabel else torch.long, device=dev)
+    criterion = F.binary_cross_entropy_with_logits if multilabel else F.cross_entropy
     gen = torch.Generator().manual_seed(seed)
     losses, running = [], 0.0
     for step, idx in enumerate(tqdm(_loop(len(X), batch_size, n_steps, gen), total=n_steps,
                                     desc=desc, disable=None, leave=False)):
         idx = idx.to(dev)
         h = model.represent(Xt[idx])
-        loss = F.cross_entropy(model.readout(h), yt[idx])
+        loss = criterion(model.readout(h), yt[idx])
         total = loss
         if energy:
             total = total + energy * h.pow(2).sum(1).mean()
@@ -207,7 +214,9 @@ def train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), representa
             running = 0.0
     model.encoder.eval()
     with torch.no_grad():
-        acc = float((model.readout(model.represent(Xt)).argmax(1) == yt).float().mean())
+        logits = model.readout(model.represent(Xt))
+        pred = (logits > 0).float() if multilabel else logits.argmax(1)
+        acc = float((pred == yt).float().mean())
     weight = model.readout.weight.detach().cpu().numpy().astype(np.float64)
     bias = (model.readout.bias.detach().cpu().numpy().astype(np.float64)
             if model.readout.bias is not None else None)

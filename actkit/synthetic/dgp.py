@@ -108,7 +108,8 @@ def isometric_dgp(n_samples, *, n_latents=4, n_features=None, alpha=0.5, n_layer
     """
     n_samples = _check_positive_int(n_samples, "n_samples")
     n_latents = _check_positive_int(n_latents, "n_latents")
-    n_features = 2 * n_latents if n_features is None else _check_positive_int(n_features, "n_features")
+    n_features = (2 * n_latents if n_features is None
+                  else _check_positive_int(n_features, "n_features"))
     if n_features < n_latents:
         raise ValueError(f"n_features ({n_features}) must be >= n_latents ({n_latents})")
     if not 0 < alpha <= 1:
@@ -272,17 +273,20 @@ def mutual_coherence(A):
     return float(G.max())
 
 
-def discriminative_dgp(n_samples, *, measurement, k=2, n_classes=None, temperature=3.0,
+def discriminative_dgp(n_samples, *, measurement, k=2, n_labels=None, temperature=3.0,
                        alpha=0.2, random_state=None, mixing_state=0):
     """Zhou & Klindt's discriminative DGP: k-sparse latents cause labels.
 
     ``z`` has a uniformly random support of size ``k`` with non-zeros ``|N(0, 1)|``;
-    ``x = g(z)`` with ``g`` a random invertible leaky MLP; **[actkit]** the label is drawn
-    from ``p(y | z) = softmax(temperature * V A z)`` with ``A`` the ``D x d``
-    measurement matrix and ``V`` a fixed random ``C x D`` read-out, so the
-    Bayes-optimal logits factor through the ``D``-dimensional ``A z``: an optimal
-    classifier with a ``D``-wide representation must represent ``A z`` (up to an
-    invertible linear map), the compressed-sensing measurement of the latents.
+    ``x = g(z)`` with ``g`` a random invertible leaky MLP. **[actkit]** The labels are
+    ``n_labels`` binary attributes, ``y_c ~ Bernoulli(sigmoid(temperature * v_c . A z))``,
+    with ``A`` the ``D x d`` measurement matrix and ``V = [v_c]`` a fixed random
+    ``n_labels x D`` read-out with orthogonal columns of norm ``sqrt(n_labels / D)`` (every
+    direction of ``A z`` equally informative). The Bayes-optimal logits factor through
+    the ``D``-dimensional ``A z``, so an optimal classifier with a ``D``-wide
+    representation must represent ``A z`` up to an invertible linear map: the
+    compressed-sensing measurement of the latents. (Many binary labels rather than one
+    categorical label give the network enough bits per sample to learn that map well.)
 
     Parameters
     ----------
@@ -290,8 +294,8 @@ def discriminative_dgp(n_samples, *, measurement, k=2, n_classes=None, temperatu
     measurement : ndarray of shape (D, d)
     k : int
         Active latents per sample (``1 <= k <= d``).
-    n_classes : int, optional
-        Default ``2 D``.
+    n_labels : int, optional
+        Number of binary labels, default ``4 D``.
     temperature : float
         Scale of the logits (higher = less label noise).
 
@@ -299,30 +303,30 @@ def discriminative_dgp(n_samples, *, measurement, k=2, n_classes=None, temperatu
     -------
     X : ndarray of shape (n_samples, d)
     Z : ndarray of shape (n_samples, d), non-negative, ``k`` non-zeros a row
-    y : ndarray of shape (n_samples,), int64
+    Y : ndarray of shape (n_samples, n_labels), float64 in {0, 1}
     info : dict
     """
     A = np.asarray(measurement, dtype=np.float64)
     D, d = A.shape
     if not 1 <= k <= d:
         raise ValueError(f"k must be in [1, {d}], got {k!r}")
-    n_classes = 2 * D if n_classes is None else n_classes
+    n_labels = 4 * D if n_labels is None else n_labels
+    if n_labels < D:
+        raise ValueError(f"n_labels ({n_labels}) must be >= D ({D}) for A z to be identifiable")
     rng = check_random_state(random_state)
     n_samples = _check_positive_int(n_samples, "n_samples")
     Z = np.zeros((n_samples, d))
     support = np.argsort(rng.random_sample((n_samples, d)), axis=1)[:, :k]
     rows = np.repeat(np.arange(n_samples), k)
     Z[rows, support.ravel()] = np.abs(rng.standard_normal(n_samples * k))
-    V = check_random_state(mixing_state + 1).standard_normal((n_classes, D)) / np.sqrt(D)
+    V = random_orthogonal(n_labels, D, random_state=mixing_state + 1) * np.sqrt(n_labels / D)
     logits = temperature * (Z @ A.T) @ V.T
-    logits -= logits.max(axis=1, keepdims=True)
-    p = np.exp(logits)
-    p /= p.sum(axis=1, keepdims=True)
-    y = (p.cumsum(axis=1) > rng.random_sample((n_samples, 1))).argmax(axis=1).astype(np.int64)
+    p = 0.5 * (1 + np.tanh(0.5 * logits))
+    Y = (rng.random_sample(p.shape) < p).astype(np.float64)
     g = invertible_leaky_mlp(d, d, alpha=alpha, random_state=mixing_state)
-    info = {"k": int(k), "n_latents": d, "n_measurements": D, "n_classes": n_classes,
+    info = {"k": int(k), "n_latents": d, "n_measurements": D, "n_labels": n_labels,
             "temperature": temperature, "mixing_alpha": alpha}
-    return g(Z), Z, y, info
+    return g(Z), Z, Y, info
 
 
 # slot permutation of model 2 in the KL counterexample (science.md §4)
