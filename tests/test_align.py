@@ -1,0 +1,313 @@
+"""Alignments and compare: ground truths, references (scipy/sklearn/brute force), errors."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from scipy.linalg import orthogonal_procrustes
+from scipy.spatial.distance import pdist
+from scipy.stats import ortho_group
+from sklearn.linear_model import LinearRegression, Ridge
+
+import actkit
+from actkit.align import (
+    ICAAlignment,
+    LinearAlignment,
+    PermutationAlignment,
+    RigidAlignment,
+    _split,
+    compare,
+    compare_many,
+    diameter,
+)
+
+N, D = 2000, 6
+
+
+def _sources(seed=0, n=N, d=D):
+    rng = np.random.default_rng(seed)
+    S = rng.laplace(size=(n, d))
+    return rng, S
+
+
+def _signed_perm(rng, d):
+    return np.eye(d)[rng.permutation(d)] * rng.choice([-1.0, 1.0], d)
+
+
+def _errs(res):
+    return res.errors
+
+
+def test_signed_permutation_gives_zero_for_every_method():
+    rng, S = _sources(0)
+    A = S @ rng.normal(size=(D, D)) + 3.0
+    B = A @ _signed_perm(rng, D) - 1.0
+    e = _errs(compare(A, B))
+    for m in ("permutation", "rigid", "linear", "ica"):
+        assert e[m] < 1e-4, (m, e)
+
+
+def test_orthogonal_zero_for_rigid_and_linear_only():
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(N, D)) @ rng.normal(size=(D, D))
+    B = A @ ortho_group.rvs(D, random_state=2) + 5.0
+    e = _errs(compare(A, B))
+    assert e["rigid"] < 1e-6 and e["linear"] < 1e-6
+    assert e["permutation"] > 0.05
+    assert e["ica"] > 0.01          # Gaussian data: no independent components to match
+
+
+def test_invertible_zero_for_linear_only():
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(N, D))
+    B = A @ rng.normal(size=(D, D)) + 1.0
+    e = _errs(compare(A, B))
+    assert e["linear"] < 1e-6
+    for m in ("permutation", "rigid", "ica"):
+        assert e[m] > 0.02, (m, e)
+
+
+def test_independent_sources_zero_for_ica():
+    rng, S = _sources(4)
+    A = S @ rng.normal(size=(D, D))
+    B = S @ rng.normal(size=(D, D)) - 2.0
+    res = compare(A, B)
+    e = res.errors
+    assert e["ica"] < 0.01
+    assert e["permutation"] > 0.05 and e["rigid"] > 0.03
+    assert res.ica_efficiency > 0.9
+    assert np.all(np.abs(res.matched_correlations) > 0.99)
+    assert res.source_correlation.shape == (D, D)
+    assert np.allclose(np.diag(res.source_correlation), res.matched_correlations)
+
+
+def test_errors_match_scipy_sklearn_and_brute_force():
+    """Rigid = scipy Procrustes, linear = sklearn LinearRegression, permutation = brute force
+    over all signed permutations, diameter = pdist; all on the same fit/eval split."""
+    rng = np.random.default_rng(5)
+    d = 4
+    A = rng.normal(size=(600, d)) * [1, 2, 3, 4] + 1
+    B = np.tanh(A @ rng.normal(size=(d, d))) + 0.1 * rng.normal(size=(600, d))
+    groups = np.repeat(np.arange(150), 4)                   # 4 rows ("tokens") per sample
+    res = compare(A, B, groups=groups, random_state=7)
+    ev, _ = _split(600, groups, 0.2, 7)
+    Af, Bf, Ae, Be = A[~ev], B[~ev], A[ev], B[ev]
+    ma, mb = Af.mean(0), Bf.mean(0)
+    diam = pdist(Be).max()
+    assert res.info["diameter"] == pytest.approx(diam, rel=1e-12)
+
+    def err(pred):
+        return np.linalg.norm(pred - Be, axis=1).mean() / diam
+
+    R, _ = orthogonal_procrustes(Af - ma, Bf - mb)
+    assert res.errors["rigid"] == pytest.approx(err((Ae - ma) @ R + mb), rel=1e-8)
+    lr = LinearRegression().fit(Af, Bf)
+    assert res.errors["linear"] == pytest.approx(err(lr.predict(Ae)), rel=1e-8)
+    best, best_P = np.inf, None
+    for perm in itertools.permutations(range(d)):
+        for signs in itertools.product([-1, 1], repeat=d):
+            P = np.eye(d)[list(perm)] * signs
+            sse = np.sum(((Af - ma) @ P - (Bf - mb)) ** 2)
+            if sse < best:
+                best, best_P = sse, P
+    assert res.errors["permutation"] == pytest.approx(err((Ae - ma) @ best_P + mb), rel=1e-8)
+    e = res.errors
+    assert res.ica_efficiency == pytest.approx(
+        (e["permutation"] - e["ica"]) / (e["permutation"] - e["rigid"]))
+    # sample-wise split: no sample on both sides
+    assert not set(groups[ev]) & set(groups[~ev])
+    assert res.info["n_eval_rows"] == 120 and res.info["n_samples"] == 150
+
+
+def test_ridge_matches_sklearn():
+    rng = np.random.default_rng(6)
+    A, B = rng.normal(size=(300, 5)), rng.normal(size=(300, 3))
+    h = actkit.align(A, B, method="linear", alpha=10.0)
+    ref = Ridge(alpha=10.0).fit(A, B)
+    assert np.allclose(h.transform(A), ref.predict(A), atol=1e-10)
+
+
+def test_different_widths_and_padding():
+    rng, S = _sources(8, d=8)
+    A = S @ rng.normal(size=(8, 8))
+    P = _signed_perm(rng, 8)
+    # Da > Db: B keeps 5 signed, permuted columns of A
+    B = (A @ P)[:, :5]
+    res = compare(A, B)
+    assert res.errors["permutation"] < 1e-6 and res.errors["linear"] < 1e-6
+    assert res.alignments["rigid"].coef_.shape == (8, 5)
+    # Da < Db: B = A's columns permuted, plus three constant columns (padding -> the mean)
+    B2 = np.hstack([A[:, :5] @ _signed_perm(rng, 5), np.full((N, 3), 2.0)])
+    res2 = compare(A[:, :5], B2)
+    assert res2.errors["permutation"] < 1e-6
+    assert res2.info["ica_n_components"] == 5
+
+
+def test_fitted_alignment_maps_new_rows():
+    rng = np.random.default_rng(9)
+    A = rng.normal(size=(500, D))
+    Q = ortho_group.rvs(D, random_state=3)
+    h = actkit.align(A, A @ Q + 2, method="rigid")
+    assert isinstance(h, RigidAlignment)
+    new = rng.normal(size=(50, D))
+    assert np.allclose(h.transform(new), new @ Q + 2, atol=1e-9)
+    assert h.transform(new.astype(np.float32)).dtype == np.float32
+    assert h.error(new, new @ Q + 2) < 1e-9
+    assert np.allclose(new @ h.coef_ + h.intercept_, new @ Q + 2, atol=1e-9)
+    p = PermutationAlignment().fit(A, -A[:, ::-1])
+    assert sorted(p.pairs_[:, 1].tolist()) == list(range(D))
+    with pytest.raises(ValueError, match="not fitted"):
+        LinearAlignment().transform(A)
+    with pytest.raises(ValueError, match="unknown alignment"):
+        actkit.align(A, A, method="affine")
+
+
+def test_ica_alignment_recovers_sources():
+    rng, S = _sources(10)
+    M1, M2 = rng.normal(size=(D, D)), rng.normal(size=(D, D))
+    h = ICAAlignment(random_state=0).fit(S @ M1, S @ M2)
+    # unmixing_a recovers S up to signed permutation and scale
+    est = (S @ M1 - h.mean_a_) @ h.unmixing_a_.T
+    C = np.abs(np.corrcoef(est.T, S.T)[:D, D:])
+    assert np.all(C.max(1) > 0.99)
+    assert np.allclose(h.transform(S[:10] @ M1), S[:10] @ M2, atol=0.05 * np.abs(S @ M2).max())
+
+
+def test_float32_matches_float64_and_streaming(tmp_path):
+    import h5py
+
+    rng, S = _sources(11)
+    A = S @ rng.normal(size=(D, D))
+    B = S @ rng.normal(size=(D, D)) + 0.2 * rng.normal(size=(N, D))
+    r64 = compare(A, B)
+    r32 = compare(A.astype(np.float32), B.astype(np.float32))
+    assert r32.info["compute_dtype"] == "float32"
+    for m in ("permutation", "rigid", "linear"):
+        assert r32.errors[m] == pytest.approx(r64.errors[m], rel=1e-4)
+    assert r32.linear_cka == pytest.approx(r64.linear_cka, rel=1e-5)
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f["a"], f["b"] = A.astype(np.float32), B.astype(np.float32)
+    with h5py.File(tmp_path / "x.h5", "r") as f:
+        rs = compare(f["a"], f["b"], block_rows=301)
+    for key in ("permutation", "rigid", "linear", "ica", "linear_cka", "mean_cca"):
+        assert rs.to_dict()[key] == pytest.approx(r32.to_dict()[key], rel=1e-4, abs=1e-7)
+
+
+def test_metrics_in_result_match_metric_functions():
+    rng, S = _sources(12)
+    A, B = S @ rng.normal(size=(D, D)), np.tanh(S @ rng.normal(size=(D, D)))
+    res = compare(A, B)
+    assert res.linear_cka == pytest.approx(actkit.metrics.linear_cka(A, B), rel=1e-9)
+    assert res.linear_cka_debiased == pytest.approx(
+        actkit.metrics.linear_cka(A, B, debiased=True), rel=1e-9)
+    assert res.mean_cca == pytest.approx(actkit.metrics.mean_cca(A, B), rel=1e-9)
+
+
+def test_to_dict_flat_json():
+    rng, S = _sources(13, n=400)
+    res = compare(S, S @ rng.normal(size=(D, D)))
+    d = res.to_dict()
+    for key in ("permutation", "rigid", "linear", "ica", "ica_efficiency", "linear_cka",
+                "mean_cca", "linear_cka_debiased", "convention_error", "convention_split",
+                "diameter_method"):
+        assert key in d
+    assert all(not isinstance(v, (dict, list, np.ndarray)) for v in d.values())
+    json.dumps(d, allow_nan=False)
+    assert "Permutation" in str(res) and "ICA (% eff.)" in str(res)
+
+
+def test_split_keeps_groups_together_and_is_seeded():
+    groups = np.repeat(np.arange(50), 7)
+    m1, g = _split(groups.size, groups, 0.2, 0)
+    assert g == 50 and m1.sum() == 70
+    for gid in range(50):
+        assert len(set(m1[groups == gid])) == 1
+    assert np.array_equal(m1, _split(groups.size, groups, 0.2, 0)[0])
+    assert not np.array_equal(m1, _split(groups.size, groups, 0.2, 1)[0])
+
+
+@pytest.mark.parametrize("case", ["rows", "nan", "inf_b", "few", "method", "fraction"])
+def test_user_errors(case):
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(100, 3)), rng.normal(size=(100, 3))
+    if case == "rows":
+        with pytest.raises(ValueError, match="different row counts"):
+            compare(A, B[:99])
+    elif case == "nan":
+        A[17, 1] = np.nan
+        with pytest.raises(ValueError, match="A contains NaN.*row 17"):
+            compare(A, B)
+    elif case == "inf_b":
+        B[3, 0] = np.inf
+        with pytest.raises(ValueError, match="B contains NaN or infinite"):
+            compare(A, B)
+    elif case == "few":
+        with pytest.raises(ValueError, match="too few input samples"):
+            compare(A, B, groups=np.zeros(100))
+    elif case == "method":
+        with pytest.raises(ValueError, match="unknown method"):
+            compare(A, B, methods=["rigid", "cka"])
+    else:
+        with pytest.raises(ValueError, match="eval_fraction"):
+            compare(A, B, eval_fraction=1.5)
+
+
+def test_diameter_exact_and_sampled():
+    rng = np.random.default_rng(0)
+    for X in (rng.normal(size=(700, 5)),
+              np.vstack([rng.normal(size=(700, 5)), 40 * rng.normal(size=(2, 5))]),
+              rng.standard_t(1.5, size=(500, 3)).astype(np.float32)):
+        assert diameter(X, block_rows=64) == pytest.approx(pdist(X.astype(np.float64)).max(), rel=1e-6)
+    X = rng.normal(size=(900, 4))
+    d, info = diameter(X, max_rows=300, return_info=True)
+    assert info == {"method": "sampled", "rows": 300, "of_rows": 900}
+    assert d <= pdist(X).max() + 1e-12
+
+
+def test_compare_many_matrix():
+    rng, S = _sources(14, n=800)
+    reps = [S @ rng.normal(size=(D, D)) for _ in range(2)] + [rng.normal(size=(800, 4))]
+    mat, results = compare_many(reps, metric="linear")
+    assert mat.shape == (3, 3)
+    assert mat[0, 1] < 1e-6 and mat[0, 0] < 1e-6
+    assert mat[0, 2] > 0.1
+    direct = compare(reps[2], reps[0]).errors["linear"]
+    assert mat[2, 0] == pytest.approx(direct, rel=1e-9)
+    mat_cka, _ = compare_many(reps, metric="linear_cka", methods=["rigid"])
+    assert mat_cka[1, 0] == pytest.approx(actkit.metrics.linear_cka(reps[1], reps[0]), rel=1e-9)
+    with pytest.raises(ValueError, match="unknown metric"):
+        compare_many(reps[:2], metric="bogus", methods=["rigid"])
+
+
+def _store(path, X, index, fingerprint="inputs-1"):
+    from actkit.store import LayerSpec, create_store
+
+    w = create_store(path, [LayerSpec("h", X.shape[0], X.shape[1], index=index)],
+                     n_samples=int(index[:, 0].max()) + 1, request={"p": str(path)},
+                     inputs_fingerprint=fingerprint)
+    w.append("h", X.astype(np.float32))
+    w.checkpoint(int(index[:, 0].max()) + 1)
+    w.finalize()
+    return actkit.open_store(path)
+
+
+def test_store_layers_use_groups_and_refuse_mismatch(tmp_path):
+    rng, S = _sources(15, n=600)
+    A = S @ rng.normal(size=(D, D))
+    B = S @ rng.normal(size=(D, D))
+    index = np.stack([np.repeat(np.arange(100), 6), np.tile(np.arange(6), 100)], 1)
+    sa = _store(tmp_path / "a.h5", A, index)
+    sb = _store(tmp_path / "b.h5", B, index)
+    res = compare(sa["h"], sb["h"])
+    ref = compare(A.astype(np.float32), B.astype(np.float32), groups=index[:, 0])
+    assert res.errors["rigid"] == pytest.approx(ref.errors["rigid"], rel=1e-5)
+    assert res.info["n_samples"] == 100
+    sc = _store(tmp_path / "c.h5", B, index, fingerprint="inputs-2")
+    with pytest.raises(ValueError, match="different inputs"):
+        compare(sa["h"], sc["h"])
+    index2 = index.copy()
+    index2[:, 1] = index2[::-1, 1]
+    sd = _store(tmp_path / "d.h5", B, index2)
+    with pytest.raises(ValueError, match="different row indexes"):
+        compare(sa["h"], sd["h"])
