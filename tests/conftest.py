@@ -35,6 +35,18 @@ SENTENCES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """Run a test module with one torch thread (tiny models on a shared, busy machine are many
+    times faster that way, and results match subprocesses started with OMP_NUM_THREADS=1)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _corpus():
     words = " ".join(SENTENCES) + " hello world this is a probe sample text for the tokenizer"
     return [words] * 4 + SENTENCES

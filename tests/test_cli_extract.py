@@ -14,6 +14,8 @@ import pytest
 import actkit
 from actkit.cli import main
 
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -165,7 +167,7 @@ def test_layers_command(tiny_gpt_neox, tiny_timm_resnet, text_file, capsys):
 
 
 def test_cli_subprocess_one_line_no_traceback(tiny_gpt_neox, text_file, tmp_path):
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     env.pop("ACTKIT_DEBUG", None)
     proc = subprocess.run(
         [sys.executable, "-m", "actkit", "extract", str(tiny_gpt_neox), "--inputs", str(text_file),

@@ -11,6 +11,8 @@ import torch
 import actkit
 from conftest import SENTENCES
 
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
 N = len(SENTENCES)
 
 

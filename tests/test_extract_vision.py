@@ -9,6 +9,8 @@ import torch
 import actkit
 from conftest import make_images
 
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
 N = 7
 
 
