@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from actkit.metrics._similarity import PairedMoments, _whitener_from_scatter, canonical_correlations
+from actkit.metrics._similarity import PairedMoments, canonical_correlations, single_thread_linalg
 
 __all__ = [
     "align",
@@ -350,7 +350,8 @@ def _fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     cov = scatter / max(n - 1, 1)
     if not np.max(np.diag(cov), initial=0.0) > 0:
         raise ValueError("a representation has zero variance on the fit rows: nothing to align")
-    wp = whitening_from_moments(mean, cov, method="pca", n_components=None, warn=False)
+    with single_thread_linalg():
+        wp = whitening_from_moments(mean, cov, method="pca", n_components=None, warn=False)
     rank = int(wp["rank"])
     k = min(k, rank)
     if sample.shape[0] < 2 * k:
@@ -362,7 +363,8 @@ def _fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     Z = ((sample.astype(np.float64) - mean) @ W.T).astype(sample.dtype, copy=False)
     R = _fastica_rotation(Z, random_state, ica_params)   # (k, k)
     unmixing = R @ W
-    mixing = W_inv @ np.linalg.pinv(R)
+    with single_thread_linalg():
+        mixing = W_inv @ np.linalg.pinv(R)
     return unmixing, mixing, mean, rank
 
 
@@ -474,7 +476,8 @@ class RigidAlignment(_Alignment):
 
     def _fit(self, pair):
         m = pair.fit_pm
-        U, _, Vt = np.linalg.svd(m.scatter_xy(), full_matrices=False)
+        with single_thread_linalg():
+            U, _, Vt = np.linalg.svd(m.scatter_xy(), full_matrices=False)
         return self._set(U @ Vt, m.mean_x, m.mean_y)
 
 
@@ -493,7 +496,6 @@ class LinearAlignment(_Alignment):
         self.alpha = alpha
 
     def _fit(self, pair):
-        import scipy.linalg
 
         if self.alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
@@ -502,6 +504,14 @@ class LinearAlignment(_Alignment):
         if self.alpha:
             G = G + self.alpha * np.eye(G.shape[0])
         C = m.scatter_xy()
+        with single_thread_linalg():
+            W = self._solve(G, C)
+        return self._set(W, m.mean_x, m.mean_y)
+
+    @staticmethod
+    def _solve(G, C):
+        import scipy.linalg
+
         try:
             W = scipy.linalg.solve(G, C, assume_a="pos")
         except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
@@ -509,7 +519,7 @@ class LinearAlignment(_Alignment):
         else:
             if not np.all(np.isfinite(W)):
                 W = np.linalg.lstsq(G, C, rcond=None)[0]
-        return self._set(W, m.mean_x, m.mean_y)
+        return W
 
 
 class ICAAlignment(_Alignment):

@@ -214,6 +214,22 @@ class PairedMoments:
         return (tr + k1 * l1 / ((n - 1) * (n - 2)) - 2.0 * kl1 / (n - 2)) / (n * (n - 3))
 
 
+def single_thread_linalg():
+    """Context manager: run BLAS/LAPACK on one thread.
+
+    Dense (D x D) decompositions (eigh, svd, solve) of a few hundred dimensions run *slower*
+    with several OpenBLAS threads on a busy machine (10x measured on a shared 2-core box);
+    large GEMMs keep their threads outside this context.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _whitener_from_scatter(S, eps=1e-10):
     """Return (W, rank): W (rank, p) with W S W^T = I on the kept eigen-directions."""
     evals, evecs = np.linalg.eigh(S)
@@ -227,6 +243,11 @@ def _whitener_from_scatter(S, eps=1e-10):
 
 def canonical_correlations(sxx, syy, sxy, *, n_components=None, eps=1e-10):
     """Canonical correlations from scatter matrices, sorted decreasing, shape (k,)."""
+    with single_thread_linalg():
+        return _canonical_correlations(sxx, syy, sxy, n_components, eps)
+
+
+def _canonical_correlations(sxx, syy, sxy, n_components, eps):
     Wx, rx = _whitener_from_scatter(sxx, eps)
     Wy, ry = _whitener_from_scatter(syy, eps)
     k = min(rx, ry)

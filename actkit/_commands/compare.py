@@ -1,0 +1,285 @@
+"""``actkit compare``: do two checkpoints learn the same representation, up to which map?
+
+Forms::
+
+    actkit compare STORE_A STORE_B [--layer-a L] [--layer-b L] [--json OUT] [--plot OUT.png]
+    actkit compare STORE_1 STORE_2 STORE_3 ... [--metric rigid]       # pairwise matrix
+    actkit compare MODEL_A MODEL_B --inputs PATH --layers L1,L2       # extract, then compare
+
+Only parsing and calls to the public API (:func:`actkit.compare`,
+:func:`actkit.align.compare_many`, :func:`actkit.extract`, :mod:`actkit.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="alignment errors (permutation, rigid, linear, ICA), CKA and CCA between models",
+        description="Compare the representations of two (or more) models on the same inputs: "
+                    "held-out errors of the permutation, rigid, linear and ICA alignments "
+                    "(Nelson et al., Table 1), ICA efficiency, linear CKA and mean CCA.")
+    p.add_argument("sources", nargs="+", metavar="STORE_OR_MODEL",
+                   help="two or more stores (.h5); with --inputs, two or more models")
+    p.add_argument("--layer-a", help="layer of the first store (default: layers in common)")
+    p.add_argument("--layer-b", help="layer of the second store (default: same as --layer-a)")
+    p.add_argument("--layers", help="comma-separated layers to compare (in every store); "
+                                    "required with --inputs")
+    p.add_argument("--inputs", help="compare models directly: extract both on these inputs "
+                                    "(text/jsonl/image folder/npy), then compare each layer")
+    p.add_argument("--pool", default="none", choices=["none", "mean", "last", "cls"],
+                   help="with --inputs: token pooling of the extraction (default none)")
+    p.add_argument("--max-samples", type=int, help="with --inputs: use the first N inputs")
+    p.add_argument("--batch-size", type=int, default=32, help="with --inputs: batch size")
+    p.add_argument("--device", default="cpu", help="with --inputs: torch device")
+    p.add_argument("--work-dir", help="with --inputs: keep the extracted stores here "
+                                      "(default: a temporary folder, deleted afterwards)")
+    p.add_argument("--json", metavar="OUT.json", help="write the results (to_dict) as JSON")
+    p.add_argument("--plot", metavar="OUT.png", help="draw errors per method and layer and "
+                                                     "the matched-source correlation matrix")
+    p.add_argument("--metric", default="rigid",
+                   help="more than two stores: the metric of the pairwise matrix (any key of "
+                        "the JSON results, e.g. rigid, ica, linear_cka, mean_cca; default rigid)")
+    p.add_argument("--eval-fraction", type=float, default=0.2,
+                   help="share of input samples held out for the errors (default 0.2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of FastICA")
+    p.add_argument("--alpha", type=float, default=0.0, help="ridge penalty of the linear map")
+    p.add_argument("--ica-max-rows", type=int, default=20000,
+                   help="FastICA fits on at most this many rows per side (default 20000)")
+    p.add_argument("--methods", default="permutation,rigid,linear,ica",
+                   help="comma-separated subset of permutation,rigid,linear,ica")
+    p.add_argument("--softmax-labels", metavar="IDS",
+                   help="also compute the softmax-model distances (d_KL, d_LLV, d_SVD) from the "
+                        "stores' 'final_hidden' layer and 'unembedding' parameter, restricted "
+                        "to these label (token) ids: comma-separated, or a file of ids")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def _split_list(text):
+    return [x.strip() for x in str(text).split(",") if x.strip()]
+
+
+def _layer_pairs(args, store_a, store_b):
+    from actkit.errors import LayerError
+
+    if args.layer_a or args.layer_b:
+        la = args.layer_a or args.layer_b
+        lb = args.layer_b or la
+        return [(la, lb)]
+    if args.layers:
+        return [(x, x) for x in _split_list(args.layers)]
+    common = [x for x in store_a.layers if x in store_b.layers]
+    if common:
+        return [(x, x) for x in common]
+    if len(store_a.layers) == 1 and len(store_b.layers) == 1:
+        return [(store_a.layers[0], store_b.layers[0])]
+    raise LayerError(f"the stores have no layer in common ({', '.join(store_a.layers)} vs "
+                     f"{', '.join(store_b.layers)}); choose with --layer-a and --layer-b")
+
+
+def _check_stores(stores, paths):
+    from actkit.errors import StoreError
+
+    fp = [s.inputs_fingerprint for s in stores]
+    for path, f in zip(paths[1:], fp[1:]):
+        if fp[0] and f and f != fp[0]:
+            raise StoreError(f"{paths[0]} and {path} were extracted from different inputs "
+                             f"(inputs fingerprints differ): compare stores of the same inputs")
+
+
+def _check_layer_rows(la, lb, name_a, name_b):
+    from actkit.errors import StoreError
+
+    if la.shape[0] != lb.shape[0]:
+        raise StoreError(f"layer {name_a} has {la.shape[0]} rows but {name_b} has "
+                         f"{lb.shape[0]}: the stores do not hold the same inputs and tokens")
+
+
+def _write_json(path, obj):
+    tmp = f"{path}.partial"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, allow_nan=False, default=_json_default)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _check_outputs(args):
+    for path in (args.json, args.plot):
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise FileNotFoundError(f"cannot write {path}: folder {folder} does not exist")
+            if os.path.isdir(path):
+                raise IsADirectoryError(f"{path} is a directory; give a file name")
+
+
+def _labels_ids(text):
+    import numpy as np
+
+    from actkit.errors import InputError
+
+    if os.path.isfile(text):
+        with open(text) as f:
+            text = f.read().replace("\n", ",")
+    try:
+        ids = [int(x) for x in _split_list(text)]
+    except ValueError:
+        raise InputError(f"--softmax-labels must be comma-separated integer ids or a file of "
+                         f"them, got {text[:40]!r}") from None
+    if len(ids) < 3:
+        raise InputError("--softmax-labels needs at least 3 label ids")
+    return np.asarray(ids)
+
+
+def _softmax(args, store_a, store_b, path_a, path_b):
+    import numpy as np
+
+    from actkit.errors import StoreError
+    from actkit.metrics import softmax_distances
+
+    ids = _labels_ids(args.softmax_labels)
+    fg = []
+    for store, path in ((store_a, path_a), (store_b, path_b)):
+        if "final_hidden" not in store.layers or "unembedding" not in store.params:
+            raise StoreError(f"{path} lacks the 'final_hidden' layer or the 'unembedding' "
+                             f"parameter; extract with --layers final_hidden --unembedding")
+        g = store.params["unembedding"]
+        if ids.min() < 0 or ids.max() >= g.shape[0]:
+            raise StoreError(f"--softmax-labels ids must be in [0, {g.shape[0]}) for {path}")
+        fg.append((np.asarray(store["final_hidden"], dtype=np.float64), g[ids].astype(np.float64)))
+    (f1, g1), (f2, g2) = fg
+    return softmax_distances(f1, g1, f2, g2, random_state=args.seed)
+
+
+def run(args) -> int:
+    from actkit.errors import ActkitError
+
+    if len(args.sources) < 2:
+        raise ActkitError("compare needs at least two stores (or two models with --inputs)")
+    methods = _split_list(args.methods)
+    _check_outputs(args)
+    if args.inputs:
+        return _run_models(args, methods)
+    return _run_stores(args, args.sources, methods)
+
+
+def _compare_kwargs(args, methods):
+    return dict(eval_fraction=args.eval_fraction, random_state=args.seed, alpha=args.alpha,
+                ica_max_rows=args.ica_max_rows, methods=methods,
+                progress=False if args.quiet else None)
+
+
+def _run_stores(args, paths, methods, display=None):
+    import contextlib
+
+    import actkit
+    from actkit.align import compare_many
+    from actkit.report import format_matrix, format_table, plot_compare, save_matrix_plot
+
+    display = display or paths
+    with contextlib.ExitStack() as stack:
+        stores = [stack.enter_context(actkit.open_store(p)) for p in paths]
+        _check_stores(stores, paths)
+        if len(stores) > 2:
+            pairs = _layer_pairs(args, stores[0], stores[1])
+            out = {}
+            for la, _ in pairs:
+                layers = [s[la] for s in stores]
+                for lay, p in zip(layers[1:], paths[1:]):
+                    _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
+                matrix, _ = compare_many(layers, metric=args.metric,
+                                         **_compare_kwargs(args, methods))
+                print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
+                print()
+                out[la] = {"metric": args.metric, "labels": list(display),
+                           "matrix": [[None if v != v else float(v) for v in row] for row in matrix]}
+                if args.plot:
+                    base, ext = os.path.splitext(args.plot)
+                    target = args.plot if len(pairs) == 1 else f"{base}.{la}{ext or '.png'}"
+                    save_matrix_plot(matrix, list(display), target, metric=f"{args.metric} [{la}]")
+            if args.json:
+                _write_json(args.json, out)
+            return 0
+
+        store_a, store_b = stores
+        pairs = _layer_pairs(args, store_a, store_b)
+        results, labels = [], []
+        for la, lb in pairs:
+            A, B = store_a[la], store_b[lb]
+            _check_layer_rows(A, B, f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
+            res = actkit.compare(A, B, **_compare_kwargs(args, methods))
+            results.append(res)
+            labels.append(la if la == lb else f"{la} -> {lb}")
+        print(format_table(results, labels, title=f"{display[0]} -> {display[1]}  "
+                                                  f"(held-out error / diam(B))"))
+        payload = {}
+        for lab, res in zip(labels, results):
+            d = res.to_dict()
+            d["store_a"], d["store_b"] = str(display[0]), str(display[1])
+            payload[lab] = d
+        if args.softmax_labels:
+            sm = _softmax(args, store_a, store_b, paths[0], paths[1])
+            print("softmax distances (final_hidden, unembedding): " + "  ".join(
+                f"{k}={v:.4g}" for k, v in sm.items() if isinstance(v, float)))
+            payload["softmax"] = {k: v for k, v in sm.items() if isinstance(v, (float, int))}
+        if args.json:
+            _write_json(args.json, payload if len(payload) > 1 else next(iter(payload.values())))
+        if args.plot:
+            plot_compare(results, labels, args.plot)
+        return 0
+
+
+def _run_models(args, methods):
+    import tempfile
+
+    import actkit
+    from actkit.errors import ActkitError
+
+    if not args.layers:
+        raise ActkitError("--inputs needs --layers L1,L2,... (see `actkit layers MODEL`)")
+    layers = _split_list(args.layers)
+    if args.work_dir:
+        os.makedirs(args.work_dir, exist_ok=True)
+        tmp = None
+        folder = args.work_dir
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="actkit-compare-")
+        folder = tmp.name
+    try:
+        stores = []
+        for i, model in enumerate(args.sources):
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)[-60:]
+            out = os.path.join(folder, f"{i}_{safe}.h5")
+            if not args.quiet:
+                print(f"extracting {model} -> {out}", file=sys.stderr)
+            actkit.extract(model, args.inputs, out, layers=layers, pool=args.pool,
+                           batch_size=args.batch_size, device=args.device,
+                           max_samples=args.max_samples, progress=not args.quiet,
+                           final_hidden=bool(args.softmax_labels) and "final_hidden" not in layers,
+                           unembedding=bool(args.softmax_labels))
+            stores.append(out)
+        args.layer_a = args.layer_b = None
+        return _run_stores(args, stores, methods, display=args.sources)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()

@@ -1,0 +1,164 @@
+"""``actkit compare``: tables, JSON, PNG, pairwise matrix, models directly, user mistakes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import actkit
+from actkit.cli import main
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _error(capsys, *argv) -> str:
+    code, out, err = _run(capsys, *argv)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, (code, out, err)
+    assert len(lines) == 1 and lines[0].startswith("actkit: error: "), err
+    return lines[0]
+
+
+def _store(path, layers, index, fingerprint="inputs-1", params=None):
+    from actkit.store import LayerSpec, create_store
+
+    specs = [LayerSpec(name, X.shape[0], X.shape[1], index=index) for name, X in layers.items()]
+    n_samples = int(index[:, 0].max()) + 1
+    w = create_store(path, specs, n_samples=n_samples, request={"p": str(path)},
+                     inputs_fingerprint=fingerprint, params=params)
+    for name, X in layers.items():
+        w.append(name, np.asarray(X, np.float32))
+    w.checkpoint(n_samples)
+    w.finalize()
+    return path
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """Three stores of two layers on the same 120 samples x 4 tokens; b = a linearly mixed."""
+    tmp = tmp_path_factory.mktemp("cmp")
+    rng = np.random.default_rng(0)
+    n, d = 480, 6
+    index = np.stack([np.repeat(np.arange(120), 4), np.tile(np.arange(4), 120)], 1)
+    S = rng.laplace(size=(n, d))
+    l1 = S @ rng.normal(size=(d, d))
+    l2 = np.tanh(S @ rng.normal(size=(d, d)))
+    a = _store(tmp / "a.h5", {"l1": l1, "l2": l2}, index)
+    b = _store(tmp / "b.h5", {"l1": l1 @ rng.normal(size=(d, d)), "l2": -l2[:, ::-1] + 1}, index)
+    c = _store(tmp / "c.h5", {"l1": rng.normal(size=(n, d)), "l2": rng.normal(size=(n, d))}, index)
+    return tmp, a, b, c, index
+
+
+def test_two_stores_table_json_plot(stores, capsys):
+    tmp, a, b, _, _ = stores
+    js, png = tmp / "out.json", tmp / "out.png"
+    code, out, _ = _run(capsys, "compare", a, b, "--json", js, "--plot", png, "--quiet")
+    assert code == 0
+    assert "ICA (% eff.)" in out and "l1" in out and "l2" in out
+    data = json.loads(js.read_text())
+    assert set(data) == {"l1", "l2"}
+    for key in ("permutation", "rigid", "linear", "ica", "ica_efficiency", "linear_cka",
+                "mean_cca", "convention_error"):
+        assert key in data["l1"]
+    assert data["l1"]["linear"] < 1e-4 and data["l1"]["rigid"] > 0.01
+    assert data["l2"]["permutation"] < 1e-4          # a signed permutation + shift
+    assert data["l1"]["n_samples"] == 120
+    direct = actkit.compare(actkit.open_store(a)["l1"], actkit.open_store(b)["l1"])
+    assert data["l1"]["rigid"] == pytest.approx(direct.errors["rigid"], rel=1e-9)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_layer_a_b_and_single_json(stores, capsys):
+    tmp, a, b, _, _ = stores
+    js = tmp / "one.json"
+    code, out, _ = _run(capsys, "compare", a, b, "--layer-a", "l1", "--layer-b", "l2",
+                        "--json", js, "--methods", "rigid,linear", "--quiet")
+    assert code == 0 and "l1 -> l2" in out
+    data = json.loads(js.read_text())
+    assert data["layer_a"] == "l1" and data["layer_b"] == "l2" and data["ica"] is None
+
+
+def test_three_stores_pairwise_matrix(stores, capsys):
+    tmp, a, b, c, _ = stores
+    js = tmp / "m.json"
+    code, out, _ = _run(capsys, "compare", a, b, c, "--layers", "l1", "--metric", "linear",
+                        "--methods", "rigid,linear", "--json", js, "--plot", tmp / "m.png", "--quiet")
+    assert code == 0 and "linear [l1]" in out
+    m = np.array(json.loads(js.read_text())["l1"]["matrix"], dtype=float)
+    assert m.shape == (3, 3)
+    assert m[0, 1] < 1e-4 and m[0, 0] < 1e-4 and m[0, 2] > 0.05
+    assert (tmp / "m.png").exists()
+
+
+def test_user_mistakes_one_line(stores, capsys, tmp_path):
+    tmp, a, b, _, index = stores
+    rng = np.random.default_rng(1)
+    other = _store(tmp_path / "o.h5", {"l1": rng.normal(size=(480, 6))}, index, fingerprint="x")
+    assert "different inputs" in _error(capsys, "compare", a, other)
+    assert "l9" in _error(capsys, "compare", a, b, "--layers", "l9")
+    short_index = index[:400]
+    short = _store(tmp_path / "s.h5", {"l1": rng.normal(size=(400, 6))}, short_index)
+    assert "rows" in _error(capsys, "compare", a, short, "--layers", "l1")
+    bad = rng.normal(size=(480, 6))
+    bad[5, 2] = np.nan
+    nan = _store(tmp_path / "n.h5", {"l1": bad}, index)
+    assert "NaN" in _error(capsys, "compare", a, nan, "--layers", "l1")
+    one = np.stack([np.zeros(480, int), np.arange(480)], 1)
+    s1 = _store(tmp_path / "g1.h5", {"l1": rng.normal(size=(480, 6))}, one)
+    s2 = _store(tmp_path / "g2.h5", {"l1": rng.normal(size=(480, 6))}, one)
+    assert "too few input samples" in _error(capsys, "compare", s1, s2)
+    assert _error(capsys, "compare", a, tmp_path / "missing.h5")
+    assert "folder" in _error(capsys, "compare", a, b, "--json", tmp_path / "no" / "x.json")
+    assert "two" in _error(capsys, "compare", a)
+    assert "unknown method" in _error(capsys, "compare", a, b, "--methods", "rigid,cka")
+    reindexed = index.copy()
+    reindexed[:, 1] = reindexed[::-1, 1]
+    ri = _store(tmp_path / "ri.h5", {"l1": rng.normal(size=(480, 6))}, reindexed)
+    assert "row indexes" in _error(capsys, "compare", a, ri, "--layers", "l1")
+    assert not list(tmp_path.glob("*.partial*"))
+
+
+def test_compare_models_directly(tiny_gpt_neox, tmp_path, capsys):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    other = tmp_path / "other"
+    model = AutoModelForCausalLM.from_pretrained(tiny_gpt_neox)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model.save_pretrained(other, safe_serialization=True)
+    for f in tiny_gpt_neox.iterdir():
+        if "token" in f.name or f.name.endswith(".txt") or f.name == "special_tokens_map.json":
+            (other / f.name).write_bytes(f.read_bytes())
+    rng = np.random.default_rng(0)
+    words = "the quick brown fox jumps over lazy dog model features sparse whitening".split()
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(" ".join(rng.choice(words, 10)) for _ in range(40)) + "\n")
+    js = tmp_path / "models.json"
+    code, out, err = _run(capsys, "compare", tiny_gpt_neox, other, "--inputs", texts,
+                          "--layers", "gpt_neox.layers.0,gpt_neox.layers.2", "--json", js,
+                          "--quiet", "--work-dir", tmp_path / "work")
+    assert code == 0, err
+    data = json.loads(js.read_text())
+    assert set(data) == {"gpt_neox.layers.0", "gpt_neox.layers.2"}
+    for d in data.values():
+        assert 0 < d["linear"] < d["permutation"]
+        assert d["n_samples"] == 40
+    # the same model twice: every alignment is exact
+    code, out, err = _run(capsys, "compare", tiny_gpt_neox, tiny_gpt_neox, "--inputs", texts,
+                          "--layers", "gpt_neox.layers.1", "--json", js, "--quiet")
+    assert code == 0, err
+    d = json.loads(js.read_text())
+    for m in ("permutation", "rigid", "linear", "ica"):
+        assert d[m] < 1e-3, (m, d[m])
+    assert "--layers" in _error(capsys, "compare", tiny_gpt_neox, other, "--inputs", texts)
