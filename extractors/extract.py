@@ -49,6 +49,11 @@ STORAGE_DTYPES = ("float32", "float16")
 FINAL_HIDDEN = "final_hidden"
 _APPEND_BYTES = 16 * 2**20  # buffer rows per layer up to this size before writing
 
+#: Wall-clock seconds of the phases of the last :func:`extract` call in this process
+#: (``load``, ``prepare``, ``stream``, ``finalize``) and the samples streamed; read by the
+#: benchmark. Never written into the store (stores are bitwise reproducible).
+LAST_RUN: dict = {}
+
 
 @dataclass
 class LayerPlan:
@@ -121,7 +126,9 @@ def plan_layers(adapter, names, probe_batch, extra_modules=None) -> dict:
         n, shape = seen.get(name, (0, None))
         seen[name] = (n + 1, shape if n else (None if tensor is None else tuple(tensor.shape)))
 
-    cap = Capture(adapter.model, names, callback, stop_early=False, extra_modules=extra_modules)
+    # stops like the extraction does: a module that runs twice before the deepest layer is
+    # caught, and the head of a causal LM is not computed
+    cap = Capture(adapter.model, names, callback, stop_early=True, extra_modules=extra_modules)
     with torch.inference_mode(), cap:
         cap.run(lambda: adapter.forward(probe_batch))
     width = None if probe_batch.mask is None else int(probe_batch.mask.shape[1])
@@ -281,6 +288,8 @@ def extract(
     from .inputs import inputs_fingerprint, read_inputs
     from .registry import load_model
 
+    t0 = time.perf_counter()
+    LAST_RUN.clear()
     store_dtype_name = _check_options(pool, batch_size, dtype, storage_dtype, compression)
     batch_size = int(batch_size)
     out = Path(out).expanduser()
@@ -288,6 +297,7 @@ def extract(
     data = read_inputs(inputs, max_samples=max_samples)
     adapter = load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
                          trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+    t_load = time.perf_counter()
     if data.kind != adapter.kind:
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
     if isinstance(layers, str):
@@ -365,13 +375,19 @@ def extract(
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
     if writer.complete:
         return out
+    t_prepare = time.perf_counter()
+    start = writer.samples_done
     try:
         _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
              progress, checkpoint_every)
     except BaseException:
         writer.close()  # the partial store and its cursor stay: the same command resumes
         raise
-    return writer.finalize()
+    t_stream = time.perf_counter()
+    path = writer.finalize()
+    LAST_RUN.update(load=t_load - t0, prepare=t_prepare - t_load, stream=t_stream - t_prepare,
+                    finalize=time.perf_counter() - t_stream, samples=n - start)
+    return path
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every):
