@@ -1,0 +1,193 @@
+"""Distances between two softmax models (Nielsen et al. 2025), ``shared/spec/science.md`` §4.
+
+Model ``k``: ``p_k(y|x) = softmax_y(f_k(x)^T g_k(y))`` with embeddings ``f_k`` (N x M) and
+unembeddings ``g_k`` (C x M). For a causal LM, ``f`` is the final hidden state after the final
+norm and ``g`` the rows of the lm_head for a subset of C labels (tokens); the softmax is then
+over that subset.
+
+- ``d_kl``: (1/N) sum_n KL(p_1(.|x_n) || p_2(.|x_n)).
+- ``d_llv``: the log-likelihood variance distance, max(T1, T2, lambda T3, lambda T4), with the
+  label pivot / left-out label chosen to minimise T1 and the input pivot + M inputs chosen as
+  the best of ``num_samples`` random draws (minimising T2). All variances ddof=1.
+- ``d_svd_f``, ``d_svd_g``: 1 - m_SVD of the standardised log-odds coordinates of the
+  embeddings (resp. unembeddings), PLS-SVD with M components, max over M-subsets.
+- ``bound``: 2 M d_llv (Thm 4.7: d_LLV <= eps implies d_{f,g} <= 2 M eps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["softmax_distances"]
+
+LAMBDA = 1e-5
+
+
+def _log_softmax(f, g):
+    logits = f @ g.T
+    logits -= logits.max(axis=1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+
+
+def _sd(x, axis):
+    return np.std(x, axis=axis, ddof=1)
+
+
+def _label_side(l1, l2):
+    """Pivot label y0 and left-out y_lo minimising T1; returns (T1, T3, y0, y_lo, sigma1, sigma2)."""
+    N, C = l1.shape
+    best = None
+    for y0 in range(C):
+        s1 = _sd(l1 - l1[:, y0:y0 + 1], 0)
+        s2 = _sd(l2 - l2[:, y0:y0 + 1], 0)
+        others = np.flatnonzero((np.arange(C) != y0) & (s1 > 0) & (s2 > 0))
+        if others.size < 2:
+            continue
+        a = _sd(l1[:, others] / s1[others] - l2[:, others] / s2[others], 0)
+        b = _sd(l1[:, [y0]] / s1[others] - l2[:, [y0]] / s2[others], 0)
+        m = np.maximum(a, b)
+        worst = int(np.argmax(m))
+        t1 = float(np.max(np.delete(m, worst)))
+        if best is None or t1 < best[0]:
+            keep = np.delete(others, worst)
+            t3 = float(np.max(np.abs(s1[keep] - s2[keep])))
+            best = (t1, t3, y0, int(others[worst]), keep)
+    if best is None:
+        raise ValueError("the log-probabilities do not vary over inputs for enough labels: "
+                         "d_LLV is undefined (need at least 3 labels that vary)")
+    return best
+
+
+def _input_side(l1, l2, M, num_samples, rng):
+    """Input pivot x0 + M inputs, best of ``num_samples`` draws minimising max T2."""
+    N = l1.shape[0]
+    best = None
+    for _ in range(num_samples):
+        idx = rng.choice(N, size=M + 1, replace=False)
+        x0, xs = idx[0], idx[1:]
+        d1 = l1[xs] - l1[x0]
+        d2 = l2[xs] - l2[x0]
+        s1, s2 = _sd(d1, 1), _sd(d2, 1)                     # (M,)
+        if np.any(s1 <= 0) or np.any(s2 <= 0):
+            continue
+        c = _sd(l1[xs] / s1[:, None] - l2[xs] / s2[:, None], 1)
+        e = _sd(l1[x0][None, :] / s1[:, None] - l2[x0][None, :] / s2[:, None], 1)
+        t2 = float(np.max(np.maximum(c, e)))
+        if best is None or t2 < best[0]:
+            best = (t2, float(np.max(np.abs(s1 - s2))), int(x0), xs)
+    if best is None:
+        raise ValueError("no draw of inputs gave log-probabilities that vary over labels: "
+                         "d_LLV is undefined")
+    return best
+
+
+def _m_svd(U1, U2):
+    """Mean covariance of paired PLS-SVD scores of column-standardised U1, U2 (n x M)."""
+    from sklearn.cross_decomposition import PLSSVD
+
+    M = U1.shape[1]
+    sd1, sd2 = U1.std(0, ddof=1), U2.std(0, ddof=1)
+    if np.any(sd1 <= 0) or np.any(sd2 <= 0):
+        return 0.0
+    U1 = (U1 - U1.mean(0)) / sd1
+    U2 = (U2 - U2.mean(0)) / sd2
+    pls = PLSSVD(n_components=M, scale=False).fit(U1, U2)
+    xs, ys = pls.transform(U1, U2)
+    xs, ys = xs - xs.mean(0), ys - ys.mean(0)
+    cov = (xs * ys).sum(0) / (U1.shape[0] - 1)
+    return float(np.mean(cov))
+
+
+def _subsets(pool, M, n_subsets, rng):
+    pool = np.asarray(pool)
+    if pool.size < M:
+        return []
+    if pool.size == M:
+        return [pool]
+    return [np.sort(rng.choice(pool, size=M, replace=False)) for _ in range(n_subsets)]
+
+
+def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=20,
+                      random_state=0):
+    """Distances between two softmax models on the same N inputs and C labels.
+
+    Parameters
+    ----------
+    f1, f2 : array-like of shape (n_inputs, M)
+        Embeddings of the two models (same inputs, same M).
+    g1, g2 : array-like of shape (n_labels, M)
+        Unembeddings (same labels, in the same order).
+    lam : float, default=1e-5
+        The paper's lambda weighting T3 and T4 in d_LLV.
+    num_samples : int, default=100
+        Random draws of (input pivot, M inputs) for d_LLV's input side (paper: 100-200).
+    n_subsets : int, default=20
+        Random M-subsets of labels (resp. inputs) over which d_SVD takes its max.
+    random_state : int, default=0
+
+    Returns
+    -------
+    dict
+        ``d_kl``, ``d_llv``, ``d_svd_f``, ``d_svd_g``, ``bound`` (= 2 M d_llv) and the
+        details ``t1``..``t4``, ``pivot_label``, ``left_out_label``, ``pivot_input``, ``M``,
+        ``lam``.
+
+    Notes
+    -----
+    Conventions **[actkit]** where the spec is silent: the input-side standard deviations
+    ``sd_y`` run over all C labels; d_SVD's label subsets are drawn from R = labels minus
+    {pivot, left out} and its input subsets from all inputs but the input pivot, both
+    ``n_subsets`` times at random (all of them when only one subset exists).
+    """
+    from actkit.metrics._similarity import _as_2d
+
+    f1, g1 = _as_2d(f1, "f1").astype(np.float64), _as_2d(g1, "g1").astype(np.float64)
+    f2, g2 = _as_2d(f2, "f2").astype(np.float64), _as_2d(g2, "g2").astype(np.float64)
+    if f1.shape[0] != f2.shape[0]:
+        raise ValueError(f"f1 and f2 must have the same inputs (rows), got {f1.shape[0]} and {f2.shape[0]}")
+    if g1.shape[0] != g2.shape[0]:
+        raise ValueError(f"g1 and g2 must have the same labels (rows), got {g1.shape[0]} and {g2.shape[0]}")
+    if f1.shape[1] != g1.shape[1] or f2.shape[1] != g2.shape[1]:
+        raise ValueError("each model's f and g must have the same representation dimension M")
+    if f1.shape[1] != f2.shape[1]:
+        raise ValueError(f"the two models must have the same representation dimension M, got "
+                         f"{f1.shape[1]} and {f2.shape[1]}")
+    N, M = f1.shape
+    C = g1.shape[0]
+    if C < M + 2:
+        raise ValueError(f"need at least M + 2 = {M + 2} labels for d_LLV and d_SVD, got {C}")
+    if N < M + 2:
+        raise ValueError(f"need at least M + 2 = {M + 2} inputs, got {N}")
+    rng = np.random.default_rng(random_state)
+    l1, l2 = _log_softmax(f1, g1), _log_softmax(f2, g2)
+
+    d_kl = float(np.mean(np.sum(np.exp(l1) * (l1 - l2), axis=1)))
+
+    t1, t3, y0, y_lo, R = _label_side(l1, l2)
+    t2, t4, x0, xs = _input_side(l1, l2, M, num_samples, rng)
+    d_llv = max(t1, t2, lam * t3, lam * t4)
+
+    # d_SVD, embedding side: U_k = f_k L_k^T, L_k = [g_k(y_j) - g_k(y0)]_{j in J}
+    d_f = 0.0
+    for J in _subsets(R, M, n_subsets, rng):
+        U1 = f1 @ (g1[J] - g1[y0]).T
+        U2 = f2 @ (g2[J] - g2[y0]).T
+        d_f = max(d_f, 1.0 - _m_svd(U1, U2))
+    # unembedding side: V_k = g_k N_k^T, N_k = [f_k(x_i) - f_k(x0)]_{i in I}
+    d_g = 0.0
+    pool = np.delete(np.arange(N), x0)
+    for I in [xs] + _subsets(pool, M, n_subsets - 1, rng):
+        V1 = g1 @ (f1[I] - f1[x0]).T
+        V2 = g2 @ (f2[I] - f2[x0]).T
+        d_g = max(d_g, 1.0 - _m_svd(V1, V2))
+
+    return {
+        "d_kl": d_kl,
+        "d_llv": float(d_llv),
+        "d_svd_f": float(d_f),
+        "d_svd_g": float(d_g),
+        "bound": float(2 * M * d_llv),
+        "t1": t1, "t2": t2, "t3": t3, "t4": t4,
+        "pivot_label": int(y0), "left_out_label": int(y_lo), "pivot_input": int(x0),
+        "M": int(M), "lam": float(lam),
+    }

@@ -1,0 +1,119 @@
+"""Softmax-model distances (spec §4): identities, invariance, KL counterexample, bound."""
+
+import numpy as np
+import pytest
+from scipy.special import log_softmax
+from scipy.stats import entropy
+
+from actkit.metrics import mean_cca, softmax_distances
+
+N, M, C = 300, 3, 9
+
+
+def _model(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng, rng.normal(size=(N, M)), 2 * rng.normal(size=(C, M))
+
+
+def test_identical_models_give_zero():
+    _, f, g = _model()
+    out = softmax_distances(f, g, f, g)
+    for key in ("d_kl", "d_llv", "d_svd_f", "d_svd_g", "bound"):
+        assert abs(out[key]) < 1e-10, key
+
+
+def test_paired_linear_map_is_invisible():
+    """f' = A f, g' = A^{-T} g + c gives the same distribution and the same identified coordinates."""
+    rng, f, g = _model(1)
+    A = rng.normal(size=(M, M))
+    out = softmax_distances(f, g, f @ A.T, g @ np.linalg.inv(A) + rng.normal(size=(1, M)))
+    for key in ("d_kl", "d_llv", "d_svd_f", "d_svd_g"):
+        assert abs(out[key]) < 1e-8, (key, out[key])
+
+
+def test_d_kl_matches_scipy_and_unrelated_models_are_far():
+    rng, f, g = _model(2)
+    f2, g2 = rng.normal(size=(N, M)), rng.normal(size=(C, M))
+    out = softmax_distances(f, g, f2, g2)
+    p1, p2 = np.exp(log_softmax(f @ g.T, axis=1)), np.exp(log_softmax(f2 @ g2.T, axis=1))
+    assert out["d_kl"] == pytest.approx(np.mean(entropy(p1, p2, axis=1)), rel=1e-9)
+    assert out["d_llv"] > 0.3 and out["d_svd_f"] > 0.1
+
+
+def test_label_pivot_search_matches_brute_force():
+    """T1 by explicit loops over every (pivot, left-out) pair and every remaining label."""
+    rng, f, g = _model(3)
+    f2, g2 = f + 0.2 * rng.normal(size=f.shape), g + 0.2 * rng.normal(size=g.shape)
+    out = softmax_distances(f, g, f2, g2)
+    l1, l2 = log_softmax(f @ g.T, axis=1), log_softmax(f2 @ g2.T, axis=1)
+    best = np.inf
+    for y0 in range(C):
+        for ylo in range(C):
+            if ylo == y0:
+                continue
+            worst = 0.0
+            for y in range(C):
+                if y in (y0, ylo):
+                    continue
+                s1 = np.std(l1[:, y] - l1[:, y0], ddof=1)
+                s2 = np.std(l2[:, y] - l2[:, y0], ddof=1)
+                a = np.std(l1[:, y] / s1 - l2[:, y] / s2, ddof=1)
+                b = np.std(l1[:, y0] / s1 - l2[:, y0] / s2, ddof=1)
+                worst = max(worst, a, b)
+            best = min(best, worst)
+    assert out["t1"] == pytest.approx(best, rel=1e-10)
+    assert out["d_llv"] == pytest.approx(max(out["t1"], out["t2"], 1e-5 * out["t3"], 1e-5 * out["t4"]))
+
+
+def _kl_pair(rho, rng, per=150):
+    """Spec §4 / Nielsen et al. Cor. 3.2: 7 labels on a circle, label slots permuted."""
+    k = np.repeat(np.arange(7), per)
+    jitter = rng.uniform(-np.pi / 64, np.pi / 64, k.size)
+    r = 2 + np.abs(0.01 * rng.normal(size=k.size))
+
+    def model(slots):
+        ang = 2 * np.pi * slots / 7
+        g = rho * np.stack([np.cos(ang), np.sin(ang)], 1)
+        th = ang[k] + jitter
+        return np.stack([r * np.cos(th), r * np.sin(th)], 1), g
+
+    f1, g1 = model(np.arange(7))
+    f2, g2 = model(np.array([5, 0, 2, 4, 6, 1, 3]))
+    return f1, g1, f2, g2
+
+
+def test_kl_counterexample():
+    rng = np.random.default_rng(0)
+    kls = []
+    for rho in (1, 5, 20):
+        f1, g1, f2, g2 = _kl_pair(rho, rng)
+        out = softmax_distances(f1, g1, f2, g2, num_samples=30, n_subsets=5)
+        kls.append(out["d_kl"])
+        assert out["d_svd_f"] > 0.95 and out["d_svd_g"] > 0.95
+        assert mean_cca(f1, f2) < 0.05
+        assert out["d_llv"] > 0.5            # d_LLV is not fooled
+    assert kls[0] > kls[1] > kls[2] and kls[0] > 0.5 and kls[2] < 1e-3
+
+
+@pytest.mark.parametrize("noise", [0.001, 0.003, 0.01])
+def test_bound_holds_when_d_llv_small(noise):
+    rng, f, g = _model(4)
+    A = np.eye(M) + 0.3 * rng.normal(size=(M, M))
+    f2 = (f + noise * rng.normal(size=f.shape)) @ A.T
+    g2 = (g + noise * rng.normal(size=g.shape)) @ np.linalg.inv(A)
+    out = softmax_distances(f, g, f2, g2)
+    assert out["d_llv"] < 1 / (2 * M)                   # the bound is non-vacuous
+    assert max(out["d_svd_f"], out["d_svd_g"]) <= out["bound"]
+    assert out["bound"] == pytest.approx(2 * M * out["d_llv"])
+
+
+def test_input_errors():
+    _, f, g = _model()
+    with pytest.raises(ValueError, match="same inputs"):
+        softmax_distances(f, g, f[:10], g)
+    with pytest.raises(ValueError, match="same labels"):
+        softmax_distances(f, g, f, g[:5])
+    with pytest.raises(ValueError, match="dimension"):
+        softmax_distances(f, g, np.hstack([f, f]), np.hstack([g, g]))
+    with pytest.raises(ValueError, match="labels"):
+        softmax_distances(f, g[:4], f, g[:4])
