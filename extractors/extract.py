@@ -126,9 +126,8 @@ def plan_layers(adapter, names, probe_batch, extra_modules=None) -> dict:
         n, shape = seen.get(name, (0, None))
         seen[name] = (n + 1, shape if n else (None if tensor is None else tuple(tensor.shape)))
 
-    # stops like the extraction does: a module that runs twice before the deepest layer is
-    # caught, and the head of a causal LM is not computed
-    cap = Capture(adapter.model, names, callback, stop_early=True, extra_modules=extra_modules)
+    # a full forward (no early stop), so a shared module that runs again later is caught
+    cap = Capture(adapter.model, names, callback, stop_early=False, extra_modules=extra_modules)
     with torch.inference_mode(), cap:
         cap.run(lambda: adapter.forward(probe_batch))
     width = None if probe_batch.mask is None else int(probe_batch.mask.shape[1])

@@ -95,6 +95,8 @@ def load_model(
     if checkpoint is not None and not spec.startswith("timm:"):
         raise ActkitError("--checkpoint applies to timm:NAME models; transformers models load from their directory")
     if spec.startswith("timm:"):
+        if revision is not None:
+            raise ActkitError("--revision applies to Hugging Face hub models, not timm:NAME")
         return _load_timm(spec[len("timm:"):], checkpoint, dev, dtype, allow_pickle)
     if _looks_like_path(spec):
         path = Path(spec).expanduser()

@@ -94,8 +94,8 @@ def test_forward_stops_after_deepest_layer(tiny_gpt_neox, text_file, tmp_path, m
 
     monkeypatch.setattr(registry, "load_model", spy)
     _extract(tiny_gpt_neox, text_file, tmp_path, "early.h5", layers=["gpt_neox.layers.0"])
-    # the probe and the 3 extraction batches all stop after layers.0
-    assert calls == {"layers.0": 1 + 3, "layers.1": 0, "layers.2": 0, "embed_out": 0}
+    # the probe forward runs the whole model once; the 3 extraction batches stop after layers.0
+    assert calls == {"layers.0": 1 + 3, "layers.1": 1, "layers.2": 1, "embed_out": 1}
 
 
 def test_max_length_and_max_samples(tiny_gpt_neox, text_file, tmp_path, reference):

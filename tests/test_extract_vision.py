@@ -173,7 +173,7 @@ def test_timm_local_dir_prefix_and_early_stop(tiny_timm_resnet, image_npy, tmp_p
     monkeypatch.setattr(registry, "load_model", spy)
     path = actkit.extract(f"timm:local-dir:{tiny_timm_resnet}", image_npy, tmp_path / "s.h5",
                           layers=["layer2", "layer1.0.act1"], pool="mean", batch_size=4, progress=False)
-    assert calls == {"layer2": 1 + 2, "layer3": 0, "fc": 0}  # the probe and 2 batches stop at layer2
+    assert calls == {"layer2": 1 + 2, "layer3": 1, "fc": 1}  # probe runs all; 2 batches stop at layer2
     model = timm.create_model(f"local-dir:{tiny_timm_resnet}", pretrained=True).eval()
     with torch.no_grad():
         f = model.forward_intermediates(_timm_pixels(model), indices=[2], intermediates_only=True)[0]
