@@ -162,3 +162,31 @@ def test_compare_models_directly(tiny_gpt_neox, tmp_path, capsys):
     for m in ("permutation", "rigid", "linear", "ica"):
         assert d[m] < 1e-3, (m, d[m])
     assert "--layers" in _error(capsys, "compare", tiny_gpt_neox, other, "--inputs", texts)
+
+
+def test_softmax_distances_from_stores(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    n, m, vocab = 200, 3, 40
+    index = np.stack([np.arange(n), -np.ones(n, int)], 1)
+    f = rng.normal(size=(n, m))
+    g = 2 * rng.normal(size=(vocab, m))
+    A = rng.normal(size=(m, m))
+    s1 = _store(tmp_path / "s1.h5", {"final_hidden": f}, index,
+                params={"unembedding": g.astype(np.float32)})
+    s2 = _store(tmp_path / "s2.h5", {"final_hidden": f @ A.T}, index,
+                params={"unembedding": (g @ np.linalg.inv(A)).astype(np.float32)})
+    ids = tmp_path / "ids.txt"
+    ids.write_text("\n".join(str(i) for i in range(0, 30, 3)) + "\n")
+    js = tmp_path / "sm.json"
+    code, out, err = _run(capsys, "compare", s1, s2, "--softmax-labels", ids, "--json", js,
+                          "--methods", "rigid,linear", "--quiet")
+    assert code == 0, err
+    sm = json.loads(js.read_text())["softmax"]
+    assert sm["d_kl"] < 1e-4 and sm["d_svd_f"] < 1e-3
+    assert sm["bound"] == pytest.approx(2 * m * sm["d_llv"])
+    assert "d_llv=" in out
+    assert "ids" in _error(capsys, "compare", s1, s2, "--softmax-labels", "0,1,x")
+    assert "[0, 40)" in _error(capsys, "compare", s1, s2, "--softmax-labels", "0,1,99")
+    s3 = _store(tmp_path / "s3.h5", {"final_hidden": f}, index)      # no unembedding saved
+    assert "unembedding" in _error(capsys, "compare", s1, s3, "--softmax-labels", "0,1,2,3,4",
+                                   "--methods", "rigid", "--quiet")

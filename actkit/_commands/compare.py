@@ -178,6 +178,8 @@ def run(args) -> int:
         raise ActkitError("compare needs at least two stores (or two models with --inputs)")
     methods = _split_list(args.methods)
     _check_outputs(args)
+    if args.softmax_labels:
+        _labels_ids(args.softmax_labels)      # refuse bad ids before any work
     if args.inputs:
         return _run_models(args, methods)
     return _run_stores(args, args.sources, methods)
