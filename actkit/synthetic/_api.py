@@ -25,11 +25,12 @@ def whiten(Z, fit_idx):
     return w.transform(Z)
 
 
-def ica_sources(Z, fit_idx, *, random_state=0, n_components=None):
+def ica_sources(Z, fit_idx, *, random_state=0, n_components=None, device="cpu"):
     """PCA whitening + :class:`actkit.FastICA` fitted on ``Z[fit_idx]``, applied to all rows."""
     import actkit
 
-    ica = actkit.FastICA(n_components=n_components, random_state=random_state, max_iter=1000)
+    ica = actkit.FastICA(n_components=n_components, random_state=random_state, max_iter=1000,
+                         device=str(device))
     ica.fit(Z[fit_idx])
     return ica.transform(Z)
 

@@ -59,7 +59,7 @@ def run(*, quick=False, device="cpu", random_state=0):
             latents.append(Z)
             mses.append(hist["relative_mse"])
             to_truth.append(_api.alignment_error(Z, Uw, fit, ev, method="rigid"))
-            S = _api.ica_sources(Z, fit, random_state=random_state)
+            S = _api.ica_sources(Z, fit, random_state=random_state, device=device)
             mccs.append(_api.mcc(U[ev], S[ev]))
         between = [_api.alignment_error(latents[a], latents[b], fit, ev, method="rigid")
                    for a, b in itertools.permutations(range(cfg["n_seeds"]), 2)]

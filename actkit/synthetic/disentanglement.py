@@ -71,12 +71,13 @@ def run(*, quick=False, device="cpu", random_state=0):
                                          lr=1e-3, device=device, desc=f"shapes AE seed={seed}")
         Z = encode(X)
         add("AE", Z)
-        add("AE + ICA", _api.ica_sources(Z, fit, random_state=random_state + seed))
+        add("AE + ICA", _api.ica_sources(Z, fit, random_state=random_state + seed,
+                                         device=device))
     import actkit
 
     P = actkit.Whitener(method="pca", n_components=N_LATENTS).fit(X[fit]).transform(X)
     add("PCA", P)
-    add("PCA + ICA", _api.ica_sources(P, fit, random_state=random_state))
+    add("PCA + ICA", _api.ica_sources(P, fit, random_state=random_state, device=device))
     add("PCA + rand", P @ random_orthogonal(N_LATENTS, random_state=random_state))
     runtime = time.perf_counter() - t0
 

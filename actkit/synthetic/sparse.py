@@ -38,7 +38,7 @@ NAME = "sparse"
 TITLE = "Zhou & Klindt: sparse latents, spark condition and dictionary recovery"
 
 N_MEASUREMENTS = 16
-QUICK = dict(ks=(2, 8), n_samples=12000, n_steps=2500, n_epochs=30)
+QUICK = dict(ks=(2, 8), n_samples=10000, n_steps=1500, n_epochs=30)
 FULL = dict(ks=(1, 2, 3, 4, 6, 8), n_samples=40000, n_steps=8000, n_epochs=60)
 MCC_TARGET = 0.8
 DEGRADE = 0.1
