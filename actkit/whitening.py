@@ -1,0 +1,341 @@
+"""PCA and ZCA whitening from streaming float64 statistics (``shared/spec/science.md`` §2).
+
+``mu`` = mean, ``Sigma`` = covariance (ddof=1), ``Sigma = U diag(lambda) U'`` (``eigh`` in
+float64, eigenvalues sorted in decreasing order, eigenvector signs fixed so that each
+eigenvector's largest entry is positive), keep the top ``k``:
+
+* PCA: ``W = diag(lambda_k)^{-1/2} U_k'``  (k x D),  ``z = W (x - mu)``  (k values)
+* ZCA: ``W = U_k diag(lambda_k)^{-1/2} U_k'``  (D x D, symmetric), ``z = W (x - mu)``
+
+Eigenvalues below ``eps * lambda_max`` count as zero: those directions are never kept (the
+regularisation), and the number kept is reported as ``rank_`` / ``n_components_``.
+
+Two levels share one implementation: :class:`Whitener` (scikit-learn estimator) and
+:func:`whiten` (plain function).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from actkit.stats import RunningMoments, _is_streaming, iter_row_blocks, small_linalg
+
+__all__ = ["Whitener", "whiten", "RankDeficientWarning"]
+
+
+class RankDeficientWarning(UserWarning):
+    """The data span fewer dimensions than they have features."""
+
+
+def _progress(iterable, total, desc, verbose):
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="block", disable=None if verbose else True, leave=False)
+
+
+def _as_input(X):
+    """Torch tensors become numpy arrays; streaming sources are returned unchanged."""
+    if hasattr(X, "detach") and hasattr(X, "cpu"):
+        return X.detach().cpu().numpy()
+    return X
+
+
+def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", collect_rows=None,
+                       precision="float64"):
+    """One pass over ``X``: float64 :class:`RunningMoments` (and optionally chosen raw rows).
+
+    Parameters
+    ----------
+    X : ndarray or streaming source of shape (N, D)
+    collect_rows : ndarray of int, optional
+        Sorted row indices to copy out during the pass (used for subsample fits).
+
+    Returns
+    -------
+    moments : RunningMoments
+    rows : ndarray of shape (len(collect_rows), D) or None
+    """
+    n, d = int(X.shape[0]), int(X.shape[1])
+    if block_rows is None:
+        block_rows = max(1024, min(65536, (2**24) // max(1, d)))
+    moments = RunningMoments(d, precision="auto" if precision == "float32" else "float64")
+    picked = [] if collect_rows is not None else None
+    start = 0
+    n_blocks = -(-n // block_rows)
+    for block in _progress(iter_row_blocks(X, block_rows), n_blocks, desc, verbose):
+        moments.add(block)
+        if picked is not None:
+            lo, hi = np.searchsorted(collect_rows, [start, start + len(block)])
+            if hi > lo:
+                picked.append(np.array(block[collect_rows[lo:hi] - start]))
+        start += len(block)
+    rows = None
+    if picked is not None:
+        rows = np.concatenate(picked) if picked else np.empty((0, d))
+    return moments, rows
+
+
+def _eigh_desc(cov):
+    with small_linalg():
+        evals, evecs = np.linalg.eigh(cov)
+    order = np.argsort(evals)[::-1]
+    evals, evecs = evals[order], evecs[:, order]
+    # deterministic signs: each eigenvector's largest-magnitude entry is positive
+    idx = np.argmax(np.abs(evecs), axis=0)
+    signs = np.sign(evecs[idx, np.arange(evecs.shape[1])])
+    signs[signs == 0] = 1.0
+    return evals, evecs * signs
+
+
+def whitening_from_moments(mean, cov, *, method="pca", n_components=None, eps=1e-10, warn=True):
+    """Whitening parameters from a mean and a covariance (both float64).
+
+    Returns
+    -------
+    dict with ``mean`` (D,), ``whitening`` (k x D or D x D), ``dewhitening`` (D x k or D x D),
+    ``components`` (k x D), ``explained_variance`` (k,), ``rank`` (int), ``n_components`` (int).
+    """
+    d = cov.shape[0]
+    evals, evecs = _eigh_desc(cov)
+    lmax = max(float(evals[0]), 0.0)
+    if lmax <= 0.0:
+        raise ValueError("the data have zero variance in every feature; nothing to whiten")
+    rank = int(np.sum(evals > eps * lmax))
+    if n_components is None:
+        k = rank
+        if warn and rank < d:
+            warnings.warn(
+                f"the data are rank-deficient: rank {rank} < {d} features (eigenvalues below "
+                f"eps={eps:g} x the largest were dropped); keeping {rank} components",
+                RankDeficientWarning,
+                stacklevel=3,
+            )
+    else:
+        k = int(n_components)
+        if k > rank:
+            raise ValueError(
+                f"n_components={k} exceeds the rank of the data ({rank} of {d} features have "
+                f"variance above eps={eps:g} x the largest); use n_components<={rank}"
+            )
+    lam = evals[:k]
+    U = evecs[:, :k]
+    scale = 1.0 / np.sqrt(lam)
+    pca_w = scale[:, None] * U.T  # k x D
+    if method == "pca":
+        W = pca_w
+        Winv = U * np.sqrt(lam)[None, :]  # D x k
+    else:  # zca
+        W = U @ pca_w
+        W = (W + W.T) / 2.0
+        Winv = (U * np.sqrt(lam)[None, :]) @ U.T
+    return {
+        "mean": np.asarray(mean, dtype=np.float64),
+        "whitening": W,
+        "dewhitening": Winv,
+        "components": U.T.copy(),
+        "explained_variance": lam.copy(),
+        "rank": rank,
+        "n_components": k,
+    }
+
+
+def _check_params(method, n_components, eps, n_features, precision="float64"):
+    if method not in ("pca", "zca"):
+        raise ValueError(f"method must be 'pca' or 'zca', got {method!r}")
+    if precision not in ("float64", "float32"):
+        raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
+    if not (isinstance(eps, (int, float, np.floating)) and 0 <= float(eps) < 1):
+        raise ValueError(f"eps must be a float in [0, 1), got {eps!r}")
+    if n_components is not None:
+        if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)):
+            raise ValueError(f"n_components must be a positive int or None, got {n_components!r}")
+        if not 1 <= int(n_components) <= n_features:
+            raise ValueError(
+                f"n_components={n_components} must be between 1 and the number of features ({n_features})"
+            )
+
+
+class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """PCA or ZCA whitening fitted from streaming float64 mean and covariance.
+
+    Parameters
+    ----------
+    method : {"pca", "zca"}, default="pca"
+        ``"pca"`` projects on the top ``k`` principal axes and rescales them (output has k
+        columns); ``"zca"`` rotates back to the original axes (output has D columns and the
+        whitening matrix is symmetric).
+    n_components : int, optional
+        Number of principal directions kept, ``k``. Default: the numerical rank. Asking for
+        more than the rank raises ``ValueError``.
+    eps : float, default=1e-10
+        Eigenvalues below ``eps`` times the largest count as zero (never kept).
+    precision : {"float64", "float32"}, default="float64"
+        Precision of each block's cross-product ``Xc.T @ Xc`` (always accumulated in
+        float64). ``"float32"`` uses single-precision BLAS ``ssyrk`` on float32 data, about
+        twice as fast, but resolves eigenvalues only down to ~1e-7 of the largest.
+    block_rows : int, optional
+        Rows per block when streaming (default: about 64 MiB per block).
+    verbose : bool, default=False
+        Show a progress bar over the covariance pass (tqdm; hidden when not on a terminal).
+
+    Attributes
+    ----------
+    mean_ : ndarray of shape (n_features,)
+    whitening_ : ndarray of shape (n_components_, n_features) for PCA, (n_features, n_features) for ZCA
+        ``transform(X) = (X - mean_) @ whitening_.T``.
+    dewhitening_ : ndarray of shape (n_features, n_components_) or (n_features, n_features)
+        ``inverse_transform(Z) = Z @ dewhitening_.T + mean_``.
+    components_ : ndarray of shape (n_components_, n_features)
+        Principal axes (unit eigenvectors of the covariance), by decreasing variance.
+    explained_variance_ : ndarray of shape (n_components_,)
+        Eigenvalues kept (ddof=1).
+    n_components_ : int
+        Number of directions kept.
+    rank_ : int
+        Numerical rank of the covariance (eigenvalues above ``eps * max``).
+    n_samples_seen_ : int
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(500, 4)) @ np.diag([1, 2, 3, 4.0])
+    >>> Z = Whitener().fit_transform(X)
+    >>> bool(np.allclose(np.cov(Z, rowvar=False), np.eye(4)))
+    True
+    """
+
+    def __init__(self, method="pca", n_components=None, *, eps=1e-10, precision="float64", block_rows=None,
+                 verbose=False):
+        self.method = method
+        self.n_components = n_components
+        self.eps = eps
+        self.precision = precision
+        self.block_rows = block_rows
+        self.verbose = verbose
+
+    def fit(self, X, y=None):
+        """Fit the mean and whitening matrix, streaming over row blocks.
+
+        Parameters
+        ----------
+        X : array-like, torch.Tensor, h5py.Dataset or store Layer of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        X = _as_input(X)
+        if _is_streaming(X):
+            n, d = int(X.shape[0]), int(X.shape[1])
+            if n < 2:
+                raise ValueError(f"need at least 2 rows to whiten, got {n}")
+            self.n_features_in_ = d
+            dtype = np.float32 if np.dtype(X.dtype) == np.float32 else np.float64
+        else:
+            X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+            d = X.shape[1]
+            dtype = X.dtype
+        _check_params(self.method, self.n_components, self.eps, d, self.precision)
+        moments, _ = accumulate_moments(X, block_rows=self.block_rows, verbose=self.verbose,
+                                        precision=self.precision)
+        self._set_from_moments(moments.mean_, moments.covariance(ddof=1), moments.n_samples_, dtype)
+        return self
+
+    def _set_from_moments(self, mean, cov, n_samples, dtype):
+        p = whitening_from_moments(mean, cov, method=self.method, n_components=self.n_components, eps=self.eps)
+        self.mean_ = p["mean"].astype(dtype)
+        self.whitening_ = p["whitening"].astype(dtype)
+        self.dewhitening_ = p["dewhitening"].astype(dtype)
+        self.components_ = p["components"].astype(dtype)
+        self.explained_variance_ = p["explained_variance"].astype(dtype)
+        self.n_components_ = p["n_components"]
+        self.rank_ = p["rank"]
+        self.n_samples_seen_ = int(n_samples)
+        return self
+
+    @property
+    def _n_features_out(self):
+        return self.whitening_.shape[0]
+
+    def transform(self, X):
+        """Whiten rows: ``(X - mean_) @ whitening_.T``.
+
+        Parameters
+        ----------
+        X : array-like or streaming source of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components_) for PCA, (n_samples, n_features) for ZCA
+            Same float dtype as ``X`` (float32 stays float32).
+        """
+        check_is_fitted(self)
+        X = _as_input(X)
+        if _is_streaming(X):
+            if int(X.shape[1]) != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but Whitener was fitted on {self.n_features_in_}")
+            blocks = [self.transform(b) for b in iter_row_blocks(X, self.block_rows)]
+            return np.concatenate(blocks) if blocks else np.empty((0, self._n_features_out))
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        W = self.whitening_.astype(X.dtype, copy=False)
+        return (X - self.mean_.astype(X.dtype, copy=False)) @ W.T
+
+    def inverse_transform(self, Z):
+        """Map whitened rows back: ``Z @ dewhitening_.T + mean_``.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components_) (PCA) or (n_samples, n_features) (ZCA)
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+            Exact for data in the kept subspace.
+        """
+        check_is_fitted(self)
+        Z = _as_input(Z)
+        from sklearn.utils import check_array
+
+        Z = check_array(Z, dtype=[np.float64, np.float32])
+        if Z.shape[1] != self.dewhitening_.shape[1]:
+            raise ValueError(f"Z has {Z.shape[1]} columns, expected {self.dewhitening_.shape[1]}")
+        Winv = self.dewhitening_.astype(Z.dtype, copy=False)
+        return Z @ Winv.T + self.mean_.astype(Z.dtype, copy=False)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def whiten(X, *, method="pca", n_components=None, eps=1e-10, return_params=False, verbose=False):
+    """Whiten the rows of ``X`` (the plain-function form of :class:`Whitener`).
+
+    Parameters
+    ----------
+    X : array-like, torch.Tensor, h5py.Dataset or store Layer of shape (n_samples, n_features)
+    method : {"pca", "zca"}, default="pca"
+    n_components : int, optional
+        Directions kept (default: the numerical rank).
+    eps : float, default=1e-10
+        Relative eigenvalue threshold below which directions are dropped.
+    return_params : bool, default=False
+        Also return ``mean`` (n_features,) and ``whitening`` (k x n_features or D x D).
+
+    Returns
+    -------
+    Z : ndarray of shape (n_samples, k) (PCA) or (n_samples, n_features) (ZCA)
+    mean, whitening : ndarray
+        Only with ``return_params=True``.
+    """
+    est = Whitener(method=method, n_components=n_components, eps=eps, verbose=verbose).fit(X)
+    Z = est.transform(X)
+    if return_params:
+        return Z, est.mean_, est.whitening_
+    return Z
