@@ -11,6 +11,7 @@ private exception that ends the forward pass: later blocks and the head are neve
 from __future__ import annotations
 
 import difflib
+import re
 
 import torch
 
@@ -41,13 +42,32 @@ def module_names(model: torch.nn.Module) -> list[str]:
     return [name for name, _ in model.named_modules() if name]
 
 
-def resolve_layers(model: torch.nn.Module, layers, *, model_name: str = "the model") -> list[str]:
+# transformers 4.x module paths that transformers 5 renamed (ViT, ViTMAE...): accepted as aliases
+_LEGACY = re.compile(r"^encoder\.layers?\.(\d+)((?:\..*)?)$")
+
+
+def legacy_alias(name: str, known) -> str | None:
+    """The current module path for a transformers 4.x path (``encoder.layer.3`` ->
+    ``layers.3``), or ``None`` when there is none in ``known``."""
+    m = _LEGACY.match(name)
+    if m:
+        target = f"layers.{m.group(1)}{m.group(2)}"
+        if target in known:
+            return target
+    return None
+
+
+def resolve_layers(model: torch.nn.Module, layers, *, model_name: str = "the model",
+                   aliases: dict | None = None) -> list[str]:
     """Validate a layer selection against ``model.named_modules()``.
 
     Parameters
     ----------
     layers : str or sequence of str
         Dotted module paths; a string may hold several separated by commas.
+    aliases : dict, optional
+        When given, transformers 4.x paths (``encoder.layer.3``) of modules that
+        transformers 5 renamed (``layers.3``) are accepted: ``aliases[name] = path``.
 
     Returns
     -------
@@ -71,6 +91,11 @@ def resolve_layers(model: torch.nn.Module, layers, *, model_name: str = "the mod
     known = module_names(model)
     known_set = set(known)
     for name in names:
+        if name not in known_set and aliases is not None:
+            target = legacy_alias(name, known_set)
+            if target is not None:
+                aliases[name] = target
+                continue
         if name not in known_set:
             close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
             hint = f"; closest: {', '.join(close)}" if close else ""

@@ -305,8 +305,9 @@ def extract(
     requested = [name for name in layers if name != FINAL_HIDDEN]
     if FINAL_HIDDEN in layers:
         final_hidden = True
-    names = resolve_layers(adapter.model, requested, model_name=adapter.name) if requested else []
-    extra = {}
+    aliases = {}  # transformers 4.x names -> current module paths
+    names = resolve_layers(adapter.model, requested, model_name=adapter.name, aliases=aliases) if requested else []
+    extra = {name: adapter.model.get_submodule(path) for name, path in aliases.items()}
     if final_hidden:
         extra[FINAL_HIDDEN] = adapter.final_module()
         names.append(FINAL_HIDDEN)
@@ -327,7 +328,9 @@ def extract(
     for name in names:
         plan = plans[name]
         rows, index = _rows_and_index(plan, pool, n, lengths)
+        module_path = aliases.get(name, "<final hidden state>" if name == FINAL_HIDDEN else name)
         attrs = {
+            "module": module_path,
             "pool": pool,
             "module_type": plan.module_type,
             "geometry": plan.geometry,

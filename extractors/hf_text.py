@@ -10,6 +10,8 @@ token, like Pythia's, work; the padded positions are masked and never stored).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -49,23 +51,45 @@ class TextAdapter(Adapter):
             "truncation_side": getattr(tok, "truncation_side", "right"),
         }
 
+    def _model_max(self) -> int | None:
+        n = getattr(self.model.config, "max_position_embeddings", None)
+        return int(n) if isinstance(n, int) and n > 0 else None
+
     def prepare(self, inputs, max_length):
         from tqdm.auto import tqdm
+        from transformers.utils import logging as hf_logging
 
         if max_length is not None and int(max_length) < 1:
             raise InputError(f"--max-length must be a positive integer, got {max_length}")
-        self._max_length = None if max_length is None else int(max_length)
-        kwargs = {"add_special_tokens": True}
-        if self._max_length is not None:
-            kwargs.update(truncation=True, max_length=self._max_length)
-        ids = []
+        model_max = self._model_max()
+        limit = None if max_length is None else int(max_length)
+        if model_max is not None and (limit is None or limit > model_max):
+            limit = model_max  # longer inputs than the position table: truncate (and say so)
+        self._max_length = limit
         texts = inputs.texts
+        ids = []
         step = 1024
-        with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
-            for start in range(0, len(texts), step):
-                enc = self.tokenizer(texts[start : start + step], **kwargs)
-                ids.extend(enc["input_ids"])
-                bar.update(min(step, len(texts) - start))
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # "sequence longer than ..." is reported below, once
+        try:
+            with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
+                for start in range(0, len(texts), step):
+                    ids.extend(self.tokenizer(texts[start : start + step], add_special_tokens=True)["input_ids"])
+                    bar.update(min(step, len(texts) - start))
+            long = [i for i, seq in enumerate(ids) if limit is not None and len(seq) > limit]
+            if long:
+                enc = self.tokenizer([texts[i] for i in long], add_special_tokens=True, truncation=True,
+                                     max_length=limit)["input_ids"]
+                for i, seq in zip(long, enc):
+                    ids[i] = seq
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        if long and (max_length is None or int(max_length) > limit):
+            warnings.warn(
+                f"{len(long)} of {len(texts)} samples are longer than the model's {limit} positions "
+                f"and were truncated to {limit} tokens (--max-length sets the limit)",
+                stacklevel=2,
+            )
         for i, seq in enumerate(ids):
             if len(seq) == 0:
                 raise InputError(f"sample {i} of {inputs.source} gives no tokens: {texts[i][:40]!r}")

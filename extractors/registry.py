@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -191,8 +192,12 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     )
     if vision and getattr(config, "model_type", "") == "vit_mae":
         kwargs["mask_ratio"] = 0.0
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report lists e.g. MAE decoder weights; we warn ourselves
     try:
-        model = auto.from_pretrained(spec, **kwargs)
+        model, loading = auto.from_pretrained(spec, output_loading_info=True, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         msg = _short(exc)
         if "trust_remote_code" in msg:
@@ -203,6 +208,15 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
                 "Pass --allow-pickle if you trust them"
             ) from None
         raise ModelError(f"cannot load model {spec}: {msg[:300]}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(loading.get("missing_keys") or [])
+    if missing:
+        warnings.warn(
+            f"{len(missing)} weights of {type(model).__name__} are not in {where} and are randomly "
+            f"initialised ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
+            stacklevel=2,
+        )
     model.eval().to(dev)
     info = {
         "model": spec,

@@ -128,3 +128,13 @@ def test_float16_storage_and_bfloat16_compute(tiny_gpt_neox, text_file, tmp_path
                                     dtype="bfloat16"))
     assert bf["gpt_neox.layers.0"].dtype == np.float32  # bfloat16 compute is never stored opaquely
     np.testing.assert_allclose(np.asarray(bf["gpt_neox.layers.0"]), expected, atol=0.15)
+
+
+def test_texts_longer_than_the_position_table_are_truncated_with_a_warning(tiny_gpt_neox, tmp_path):
+    long = tmp_path / "long.txt"
+    long.write_text(" ".join(["features"] * 300) + "\nshort text\n")
+    with pytest.warns(UserWarning, match="1 of 2 samples are longer than the model's 128 positions"):
+        path = actkit.extract(str(tiny_gpt_neox), long, tmp_path / "l.h5", layers=["gpt_neox.layers.0"],
+                              progress=False)
+    index = actkit.open_store(path)["gpt_neox.layers.0"].index
+    assert (index[:, 0] == 0).sum() == 128

@@ -180,3 +180,13 @@ def test_timm_local_dir_prefix_and_early_stop(tiny_timm_resnet, image_npy, tmp_p
     store = actkit.open_store(path)
     np.testing.assert_allclose(np.asarray(store["layer2"]), f.mean((2, 3)).numpy(), atol=1e-5, rtol=0)
     assert store["layer1.0.act1"].shape == (N, 64)
+
+
+def test_transformers4_layer_names_are_aliases(tiny_vit, image_npy, tmp_path, vit_reference):
+    path = actkit.extract(str(tiny_vit), image_npy, tmp_path / "alias.h5", layers=["encoder.layer.1"], pool="mean",
+                          batch_size=4, progress=False)
+    store = actkit.open_store(path)
+    assert store.layers == ["encoder.layer.1"]
+    assert store.provenance["layers"]["encoder.layer.1"]["module"] == "layers.1"
+    np.testing.assert_allclose(np.asarray(store["encoder.layer.1"]), _rows(vit_reference["layers.1"], "mean"),
+                               atol=1e-5, rtol=0)
