@@ -41,15 +41,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _best(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 def build_pythia(folder: Path):
     """Save a Pythia-70M-shaped random GPT-NeoX and a byte-level BPE tokenizer in ``folder``."""
     import torch
@@ -238,24 +229,39 @@ def _record_stream(run):
     from extractors.extract import LAST_RUN
 
     run.stream = min(getattr(run, "stream", float("inf")), LAST_RUN["stream"])
+    run.stream_cpu = min(getattr(run, "stream_cpu", float("inf")), LAST_RUN["stream_cpu"])
 
 
 def _report(title, scenarios, n_samples, n_units, unit, repeats):
-    rows = []
-    base = None
+    """Time every scenario ``repeats`` times, round-robin (so load drift on a shared machine hits
+    all alike), keeping the best wall-clock and the best CPU time (``time.process_time``: this
+    process only, robust against other jobs on the machine) of each."""
     print(f"\n## {title}: {n_samples} samples, {n_units} {unit}")
-    print(f"{'scenario':52s} {'seconds':>8s} {unit + '/s':>10s} {'ratio':>7s}   streaming loop only")
-    for name, fn in scenarios:
+    for _, fn in scenarios:
         fn()  # warm-up (allocator, lazy imports)
-        sec = _best(fn, repeats)
-        base = base or sec
-        rate = n_units / sec
-        ratio = base / sec
-        rows.append((name, sec, rate, ratio))
+        if hasattr(fn, "stream"):
+            del fn.stream, fn.stream_cpu
+    wall = {name: float("inf") for name, _ in scenarios}
+    cpu = dict(wall)
+    for _ in range(repeats):
+        for name, fn in scenarios:
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            wall[name] = min(wall[name], time.perf_counter() - w0)
+            cpu[name] = min(cpu[name], time.process_time() - c0)
+    base_name = scenarios[0][0]
+    print(f"{'scenario':50s} {'wall s':>7s} {unit + '/s':>9s} {'ratio':>6s} {'cpu s':>7s} {'ratio':>6s}"
+          f"  streaming loop only: wall s, cpu s, cpu ratio")
+    rows = []
+    for name, fn in scenarios:
+        rate = n_units / wall[name]
+        r_wall, r_cpu = wall[base_name] / wall[name], cpu[base_name] / cpu[name]
         extra = ""
         if hasattr(fn, "stream"):
-            extra = f"   {fn.stream:6.2f} s  {n_units / fn.stream:8.1f} {unit}/s  ratio {base / fn.stream:5.2f}"
-        print(f"{name:52s} {sec:8.2f} {rate:10.1f} {ratio:7.2f}{extra}", flush=True)
+            extra = f"  {fn.stream:6.2f} {fn.stream_cpu:6.2f} {cpu[base_name] / fn.stream_cpu:6.2f}"
+        print(f"{name:50s} {wall[name]:7.2f} {rate:9.1f} {r_wall:6.2f} {cpu[name]:7.2f} {r_cpu:6.2f}{extra}",
+              flush=True)
+        rows.append((name, wall[name], cpu[name], r_wall, r_cpu))
     return rows
 
 
@@ -273,7 +279,7 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} thread(s), batch size {args.batch_size}, "
-          f"best of {args.repeats}; ratio = bare seconds / scenario seconds")
+          f"best of {args.repeats} (round-robin); ratio = bare time / scenario time")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.model in ("pythia", "all"):

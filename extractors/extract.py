@@ -50,7 +50,8 @@ FINAL_HIDDEN = "final_hidden"
 _APPEND_BYTES = 16 * 2**20  # buffer rows per layer up to this size before writing
 
 #: Wall-clock seconds of the phases of the last :func:`extract` call in this process
-#: (``load``, ``prepare``, ``stream``, ``finalize``) and the samples streamed; read by the
+#: (``load``, ``prepare``, ``stream``, ``finalize``; ``stream_cpu``: CPU seconds of this
+#: process while streaming) and the samples streamed; read by the
 #: benchmark. Never written into the store (stores are bitwise reproducible).
 LAST_RUN: dict = {}
 
@@ -377,7 +378,7 @@ def extract(
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
     if writer.complete:
         return out
-    t_prepare = time.perf_counter()
+    t_prepare, c_prepare = time.perf_counter(), time.process_time()
     start = writer.samples_done
     try:
         _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
@@ -385,9 +386,10 @@ def extract(
     except BaseException:
         writer.close()  # the partial store and its cursor stay: the same command resumes
         raise
-    t_stream = time.perf_counter()
+    t_stream, c_stream = time.perf_counter(), time.process_time()
     path = writer.finalize()
     LAST_RUN.update(load=t_load - t0, prepare=t_prepare - t_load, stream=t_stream - t_prepare,
+                    stream_cpu=c_stream - c_prepare,
                     finalize=time.perf_counter() - t_stream, samples=n - start)
     return path
 
