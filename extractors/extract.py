@@ -339,8 +339,11 @@ def extract(
         }
         specs.append(LayerSpec(name, rows, plan.features, dtype=store_dtype_name, index=index, attrs=attrs))
 
+    # the fingerprint names the samples and the user's options that choose them (so stores of
+    # different models on the same inputs agree, which `compare` checks); the model's own
+    # preprocessing (tokenizer, image processor) goes into the request and the provenance
     preprocessing = adapter.preprocessing()
-    fingerprint = inputs_fingerprint(data, preprocessing)
+    fingerprint = inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
     request = {
         "model": adapter.info.get("model", adapter.name),
         "revision": revision,
@@ -352,6 +355,7 @@ def extract(
         "max_length": max_length,
         "n_samples": n,
         "inputs_fingerprint": fingerprint,
+        "preprocessing": preprocessing,
         "batch_size": batch_size,
         "device": str(adapter.device),
         "unembedding": bool(unembedding),

@@ -66,7 +66,7 @@ class Inputs:
         from PIL import Image
 
         if self.array is not None:
-            return Image.fromarray(np.ascontiguousarray(self.array[i]), mode="RGB")
+            return Image.fromarray(np.ascontiguousarray(self.array[i]))
         path = self.image_files[i]
         try:
             with Image.open(path) as img:
@@ -212,8 +212,9 @@ def inputs_fingerprint(inputs: Inputs, preprocessing: dict) -> str:
     ----------
     inputs : Inputs
     preprocessing : dict
-        JSON-serialisable description of everything that turns samples into model
-        inputs (tokenizer / image processor configuration, ``max_length``...).
+        JSON-serialisable preprocessing options (the extraction driver passes the user's
+        choices, e.g. ``max_length``; the model's own tokenizer / image processor settings
+        are kept out so that stores of different models on the same inputs agree).
     """
     h = hashlib.sha256()
     h.update(inputs.digest.encode())

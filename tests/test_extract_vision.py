@@ -190,3 +190,14 @@ def test_transformers4_layer_names_are_aliases(tiny_vit, image_npy, tmp_path, vi
     assert store.provenance["layers"]["encoder.layer.1"]["module"] == "layers.1"
     np.testing.assert_allclose(np.asarray(store["encoder.layer.1"]), _rows(vit_reference["layers.1"], "mean"),
                                atol=1e-5, rtol=0)
+
+
+def test_inputs_fingerprint_is_shared_across_models(tiny_vit, tiny_timm_vit, image_npy, image_dir, tmp_path):
+    a = actkit.open_store(actkit.extract(str(tiny_vit), image_npy, tmp_path / "a.h5", layers="layers.0",
+                                         pool="cls", progress=False))
+    b = actkit.open_store(actkit.extract(str(tiny_timm_vit), image_npy, tmp_path / "b.h5", layers="blocks.0",
+                                         pool="cls", progress=False))
+    c = actkit.open_store(actkit.extract(str(tiny_timm_vit), image_dir, tmp_path / "c.h5", layers="blocks.0",
+                                         pool="cls", progress=False, max_samples=6))
+    assert a.inputs_fingerprint == b.inputs_fingerprint != c.inputs_fingerprint
+    assert a.provenance["preprocessing"] != b.provenance["preprocessing"]
