@@ -330,7 +330,7 @@ class _Side:
         return self.xx_eval - np.outer(self.s_eval, self.s_eval) / self.n_eval
 
     def ica(self, k, random_state, ica_params):
-        """(unmixing (k, d), mixing (d, k), mean (d,), whitening rank) fitted on fit rows."""
+        """(unmixing, mixing, mean, whitening rank, n_iter, converged) fitted on fit rows."""
         key = (k, random_state, tuple(sorted(ica_params.items())))
         if key not in self._ica:
             self._ica[key] = _fit_ica_side(self.sample, self.mean_fit, self.scatter_fit(),
@@ -343,7 +343,7 @@ def _fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
 
     Uses :func:`actkit.whitening.whitening_from_moments` (eigenvalues below ``1e-6`` x the
     largest are dropped) and :class:`actkit.FastICA` with ``whiten=False``.
-    Returns ``(unmixing (k, d), mixing (d, k), mean (d,), rank)``.
+    Returns ``(unmixing (k, d), mixing (d, k), mean (d,), rank, n_iter, converged)``.
     """
     from actkit.whitening import whitening_from_moments
 
@@ -361,15 +361,15 @@ def _fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     W = wp["whitening"][:k]                           # (k, d)
     W_inv = wp["dewhitening"][:, :k]                  # (d, k)
     Z = ((sample.astype(np.float64) - mean) @ W.T).astype(sample.dtype, copy=False)
-    R = _fastica_rotation(Z, random_state, ica_params)   # (k, k)
+    R, n_iter, converged = _fastica_rotation(Z, random_state, ica_params)   # (k, k)
     unmixing = R @ W
     with single_thread_linalg():
         mixing = W_inv @ np.linalg.pinv(R)
-    return unmixing, mixing, mean, rank
+    return unmixing, mixing, mean, rank, n_iter, converged
 
 
 def _fastica_rotation(Z, random_state, ica_params):
-    """The (k, k) FastICA unmixing of already-whitened rows Z (n, k)."""
+    """The (k, k) FastICA unmixing of already-whitened rows Z (n, k), n_iter, converged."""
     from actkit.ica import FastICA
 
     params = {"fun": "logcosh", "max_iter": 200, "tol": 1e-4}
@@ -377,7 +377,8 @@ def _fastica_rotation(Z, random_state, ica_params):
     est = FastICA(whiten=False, random_state=random_state,
                   compute_dtype="float32" if Z.dtype == np.float32 else "float64", **params)
     est.fit(Z)
-    return np.asarray(est.components_, dtype=np.float64)
+    return (np.asarray(est.components_, dtype=np.float64), int(getattr(est, "n_iter_", -1)),
+            bool(getattr(est, "converged_", True)))
 
 
 # ============================================================================ alignments
@@ -548,6 +549,10 @@ class ICAAlignment(_Alignment):
     pairs_ : ndarray of shape (k, 2)
         Matched (source of A, source of B).
     signs_ : ndarray of shape (k,)
+    n_iter_ : (int, int)
+        FastICA iterations on each side.
+    converged_ : bool
+        Whether FastICA reached ``tol`` on both sides within ``max_iter``.
     """
 
     method = "ica"
@@ -576,8 +581,10 @@ class ICAAlignment(_Alignment):
                 raise ValueError(f"n_components must be in [1, {k}], got {self.n_components}")
             k = int(self.n_components)
         params = {"fun": self.fun, "max_iter": self.max_iter, "tol": self.tol}
-        Ua, Ma, mu_a, _ = pair.a.ica(k, self.random_state, params)
-        Ub, Mb, mu_b, _ = pair.b.ica(k, self.random_state, params)
+        Ua, Ma, mu_a, _, it_a, conv_a = pair.a.ica(k, self.random_state, params)
+        Ub, Mb, mu_b, _, it_b, conv_b = pair.b.ica(k, self.random_state, params)
+        self.n_iter_ = (it_a, it_b)
+        self.converged_ = bool(conv_a and conv_b)
         k = min(Ua.shape[0], Ub.shape[0])
         Ua, Ma, Ub, Mb = Ua[:k], Ma[:, :k], Ub[:k], Mb[:, :k]
         # source moments on fit rows, from the raw moments
@@ -929,6 +936,9 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "ica_n_components": int(alignments["ica"].n_components_) if "ica" in alignments else None,
         "ica_fit_rows": int(sample_rows.size) if "ica" in methods else None,
         "ica_max_iter": int(ica_max_iter), "ica_tol": float(ica_tol),
+        "ica_n_iter_a": int(alignments["ica"].n_iter_[0]) if "ica" in alignments else None,
+        "ica_n_iter_b": int(alignments["ica"].n_iter_[1]) if "ica" in alignments else None,
+        "ica_converged": bool(alignments["ica"].converged_) if "ica" in alignments else None,
         "cca_n_components": int(rho.size),
         "diameter": float(diam_b), "diameter_method": diam_method,
         "diameter_rows": int(diam_rows.size),
