@@ -102,10 +102,8 @@ class _Source:
     On CPU blocks are numpy arrays; on other devices torch tensors."""
 
     def __init__(self, *, Z=None, X=None, mean=None, K=None, block_rows=None, dtype=np.float32, device="cpu"):
-        import torch
-
-        self.device = torch.device(device)
-        self.use_torch = self.device.type != "cpu"
+        self.device = device
+        self.use_torch = _is_accelerator(device)
         self.np_dtype = np.dtype(dtype)
         self.Z, self.X, self.mean, self.K = Z, X, mean, K
         self.n = int(Z.shape[0]) if Z is not None else int(X.shape[0])
@@ -154,12 +152,18 @@ class _Source:
         return _Source(Z=Zs, block_rows=self.block_rows, dtype=self.np_dtype, device=self.device)
 
 
+def _is_accelerator(device) -> bool:
+    """True for a torch device other than the CPU (CPU work never imports torch)."""
+    return not str(device).split(":")[0] == "cpu"
+
+
 def _on_device(Z, device):
     """numpy array -> itself on CPU, a torch tensor on another device."""
+    if not _is_accelerator(device):
+        return Z
     import torch
 
-    device = torch.device(device)
-    return Z if device.type == "cpu" else torch.from_numpy(Z).to(device)
+    return torch.from_numpy(Z).to(device)
 
 
 def _pass(source, W, f, need_loss=True):
