@@ -201,3 +201,18 @@ def test_inputs_fingerprint_is_shared_across_models(tiny_vit, tiny_timm_vit, ima
                                          pool="cls", progress=False, max_samples=6))
     assert a.inputs_fingerprint == b.inputs_fingerprint != c.inputs_fingerprint
     assert a.provenance["preprocessing"] != b.provenance["preprocessing"]
+
+
+def test_output_changed_in_place_later_is_copied_first(tiny_timm_resnet, image_npy, tmp_path):
+    """timm's ReLU(inplace=True) overwrites bn1's output after bn1's hook: rows keep the pre-ReLU values."""
+    import timm
+
+    model = timm.create_model(f"local-dir:{tiny_timm_resnet}", pretrained=True).eval()
+    pixels = _timm_pixels(model)[:3]
+    with torch.no_grad():
+        pre = model.bn1(model.conv1(pixels))
+    path = actkit.extract(str(tiny_timm_resnet), image_npy, tmp_path / "bn.h5", layers=["bn1"], batch_size=2,
+                          max_samples=3, progress=False)
+    rows = np.asarray(actkit.open_store(path)["bn1"])
+    assert rows.min() < 0
+    np.testing.assert_allclose(rows, pre.permute(0, 2, 3, 1).reshape(-1, pre.shape[1]).numpy(), atol=1e-5, rtol=0)
