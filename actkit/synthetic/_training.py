@@ -27,6 +27,33 @@ def resolve_device(device):
     return dev
 
 
+class single_thread:
+    """Context manager: one torch intra-op thread on the CPU, restored on exit.
+
+    The experiments' models are tiny (a few thousand parameters, batches of 128-256 rows),
+    where extra intra-op threads only add synchronisation; on a shared machine they also
+    burn CPU spinning. One thread is faster here and makes runs deterministic across
+    machines with different core counts.
+    """
+
+    def __init__(self, device):
+        self.cpu = str(device).startswith("cpu")
+
+    def __enter__(self):
+        import torch
+
+        self.saved = torch.get_num_threads()
+        if self.cpu:
+            torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self.saved)
+        return False
+
+
 def mlp(sizes, *, activation="leaky_relu"):
     """``Linear -> act -> ... -> Linear`` (no activation after the last layer)."""
     import torch.nn as nn
@@ -70,7 +97,13 @@ def _encode_fn(module, device):
     return encode
 
 
-def train_autoencoder(X, *, n_latents, hidden=(64, 64), n_steps=2000, batch_size=128,
+def train_autoencoder(X, *, device="cpu", **kwargs):
+    """Train an MLP autoencoder (see :func:`_train_autoencoder`) with one CPU thread."""
+    with single_thread(device):
+        return _train_autoencoder(X, device=device, **kwargs)
+
+
+def _train_autoencoder(X, *, n_latents, hidden=(64, 64), n_steps=2000, batch_size=128,
                       lr=2e-3, seed=0, device="cpu", desc="autoencoder"):
     """Train an MLP autoencoder with squared-error loss.
 
@@ -145,7 +178,13 @@ class _Classifier:
         return torch.relu(h) if self.nonneg else h
 
 
-def train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), representation="linear",
+def train_classifier(X, y, *, device="cpu", **kwargs):
+    """Train an MLP classifier (see :func:`_train_classifier`) with one CPU thread."""
+    with single_thread(device):
+        return _train_classifier(X, y, device=device, **kwargs)
+
+
+def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), representation="linear",
                      energy=0.0, weight_decay=0.0, readout_bias=True, n_steps=3000,
                      batch_size=256, lr=2e-3, seed=0, device="cpu", desc="classifier"):
     """Train an MLP classifier ``x -> h (width) -> logits = W h (+ b)`` with cross-entropy.

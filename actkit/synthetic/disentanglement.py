@@ -31,7 +31,7 @@ NAME = "disentanglement"
 TITLE = "Nelson et al., Table 2: AE vs AE + ICA disentanglement (InfoM / InfoE / InfoC)"
 
 QUICK = dict(size=16, n_samples=4000, n_steps=1500, n_seeds=1, hidden=(256,))
-FULL = dict(size=32, n_samples=12000, n_steps=5000, n_seeds=3, hidden=(512, 256))
+FULL = dict(size=32, n_samples=10000, n_steps=4000, n_seeds=2, hidden=(512,))
 N_LATENTS = 10
 # Nelson et al., Table 2 (InfoM, InfoE, InfoC): aggregated over 4 data sets, and Shapes3D
 PAPER = {

@@ -1,0 +1,132 @@
+"""``actkit reproduce``: every experiment's quick mode must reproduce its paper's claim.
+
+The quick modes are the CI budget of the reproduction suite (about 3 minutes in all on 2
+cores); each test asserts the qualitative claim the experiment tests, and that its JSON
+and figures are written.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actkit.cli import main
+from actkit.synthetic import reproduce as repro
+from actkit.synthetic._result import Claim, ExperimentResult, format_table
+
+
+def _check_files(out, name):
+    data = json.loads((Path(out) / f"{name}.json").read_text())
+    assert data["name"] == name and data["rows"] and data["claims"]
+    assert data["settings"]["quick"] is True
+    assert data["figures"], "no figure written"
+    for fig in data["figures"]:
+        assert Path(fig).stat().st_size > 1000
+    return data
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bilipschitz", "disentanglement", "table1", "complete",
+                                  "sparse"])
+def test_quick_mode_reproduces_the_claim(name, tmp_path):
+    (result,) = repro.reproduce(name, quick=True, out=tmp_path)
+    assert result.claims
+    assert result.passed, result.format()
+    data = _check_files(tmp_path, name)
+    assert data["passed"] is True
+
+
+@pytest.mark.slow
+def test_cli_kl_quick_prints_paper_numbers_and_exits_zero(tmp_path, capsys):
+    rc = main(["reproduce", "kl", "--quick", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "paper_d_kl" in out and "[PASS]" in out and "[FAIL]" not in out
+    data = _check_files(tmp_path, "kl")
+    ce = [r for r in data["rows"] if r["part"] == "counterexample"]
+    assert ce[-1]["d_kl"] < 0.01 * ce[0]["d_kl"]
+    assert all(r["d_svd_f"] > 0.5 for r in ce)
+
+
+def _fake_module(passed):
+    class Fake:
+        @staticmethod
+        def run(*, quick, device, random_state):
+            return ExperimentResult(name="fake", title="fake", columns=["a"], rows=[{"a": 1.0}],
+                                    claims=[Claim("c", passed, "measured")],
+                                    settings={"quick": quick})
+    return Fake
+
+
+@pytest.mark.parametrize("passed, code", [(True, 0), (False, 1)])
+def test_cli_exit_code_follows_the_claims(monkeypatch, tmp_path, capsys, passed, code):
+    import importlib
+
+    real = importlib.import_module
+    monkeypatch.setattr(repro.importlib, "import_module",
+                        lambda name: _fake_module(passed) if name == repro.EXPERIMENTS["kl"]
+                        else real(name))
+    assert main(["reproduce", "kl", "--quick", "--out", str(tmp_path)]) == code
+    out = capsys.readouterr().out
+    assert ("NOT reproduced" in out) == (not passed)
+    assert json.loads((tmp_path / "fake.json").read_text())["passed"] is passed
+
+
+def test_cli_rejects_unknown_experiment(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "nope"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_cli_bad_device_is_one_line_error_before_any_work(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["reproduce", "kl", "--quick", "--device", "cuda:7", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("actkit: error:") and "\n" not in err
+    assert not out.exists()
+    assert main(["reproduce", "kl", "--device", "nonsense-device", "--out", str(out)]) == 2
+
+
+def test_cli_out_must_be_a_directory(tmp_path, capsys):
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    assert main(["reproduce", "kl", "--quick", "--out", str(f)]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_result_json_has_no_nan_and_table_formats(tmp_path):
+    r = ExperimentResult(name="t", title="title", columns=["x", "y"],
+                         rows=[{"x": float("nan"), "y": np.float32(0.5)}, {"x": 2}],
+                         claims=[Claim("ok", True, "fine")], extra={"m": np.eye(2)})
+    paths = r.write(tmp_path)
+    data = json.loads(Path(paths[0]).read_text())
+    assert data["rows"][0]["x"] is None and data["extra"]["m"] == [[1.0, 0.0], [0.0, 1.0]]
+    text = r.format()
+    assert "[PASS] ok: fine" in text and "nan" in text
+    assert format_table(["a"], [{"a": None}]).splitlines()[-1].strip() == "-"
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_tuning_counts_single_latent_units():
+    from actkit.synthetic.complete import tuning
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(5000, 3))
+    H = np.c_[2 * Z[:, 0] + 1, Z[:, 1] + Z[:, 2], np.maximum(Z[:, 2] + 3, 0), np.zeros(5000)]
+    t = tuning(H, Z)
+    assert t["n_active"] == 3
+    assert t["fraction_tuned"] == pytest.approx(2 / 3)
+    assert t["corr"][1, 1] == pytest.approx(1 / math.sqrt(2), abs=0.03)
+    assert 0.5 < t["selectivity"] < 1
+
+
+def test_support_f1_of_matched_codes():
+    from actkit.synthetic.sparse import support_f1
+
+    Z = np.array([[1.0, 0, 0], [0, 2.0, 0], [0, 0, 3.0]])
+    codes = Z[:, [2, 0, 1]]  # atoms permuted
+    assert support_f1(Z, codes, (np.arange(3), np.array([1, 2, 0]))) == 1.0
+    assert support_f1(Z, codes, (np.arange(3), np.arange(3))) == 0.0
