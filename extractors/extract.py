@@ -48,6 +48,7 @@ POOLS = ("none", "mean", "last", "cls")
 STORAGE_DTYPES = ("float32", "float16")
 FINAL_HIDDEN = "final_hidden"
 _APPEND_BYTES = 16 * 2**20  # buffer rows per layer up to this size before writing
+_DIRECT_BYTES = 2**20  # blocks at least this big are written as they come
 
 #: Wall-clock seconds of the phases of the last :func:`extract` call in this process
 #: (``load``, ``prepare``, ``stream``, ``finalize``; ``stream_cpu``: CPU seconds of this
@@ -242,6 +243,9 @@ class _RowBuffer:
         self.blocks, self.nbytes = [], 0
 
     def add(self, rows: np.ndarray):
+        if not self.blocks and rows.nbytes >= _DIRECT_BYTES:
+            self.writer.append(self.name, rows)  # already a big block: no concatenation copy
+            return
         self.blocks.append(rows)
         self.nbytes += rows.nbytes
         if self.nbytes >= _APPEND_BYTES:
