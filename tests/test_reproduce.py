@@ -130,3 +130,24 @@ def test_support_f1_of_matched_codes():
     codes = Z[:, [2, 0, 1]]  # atoms permuted
     assert support_f1(Z, codes, (np.arange(3), np.array([1, 2, 0]))) == 1.0
     assert support_f1(Z, codes, (np.arange(3), np.arange(3))) == 0.0
+
+
+def test_training_is_deterministic_given_the_seed():
+    import torch
+
+    from actkit.synthetic._training import train_autoencoder, train_classifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    y = (X[:, 0] > 0).astype(int)
+    threads = torch.get_num_threads()
+    a = train_classifier(X, y, width=3, n_steps=30, batch_size=64, seed=1)
+    b = train_classifier(X, y, width=3, n_steps=30, batch_size=64, seed=1)
+    c = train_classifier(X, y, width=3, n_steps=30, batch_size=64, seed=2)
+    np.testing.assert_array_equal(a[0](X), b[0](X))
+    assert not np.allclose(a[0](X), c[0](X))
+    e1, h1 = train_autoencoder(X, n_latents=2, n_steps=30, batch_size=64, seed=0)
+    e2, _ = train_autoencoder(X, n_latents=2, n_steps=30, batch_size=64, seed=0)
+    np.testing.assert_array_equal(e1(X), e2(X))
+    assert 0 < h1["relative_mse"] < 2
+    assert torch.get_num_threads() == threads  # the one-thread context is restored
