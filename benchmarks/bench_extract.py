@@ -5,6 +5,8 @@ Models (random init, built from configs, nothing downloaded):
 * ``pythia`` -- a Pythia-70M-shaped GPT-NeoX (6 layers, width 512, 8 heads, vocab 50,304),
   on ``--texts`` synthetic texts of ``--tokens`` tokens each;
 * ``resnet18`` -- timm ``resnet18`` on ``--images`` random 224x224 images (timm eval transform).
+  actkit runs CNNs in channels-last memory format; ``bare`` is the plain NCHW model a user would
+  run, and ``bare channels-last`` is shown too.
 
 Each scenario runs the same batches (same padding, same preprocessing) and reports
 samples/s, and tokens/s or images/s, and the ratio to the bare forward loop:
@@ -176,24 +178,33 @@ def bench_resnet(args, work: Path):
     images = np.random.default_rng(0).integers(0, 256, size=(args.images, 224, 224, 3), dtype=np.uint8)
     npy = work / "images.npy"
     np.save(npy, images)
-    adapter = load_model("timm:resnet18", checkpoint=ckpt)
+    adapter = load_model("timm:resnet18", checkpoint=ckpt)  # actkit runs CNNs channels-last
     data = read_inputs(npy)
-    model = adapter.model
+    model = timm.create_model("resnet18", pretrained=False).eval()  # the plain model, NCHW
+    model.load_state_dict(adapter.model.state_dict())
     bs = args.batch_size
     ranges = [(lo, min(lo + bs, len(data))) for lo in range(0, len(data), bs)]
     stages = ["layer1", "layer2", "layer3", "layer4"]
 
+    def pixels(lo, hi):  # timm's eval transform, default (NCHW) layout
+        return torch.stack([adapter.transform(img) for img in data.images(lo, hi)])
+
     def bare():
         with torch.inference_mode():
             for lo, hi in ranges:
-                model(adapter.batch(data, lo, hi).kwargs["x"])
+                model(pixels(lo, hi))
+
+    def bare_cl():
+        with torch.inference_mode():
+            for lo, hi in ranges:
+                adapter.model(adapter.batch(data, lo, hi).kwargs["x"])
 
     def inter_save():
         path = work / "inter.h5"
         with torch.inference_mode(), h5py.File(path, "w") as f:
             ds, row = None, 0
             for lo, hi in ranges:
-                feats = model.forward_intermediates(adapter.batch(data, lo, hi).kwargs["x"], indices=[1, 2, 3, 4],
+                feats = model.forward_intermediates(pixels(lo, hi), indices=[1, 2, 3, 4],
                                                     intermediates_only=True)
                 rows = [x.permute(0, 2, 3, 1).reshape(-1, x.shape[1]).numpy() for x in feats]
                 if ds is None:
@@ -215,7 +226,8 @@ def bench_resnet(args, work: Path):
         return run
 
     scenarios = [
-        ("bare (preprocess + forward)", bare),
+        ("bare (preprocess + forward, NCHW)", bare),
+        ("bare channels-last (what actkit runs)", bare_cl),
         ("forward_intermediates+save (4 stages, full maps)", inter_save),
         ("actkit pool=none, 4 stages (full maps)", actkit_run(stages, "none")),
         ("actkit pool=mean, 4 stages", actkit_run(stages, "mean")),
