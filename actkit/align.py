@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 METHODS = ("permutation", "rigid", "linear", "ica")
+DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
 CONVENTIONS = {
     "convention_spec": "shared/spec/science.md sections 1 and 3 (actkit 0.1)",
@@ -812,7 +813,7 @@ def _f(x):
 
 def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=METHODS,
             alpha=0.0, n_components=None, ica_max_rows=20000, ica_max_iter=200,
-            ica_tol=1e-4, diameter_max_rows=20000, block_rows=None, progress=None,
+            ica_tol=1e-4, diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None, progress=None,
             _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
 
@@ -838,9 +839,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     ica_max_rows : int, default=20000
         FastICA runs on at most this many random fit rows per side.
     ica_max_iter, ica_tol : FastICA stopping rule.
-    diameter_max_rows : int or None, default=20000
-        diam(B_eval) is exact up to this many eval rows, else the exact diameter of a random
-        subset of that size (recorded as ``diameter_method="sampled"``).
+    diameter_max_rows : int or None, default=10000
+        diam(B_eval) is exact up to this many eval rows, else the exact diameter of a seeded
+        random subset of that size, a lower bound (recorded as ``diameter_method="sampled"``);
+        None: always exact (O(n_eval^2 D) without outlying rows).
     block_rows : int, optional
         Rows per streamed block (default about 32 MiB).
     progress : bool, optional
@@ -1017,7 +1019,7 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
     ica = ICAAlignment(n_components=kwargs.get("n_components"), random_state=random_state,
                        max_fit_rows=kwargs.get("ica_max_rows", 20000))
     sample_rows = ica._sample_rows(n, np.flatnonzero(~eval_mask))
-    dmax = kwargs.get("diameter_max_rows", 20000)
+    dmax = kwargs.get("diameter_max_rows", DIAMETER_MAX_ROWS)
     if dmax is not None and eval_rows.size > dmax:
         diam_rows = np.sort(np.random.default_rng(random_state + 1).choice(eval_rows, dmax, replace=False))
     else:

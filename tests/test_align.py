@@ -265,6 +265,18 @@ def test_diameter_exact_and_sampled():
     assert d <= pdist(X).max() + 1e-12
 
 
+def test_compare_sampled_diameter_is_recorded():
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(1000, 3))
+    B = A @ rng.normal(size=(3, 3))
+    exact = compare(A, B, methods=["rigid"], diameter_max_rows=None).to_dict()
+    samp = compare(A, B, methods=["rigid"], diameter_max_rows=50).to_dict()
+    assert exact["diameter_method"] == "exact" and exact["diameter_rows"] == 200
+    assert samp["diameter_method"] == "sampled" and samp["diameter_rows"] == 50
+    assert samp["diameter"] <= exact["diameter"]
+    assert samp["rigid"] * samp["diameter"] == pytest.approx(exact["rigid"] * exact["diameter"])
+
+
 def test_compare_many_matrix():
     rng, S = _sources(14, n=800)
     reps = [S @ rng.normal(size=(D, D)) for _ in range(2)] + [rng.normal(size=(800, 4))]

@@ -51,6 +51,9 @@ def register(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.0, help="ridge penalty of the linear map")
     p.add_argument("--ica-max-rows", type=int, default=20000,
                    help="FastICA fits on at most this many rows per side (default 20000)")
+    p.add_argument("--diameter-max-rows", type=int, default=10000,
+                   help="diam(B) is exact up to this many held-out rows, else estimated on a "
+                        "random subset of that size (recorded); 0 = always exact")
     p.add_argument("--methods", default="permutation,rigid,linear,ica",
                    help="comma-separated subset of permutation,rigid,linear,ica")
     p.add_argument("--softmax-labels", metavar="IDS",
@@ -188,6 +191,7 @@ def run(args) -> int:
 def _compare_kwargs(args, methods):
     return dict(eval_fraction=args.eval_fraction, random_state=args.seed, alpha=args.alpha,
                 ica_max_rows=args.ica_max_rows, methods=methods,
+                diameter_max_rows=args.diameter_max_rows or None,
                 progress=False if args.quiet else None)
 
 
