@@ -116,11 +116,12 @@ def _plot(result, out):
     for key, label in (("err_seeds", "seed vs seed"), ("err_truth", "AE vs true latents")):
         axes[0].errorbar(L, [r[key] for r in rows], yerr=[r[key + "_sd"] for r in rows],
                          marker="o", capsize=3, label=label)
-    axes[0].set_xlabel("bi-Lipschitz constant L (nominal)")
     axes[0].set_ylabel("rigid alignment error (l2 / diameter)")
     axes[0].legend()
     axes[1].plot(L, [r["ica_mcc"] for r in rows], marker="o")
-    axes[1].set_xlabel("bi-Lipschitz constant L (nominal)")
+    for ax in axes:
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel("bi-Lipschitz constant L (nominal, symlog)")
     axes[1].set_ylabel("AE + whitening + ICA: MCC")
     axes[1].set_ylim(0, 1.02)
     fig.suptitle(TITLE, fontsize=9)
