@@ -186,6 +186,10 @@ def test_float32_matches_float64_and_streaming(tmp_path):
     for m in ("permutation", "rigid", "linear"):
         assert r32.errors[m] == pytest.approx(r64.errors[m], rel=1e-4)
     assert r32.linear_cka == pytest.approx(r64.linear_cka, rel=1e-5)
+    import torch
+
+    rt = compare(torch.from_numpy(A.astype(np.float32)), torch.from_numpy(B.astype(np.float32)))
+    assert rt.errors["rigid"] == pytest.approx(r32.errors["rigid"], rel=1e-9)
     with h5py.File(tmp_path / "x.h5", "w") as f:
         f["a"], f["b"] = A.astype(np.float32), B.astype(np.float32)
     with h5py.File(tmp_path / "x.h5", "r") as f:
