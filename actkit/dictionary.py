@@ -3,9 +3,10 @@
 Model: ``x ~ a @ D`` with ``D`` (n_atoms x n_features, unit-norm rows = atoms) and a sparse
 code ``a`` (n_atoms,) per row. Rows are not centred (activations are modelled as they are).
 
-* ``code="topk"``: the ``k`` atoms with the largest ``|<x, d_j>|`` (largest ``<x, d_j>`` with
-  ``positive=True``) form the support; the coefficients on the support are refitted by least
-  squares (a batched ``k x k`` solve), negatives clipped to zero with ``positive=True``.
+* ``code="topk"``: exactly ``k`` active atoms per row, chosen by orthogonal matching pursuit
+  run for all rows at once (greedy: the atom most correlated with the residual, then a least
+  squares refit on the support; only positive correlations and coefficients with
+  ``positive=True``).
 * ``code="l1"``: the lasso code ``argmin_a 1/2 |x - a D|^2 + alpha |a|_1`` (``a >= 0`` with
   ``positive=True``), solved by FISTA for all rows at once.
 
@@ -31,7 +32,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from actkit.stats import _is_streaming, iter_row_blocks, small_linalg
+from actkit.stats import _is_streaming, gather_rows, iter_row_blocks, small_linalg
 from actkit.whitening import _as_input
 
 __all__ = ["SparseDictionary", "sparse_dictionary"]
@@ -41,27 +42,37 @@ _DUP_COS = 0.95
 
 # ----------------------------------------------------------------------------- codes
 def _topk_code(X, D, G, k, positive):
-    """Support and coefficients of the top-k code.
+    """Top-k code by batched orthogonal matching pursuit.
+
+    ``k`` greedy steps for all rows at once: add the atom most correlated with the current
+    residual, refit the coefficients on the support by least squares (batched ``j x j``
+    solves), update the residual correlations through the Gram matrix ``G = D D'``
+    (``c = C - coef @ G[support]``, no pass over the features).
 
     Returns ``support`` (n, k) int and ``coef`` (n, k) in X's dtype."""
     C = X @ D.T  # (n, n_atoms) correlations
-    S = C.copy() if positive else np.abs(C)
     n = X.shape[0]
-    rows = np.arange(n)
+    rows = np.arange(n)[:, None]
     support = np.empty((n, k), dtype=np.int64)
-    for j in range(k):  # k argmax sweeps beat argpartition for small k
-        i = S.argmax(axis=1)
-        support[:, j] = i
-        S[rows, i] = -np.inf
-    b = np.take_along_axis(C, support, axis=1)
-    if k == 1:
-        coef = b / G[support[:, 0], support[:, 0]][:, None]
-    else:
-        Gs = G[support[:, :, None], support[:, None, :]]
-        Gs += (1e-6 * np.eye(k, dtype=Gs.dtype))[None]
-        coef = _batched_spd_solve(Gs, b)
-    if positive:
-        np.maximum(coef, 0, out=coef)
+    c = C
+    coef = None
+    for j in range(k):
+        score = c.copy() if positive else np.abs(c)
+        if j:
+            score[rows, support[:, :j]] = -np.inf
+        support[:, j] = score.argmax(axis=1)
+        S = support[:, : j + 1]
+        b = np.take_along_axis(C, S, axis=1)
+        if j == 0:
+            coef = b / G[S[:, 0], S[:, 0]][:, None]
+        else:
+            Gs = G[S[:, :, None], S[:, None, :]]
+            Gs += (1e-6 * np.eye(j + 1, dtype=Gs.dtype))[None]
+            coef = _batched_spd_solve(Gs, b)
+        if positive:
+            np.maximum(coef, 0, out=coef)
+        if j + 1 < k:
+            c = C - np.einsum("nj,njm->nm", coef.astype(C.dtype), G[S])
     return support, coef.astype(X.dtype, copy=False)
 
 
@@ -86,6 +97,13 @@ def _batched_spd_solve(A, b):
 
 def _l1_code(X, D, G, alpha, positive, n_iter=100):
     """Lasso codes for every row by FISTA. Returns a dense (n, n_atoms) array."""
+    if D.shape[0] <= 512:  # small n_atoms x n_atoms products: one BLAS thread is faster
+        with small_linalg():
+            return _l1_code_(X, D, G, alpha, positive, n_iter)
+    return _l1_code_(X, D, G, alpha, positive, n_iter)
+
+
+def _l1_code_(X, D, G, alpha, positive, n_iter):
     L = float(np.linalg.eigvalsh(G.astype(np.float64))[-1]) or 1.0
     C = X @ D.T
     A = np.zeros_like(C)
@@ -354,7 +372,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             warm = min(n, max(10000, 40 * int(self.n_atoms)))  # the initial atoms come from rows in memory
         if warm:
             idx = np.sort(rng.choice(n, size=warm, replace=False))
-            Xs = np.asarray(X[idx] if not streaming else _gather(X, idx, self.batch_size), dtype=dtype)
+            Xs = np.asarray(X[idx] if not streaming else gather_rows(X, idx, self.batch_size), dtype=dtype)
         else:
             Xs = X
         if not np.all(np.isfinite(Xs)):
@@ -469,18 +487,6 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 def _split(X, rows):
     for s in range(0, X.shape[0], rows):
         yield X[s : s + rows]
-
-
-def _gather(X, idx, block_rows):
-    """Rows ``idx`` (sorted) of a streaming source, read block by block."""
-    out = []
-    start = 0
-    for block in iter_row_blocks(X, block_rows):
-        lo, hi = np.searchsorted(idx, [start, start + len(block)])
-        if hi > lo:
-            out.append(np.asarray(block[idx[lo:hi] - start]))
-        start += len(block)
-    return np.concatenate(out) if out else np.empty((0, int(X.shape[1])))
 
 
 def sparse_dictionary(X, n_atoms, *, code="topk", k=None, alpha=None, positive=False, random_state=None,

@@ -309,7 +309,7 @@ def _picard_o(source, W, f, *, tol, max_iter, m=7, lambda_min=0.01, ls_tries=10,
     return W, n_iter, gnorm
 
 
-def _fixed_point(source, W, f, *, tol, max_iter, counter=None):
+def _fixed_point(source, W, f, *, tol, max_iter, counter=None, stall=None):
     """Symmetric fixed-point FastICA (sklearn's ``_ica_par``), sharing :func:`_pass`.
 
     With ``Y = Z W'`` and ``Z = Y W`` (W orthogonal), ``E[g(Y)' Z] = M W``, so the update
@@ -328,6 +328,8 @@ def _fixed_point(source, W, f, *, tol, max_iter, counter=None):
             _DEBUG(W, it, lim, 0.0, source.n)
         if lim < tol:
             break
+        if stall is not None and it >= stall and lim > 0.5:
+            break  # still far from any fixed point (many sources, few rows): hand over to Picard-O
     return W, it, lim
 
 
@@ -338,14 +340,15 @@ def _warm_start(Zs, W, f, *, tol, max_iter, dtype, device, block_rows, counter):
     fixed-point and the orthogonal-group solver assume an identity covariance, and a
     subsample whitened with the full-data statistics is off by O(1/sqrt(n_sub)), enough to
     make the symmetric fixed point oscillate. The fixed point (cheap and fast on exactly
-    white data) runs first; Picard-O takes over if it has not converged in 50 passes."""
+    white data) runs first; Picard-O takes over if it has not converged in 50 passes, or
+    is still far from a fixed point after 10."""
     Zs = np.asarray(Zs, dtype=np.float64)
     C = Zs.T @ Zs / Zs.shape[0]
     evals, evecs = np.linalg.eigh(C)
     R = (evecs * (1.0 / np.sqrt(np.clip(evals, 1e-12, None)))) @ evecs.T  # C_s^{-1/2}
     sub = _Source(Z=_on_device(np.ascontiguousarray(Zs @ R, dtype=dtype), device), block_rows=block_rows,
                   dtype=dtype, device=device)
-    W, n_fp, crit = _fixed_point(sub, W, f, tol=tol, max_iter=min(50, max_iter), counter=counter)
+    W, n_fp, crit = _fixed_point(sub, W, f, tol=tol, max_iter=min(50, max_iter), counter=counter, stall=10)
     n_pi = 0
     if not crit < tol:
         W, n_pi, _ = _picard_o(sub, W, f, tol=tol, max_iter=max_iter, counter=counter)
@@ -425,7 +428,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Seeds ``w_init`` and the warm-up subsample; fits are deterministic given it.
     warmup_rows : int, "auto" or None, default="auto"
         ``parallel`` only: first solve on this many random rows, then refine on all rows.
-        ``"auto"``: ``max(20000, 40 k)`` when the data have more than twice that many rows;
+        ``"auto"``: ``max(20000, 100 k)`` when the data have more than twice that many rows;
         ``None`` or 0: no warm-up.
     compute_dtype : {"float32", "float64"}, default="float32"
         Precision of the passes over the data (statistics are accumulated in float64).
@@ -661,7 +664,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if isinstance(w, str):
             if w != "auto":
                 raise ValueError(f"warmup_rows must be 'auto', a positive int or None, got {w!r}")
-            w = max(20000, 40 * k)
+            w = max(20000, 100 * k)  # fewer rows per source leave spurious optima
             return w if n > 2 * w else 0
         w = int(w)
         return w if w < n else 0

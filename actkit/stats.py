@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RunningMoments", "iter_row_blocks", "default_block_rows", "small_linalg"]
+__all__ = ["RunningMoments", "iter_row_blocks", "default_block_rows", "small_linalg", "gather_rows"]
 
 _BLOCK_BYTES = 32 * 2**20  # aim for ~32 MiB row blocks
 
@@ -35,9 +35,15 @@ def small_linalg():
     """Context manager: one BLAS/LAPACK thread for small dense algebra (k x k solves, eigh,
     expm). Multi-threaded LAPACK on small matrices is up to 10x slower on a busy machine;
     big GEMMs over the data stay multi-threaded."""
-    from threadpoolctl import threadpool_limits
+    global _CONTROLLER
+    if _CONTROLLER is None:  # scanning the loaded BLAS libraries is slow: do it once
+        from threadpoolctl import ThreadpoolController
 
-    return threadpool_limits(limits=1)
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1)
+
+
+_CONTROLLER = None
 
 
 def _is_streaming(X) -> bool:
@@ -71,6 +77,24 @@ def iter_row_blocks(X, block_rows: int | None = None, dtype=None, *, prefetch: b
     if block_rows is None:
         block_rows = default_block_rows(int(X.shape[1]))
     yield from _data.iter_blocks(X, block_rows=block_rows, dtype=dtype, prefetch=prefetch)
+
+
+def gather_rows(X, idx, block_rows: int | None = None) -> np.ndarray:
+    """Rows ``idx`` (sorted, increasing) of any source, read in one sequential pass.
+
+    Returns
+    -------
+    ndarray of shape (len(idx), n_features)
+    """
+    idx = np.asarray(idx)
+    out = []
+    start = 0
+    for block in iter_row_blocks(X, block_rows):
+        lo, hi = np.searchsorted(idx, [start, start + len(block)])
+        if hi > lo:
+            out.append(np.asarray(block[idx[lo:hi] - start]))
+        start += len(block)
+    return np.concatenate(out) if out else np.empty((0, int(X.shape[1])))
 
 
 class RunningMoments:

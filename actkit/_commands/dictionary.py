@@ -1,0 +1,47 @@
+"""``actkit dictionary STORE --layer L --out OUT.h5 --n-atoms K [--k N | --code l1 --alpha A]``
+
+Sparse dictionary learning on one layer (streaming passes), then the sparse code of every
+row written to a new store with the ``dictionary`` (n_atoms x features, unit-norm atoms).
+Only parsing and calls to :class:`actkit.SparseDictionary`.
+"""
+
+from __future__ import annotations
+
+from actkit._commands._analysis_io import add_common_arguments, open_layer, write_derived
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dictionary", help="sparse dictionary learning of a store layer into a new store",
+                       description="Learn an (overcomplete) dictionary with top-k or L1 sparse codes "
+                                   "and write every row's code and the dictionary to OUT.")
+    add_common_arguments(p)
+    p.add_argument("--n-atoms", type=int, required=True, help="number of atoms")
+    p.add_argument("--code", choices=["topk", "l1"], default="topk")
+    p.add_argument("--k", type=int, default=None, help="active atoms per row (topk; default features/10)")
+    p.add_argument("--alpha", type=float, default=None, help="L1 penalty (l1; default 1.0)")
+    p.add_argument("--positive", action="store_true", help="non-negative codes")
+    p.add_argument("--n-epochs", type=int, default=2, help="passes over all rows after the warm-up")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from actkit import SparseDictionary
+    from actkit.errors import InputError
+
+    store, layer = open_layer(args)
+    if args.n_atoms < 1:
+        raise InputError(f"--n-atoms must be positive, got {args.n_atoms}")
+    if args.k is not None and not 1 <= args.k <= args.n_atoms:
+        raise InputError(f"--k={args.k} must be between 1 and --n-atoms={args.n_atoms}")
+    kw = {"batch_size": args.block_rows} if args.block_rows else {}
+    sd = SparseDictionary(args.n_atoms, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
+                          n_epochs=args.n_epochs, random_state=args.seed, verbose=not args.quiet, **kw).fit(layer)
+    write_derived(
+        args, store, layer, transform=sd.transform, n_out=args.n_atoms, kind="dictionary",
+        params={"dictionary": sd.dictionary_},
+        settings={"n_atoms": args.n_atoms, "code": args.code, "k": args.k, "alpha": args.alpha,
+                  "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed},
+        results={"reconstruction_error": float(sd.reconstruction_error_), "mean_active": float(sd.mean_active_)},
+    )
+    return 0

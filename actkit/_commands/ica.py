@@ -1,0 +1,50 @@
+"""``actkit ica STORE --layer L --out OUT.h5 [--n-components K] [--fit-rows N]``
+
+The ICA post-processing of embeddings: PCA-whitening then a FastICA rotation, fitted on all
+rows (streaming) or on a random subset of rows, then applied to every row (streaming). The
+output store holds the sources and ``mean``, ``whitening``, ``unmixing`` (= components_,
+whitening included) and ``mixing``. Only parsing and calls to :class:`actkit.FastICA`.
+"""
+
+from __future__ import annotations
+
+from actkit._commands._analysis_io import (add_common_arguments, check_n_components, fit_rows, open_layer,
+                                           write_derived)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ica", help="whitening + FastICA of a store layer into a new store",
+                       description="PCA-whiten one layer and rotate it with FastICA; write the "
+                                   "independent components of every row and the parameters to OUT.")
+    add_common_arguments(p)
+    p.add_argument("--n-components", type=int, default=None, help="number of sources (default: all)")
+    p.add_argument("--fit-rows", type=int, default=None,
+                   help="fit on this many random rows (default: all rows, streaming)")
+    p.add_argument("--algorithm", choices=["parallel", "deflation"], default="parallel")
+    p.add_argument("--fun", choices=["logcosh", "exp", "cube"], default="logcosh", help="contrast function")
+    p.add_argument("--max-iter", type=int, default=200)
+    p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=0, help="random_state of FastICA and of --fit-rows")
+    p.add_argument("--device", default="cpu", help="torch device of the solver, e.g. cuda")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from actkit import FastICA
+
+    store, layer = open_layer(args)
+    check_n_components(args.n_components, layer)
+    X = fit_rows(layer, args.fit_rows, args.seed, args.block_rows)
+    ica = FastICA(n_components=args.n_components, algorithm=args.algorithm, fun=args.fun, max_iter=args.max_iter,
+                  tol=args.tol, random_state=args.seed, device=args.device, block_rows=args.block_rows,
+                  verbose=not args.quiet).fit(X)
+    write_derived(
+        args, store, layer, transform=ica.transform, n_out=ica.n_components_, kind="ica",
+        params={"mean": ica.mean_, "whitening": ica.whitening_, "unmixing": ica.components_,
+                "mixing": ica.mixing_},
+        settings={"n_components": args.n_components, "fit_rows": args.fit_rows, "algorithm": args.algorithm,
+                  "fun": args.fun, "max_iter": args.max_iter, "tol": args.tol, "seed": args.seed},
+        results={"n_components": int(ica.n_components_), "n_iter": int(ica.n_iter_),
+                 "converged": bool(ica.converged_)},
+    )
+    return 0

@@ -1,0 +1,40 @@
+"""``actkit whiten STORE --layer L --out OUT.h5 [--method pca|zca] [--n-components K]``
+
+PCA/ZCA-whitens one layer of a store (streaming float64 mean and covariance) and writes the
+whitened rows and the fitted ``mean``, ``whitening`` and ``dewhitening`` matrices to a new
+store. Only parsing and calls to :class:`actkit.Whitener`.
+"""
+
+from __future__ import annotations
+
+from actkit._commands._analysis_io import add_common_arguments, check_n_components, open_layer, write_derived
+
+
+def register(sub) -> None:
+    p = sub.add_parser("whiten", help="PCA/ZCA-whiten a store layer into a new store",
+                       description="Whiten one layer of a store (streaming mean and covariance, "
+                                   "float64) and write the whitened rows and parameters to OUT.")
+    add_common_arguments(p)
+    p.add_argument("--method", choices=["pca", "zca"], default="pca", help="PCA (k outputs) or ZCA (D outputs)")
+    p.add_argument("--n-components", type=int, default=None,
+                   help="principal directions kept (default: the numerical rank)")
+    p.add_argument("--eps", type=float, default=1e-10,
+                   help="eigenvalues below eps x the largest count as zero (default 1e-10)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from actkit import Whitener
+
+    store, layer = open_layer(args)
+    check_n_components(args.n_components, layer)
+    w = Whitener(method=args.method, n_components=args.n_components, eps=args.eps, block_rows=args.block_rows,
+                 verbose=not args.quiet).fit(layer)
+    write_derived(
+        args, store, layer, transform=w.transform, n_out=w.whitening_.shape[0], kind="whiten",
+        params={"mean": w.mean_, "whitening": w.whitening_, "dewhitening": w.dewhitening_,
+                "explained_variance": w.explained_variance_},
+        settings={"method": args.method, "n_components": args.n_components, "eps": args.eps},
+        results={"n_components": int(w.n_components_), "rank": int(w.rank_)},
+    )
+    return 0
