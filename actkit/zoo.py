@@ -17,7 +17,8 @@ with S in {0, 1}. Address them with :func:`model_spec` (a local directory for HF
 (:func:`text_inputs`, :func:`image_inputs`), and ``zoo.json`` records every model's
 configuration, weights hash, training hyper-parameters, loss curve and held-out scores.
 
-Retrain (deterministic given the seeds; about 6 minutes on 2 CPU cores)::
+Retrain (deterministic given the seeds; 15 min measured on a busy shared 2-core machine,
+about 6 min estimated on an idle one; see docs/zoo.md)::
 
     python -m actkit.zoo train                       # everything, into data/zoo
     python -m actkit.zoo train --only resnet-tiny-seed0 --out /tmp/zoo
