@@ -71,8 +71,9 @@ def _topk_code(X, D, G, k, positive):
             coef = _batched_spd_solve(Gs, b)
         if positive:
             np.maximum(coef, 0, out=coef)
-        if j + 1 < k:
-            c = C - np.einsum("nj,njm->nm", coef.astype(C.dtype), G[S])
+        if j + 1 < k:  # correlations of the residual: one GEMM beats gathering G[S]
+            R = X - np.einsum("nj,njd->nd", coef.astype(X.dtype), D[S])
+            c = R @ D.T
     return support, coef.astype(X.dtype, copy=False)
 
 
@@ -241,7 +242,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Non-negative codes.
     batch_size : int, default=8192
         Rows per block in every pass (memory grows with it, not with the number of rows).
-    n_epochs : int, default=2
+    n_epochs : int, default=1
         Passes over all rows after the warm-up.
     warmup_rows : int, "auto" or None, default="auto"
         Rows of the random subsample trained on first; ``"auto"``:
@@ -262,7 +263,8 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     components_ : ndarray of shape (n_atoms, n_features)
         Alias of ``dictionary_`` (scikit-learn's name).
     reconstruction_error_ : float
-        ``sum |x - a D|^2 / sum |x|^2`` over all rows in the last pass.
+        ``sum |x - a D|^2 / sum |x|^2`` over the rows of the last pass (all rows after a
+        warm-up, else the training rows), coded with the dictionary of that pass.
     mean_active_ : float
         Mean number of non-zero coefficients per row in the last pass.
     n_iter_ : int
@@ -288,7 +290,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         alpha=None,
         positive=False,
         batch_size=8192,
-        n_epochs=2,
+        n_epochs=1,
         warmup_rows="auto",
         max_iter=100,
         tol=1e-4,
@@ -408,16 +410,14 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
                 converged = change < self.tol
             else:
                 converged = True
-            # refinement passes over all rows (streaming when X is on disk)
+            # refinement passes over all rows (streaming when X is on disk); the reported
+            # error and sparsity are those of the last pass (before its dictionary update)
             n_full = self.n_epochs if (warm or streaming) else 0
             for _ in range(n_full):
                 ep = _epoch(iter_row_blocks(X, self.batch_size, dtype=dtype), D, p, keep)
                 D, _ = _update(D, ep, rng)
                 if bar is not None:
                     bar.update(1)
-            # final statistics with the final dictionary
-            src = iter_row_blocks(X, self.batch_size, dtype=dtype) if (streaming or warm) else _split(Xs, self.batch_size)
-            ep = _epoch(src, D, p, 0)
         finally:
             if bar is not None:
                 bar.close()

@@ -20,7 +20,7 @@ def register(sub) -> None:
     p.add_argument("--k", type=int, default=None, help="active atoms per row (topk; default features/10)")
     p.add_argument("--alpha", type=float, default=None, help="L1 penalty (l1; default 1.0)")
     p.add_argument("--positive", action="store_true", help="non-negative codes")
-    p.add_argument("--n-epochs", type=int, default=2, help="passes over all rows after the warm-up")
+    p.add_argument("--n-epochs", type=int, default=1, help="passes over all rows after the warm-up")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
 
