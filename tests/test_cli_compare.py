@@ -84,6 +84,9 @@ def test_layer_a_b_and_single_json(stores, capsys):
     assert code == 0 and "l1 -> l2" in out
     data = json.loads(js.read_text())
     assert data["layer_a"] == "l1" and data["layer_b"] == "l2" and data["ica"] is None
+    code, out, err = _run(capsys, "compare", a, b, "--layers", "l1", "--methods", "ica",
+                          "--ica-max-iter", "1", "--quiet")
+    assert code == 0 and "FastICA did not converge" in err and len(err.splitlines()) == 1
 
 
 def test_three_stores_pairwise_matrix(stores, capsys):
