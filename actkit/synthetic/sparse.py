@@ -39,7 +39,7 @@ TITLE = "Zhou & Klindt: sparse latents, spark condition and dictionary recovery"
 
 N_MEASUREMENTS = 16
 QUICK = dict(ks=(2, 8), n_samples=10000, n_steps=1500, n_epochs=10)
-FULL = dict(ks=(1, 2, 3, 4, 6, 8), n_samples=30000, n_steps=5000, n_epochs=10)
+FULL = dict(ks=(1, 2, 3, 4, 8), n_samples=20000, n_steps=3000, n_epochs=10)
 MCC_TARGET = 0.8
 DEGRADE = 0.1
 
