@@ -1,4 +1,4 @@
-"""FastICA: our own torch implementation, streaming-aware (``shared/spec/science.md`` §2).
+"""FastICA: our own implementation (numpy on CPU, torch on GPUs), streaming-aware (science.md §2).
 
 The model is scikit-learn's ``FastICA`` (same hyperparameters where they make sense, same
 fitted attributes, same contrast functions ``logcosh`` / ``exp`` / ``cube``), with a faster
@@ -42,7 +42,7 @@ from actkit.whitening import _as_input, accumulate_moments, whitening_from_momen
 __all__ = ["FastICA", "fastica"]
 
 _LOG2 = math.log(2.0)
-_DEBUG = None
+_DEBUG = None  # tracing hook for benchmarks/experiments: f(W, iteration, criterion, step, n_rows)
 
 
 # ----------------------------------------------------------------------------- contrasts
@@ -400,7 +400,7 @@ def _compute_dtype(name):
 
 
 class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """FastICA (scikit-learn compatible), solved with Picard-O in torch, streaming-aware.
+    """FastICA (scikit-learn compatible), solved with Picard-O, streaming-aware.
 
     Parameters
     ----------

@@ -159,6 +159,7 @@ class RunningMoments:
             raise ValueError(f"expected a 2-D block of rows, got shape {X.shape}")
         if not np.issubdtype(X.dtype, np.floating):
             X = X.astype(np.float64)
+        given = X
         if self.precision == "float64" or X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64, copy=False)
         n, d = X.shape
@@ -175,8 +176,11 @@ class RunningMoments:
             self._shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype).astype(np.float64)
             self._s1 = np.zeros(d)
             self._s2 = np.zeros((d, d))
-        Xc = X - self._shift.astype(X.dtype)
-        Xc = np.ascontiguousarray(Xc)
+        if X is not given and X.flags.c_contiguous:  # our own converted copy: centre it in place
+            X -= self._shift.astype(X.dtype)
+            Xc = X
+        else:
+            Xc = np.ascontiguousarray(X - self._shift.astype(X.dtype))
         self._s1 += Xc.sum(axis=0, dtype=np.float64)
         self._s2 += Xc.T @ Xc  # numpy dispatches A.T @ A to BLAS syrk
         self.n_samples_ += n

@@ -61,7 +61,7 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     """
     n, d = int(X.shape[0]), int(X.shape[1])
     if block_rows is None:
-        block_rows = max(1024, min(65536, (2**24) // max(1, d)))
+        block_rows = max(1024, min(65536, (2**22) // max(1, d)))  # ~16 MiB of float32 per block
     moments = RunningMoments(d, precision="auto" if precision == "float32" else "float64")
     picked = [] if collect_rows is not None else None
     start = 0

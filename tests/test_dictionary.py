@@ -85,9 +85,9 @@ def test_streaming_store(tmp_path):
     w.checkpoint(6000)
     w.finalize()
     layer = actkit.open_store(tmp_path / "s.h5")["l"]
-    sd = SparseDictionary(48, k=3, random_state=0, batch_size=1000, warmup_rows=2500).fit(layer)
+    sd = SparseDictionary(48, k=3, random_state=0, batch_size=1000, warmup_rows=2500, max_iter=30).fit(layer)
     assert recovery(D, sd.dictionary_) >= 0.9
-    ref = SparseDictionary(48, k=3, random_state=0, batch_size=1000, warmup_rows=2500).fit(X)
+    ref = SparseDictionary(48, k=3, random_state=0, batch_size=1000, warmup_rows=2500, max_iter=30).fit(X)
     np.testing.assert_allclose(sd.dictionary_, ref.dictionary_, atol=1e-4)
     np.testing.assert_allclose(sd.transform(layer), ref.transform(X), atol=1e-3)
 
