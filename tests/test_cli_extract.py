@@ -97,6 +97,8 @@ def test_unknown_model_and_missing_directory(text_file, tmp_path, capsys):
     line = _error(capsys, "extract", "no-such-org/no-such-model-xyz", *base)
     assert "cannot load model 'no-such-org/no-such-model-xyz'" in line
     assert "unknown timm model 'resnet_nope'" in _error(capsys, "extract", "timm:resnet_nope", *base)
+    # timm:NAME without --checkpoint wants timm's pretrained weights: offline, a one-line error
+    assert "--checkpoint FILE.safetensors" in _error(capsys, "extract", "timm:resnet18", *base)
     assert "model directory not found" in _error(capsys, "extract", f"timm:local-dir:{tmp_path}/nope", *base)
     (tmp_path / "noconfig").mkdir()
     assert "no config.json" in _error(capsys, "extract", tmp_path / "noconfig", *base)
