@@ -146,6 +146,14 @@ def format_table(columns, rows) -> str:
     return "\n".join([head, sep, *body])
 
 
+def _umask_mode():
+    """Permission bits ``open()`` would give a new file under the current umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+
 def write_text_atomic(path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
     path = Path(path)
@@ -153,6 +161,7 @@ def write_text_atomic(path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, _umask_mode())  # what open() gives; mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -168,6 +177,7 @@ def save_figure(fig, path) -> str:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.chmod(tmp, _umask_mode())  # what open() gives; mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
