@@ -36,11 +36,13 @@ def run(name, fn, A):
     from actkit.metrics import amari_distance
 
     t = time.perf_counter()
+    c = time.process_time()
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             W, extra = fn()
         dt = time.perf_counter() - t
+        extra["cpu_seconds"] = round(time.process_time() - c, 2)  # all threads of this process
         finite = bool(np.all(np.isfinite(W)))
         d = amari_distance(W, A) if finite else float("nan")
         notes = sorted({type(w.message).__name__ for w in caught})

@@ -3,7 +3,7 @@
 Writes an N x 768 float32 store, then times ``Whitener().fit`` (a) on the numpy matrix in
 memory and (b) streaming from the store layer (blocks read one ahead in a background thread
 while BLAS computes), alternately, keeping the best of ``--repeats``. The streaming fit also
-runs in a child process whose peak resident memory (``ru_maxrss``) is reported next to the
+runs in a child process whose peak resident memory (``VmHWM``) is reported next to the
 store's size. Optionally times scikit-learn ``PCA(whiten=True)`` (full SVD) on the matrix.
 
 Usage::
@@ -24,13 +24,20 @@ import time
 import numpy as np
 
 CHILD = r"""
-import resource, sys, time, json
+import sys, time, json
 import actkit
+
+
+def peak_rss_mb():
+    # VmHWM is reset at exec; getrusage's ru_maxrss would include the parent's RSS at fork
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
 layer = actkit.open_store(sys.argv[1])["x"]
 t = time.perf_counter()
 w = actkit.Whitener(precision=sys.argv[2]).fit(layer)
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"seconds": dt, "peak_rss_mb": peak_rss_mb()}))
 """
 
 
