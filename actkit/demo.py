@@ -12,7 +12,7 @@ same protocol on hub checkpoints, give :func:`run_demo` your own :class:`DemoPai
 
     DemoPair("Pythia-160M seed0->seed1", "EleutherAI/pythia-160m",
              "EleutherAI/pythia-160m-seed1", inputs="texts.txt",
-             layer="gpt_neox.layers.6", pool="none", max_length=64,
+             layer="final_hidden", pool="none", max_length=64,
              paper=PAPER_TABLE1["pythia"])
 """
 
