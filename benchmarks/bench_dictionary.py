@@ -97,6 +97,8 @@ def main(argv=None):
     p.add_argument("--max-seconds", type=float, default=300, help="give up on a peer after this much fit time")
     p.add_argument("--check-every", type=int, default=10, help="sklearn: batches between recovery checks")
     p.add_argument("--skip-lars", action="store_true")
+    p.add_argument("--sweep", action="store_true",
+                   help="only actkit: recovery and CPU time after 6, 9, 12 warm-up epochs (max_iter)")
     args = p.parse_args(argv)
     if args.threads:
         from threadpoolctl import threadpool_limits
@@ -105,6 +107,19 @@ def main(argv=None):
         print(f"# BLAS threads limited to {args.threads} for all methods", flush=True)
     X, D = planted()
     print("# 50000 x 128, 256 atoms, 5 active per row", flush=True)
+    if args.sweep:
+        from actkit import SparseDictionary
+
+        rows = []
+        for max_iter in (6, 9, 12):
+            c = time.process_time()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sd = SparseDictionary(256, k=5, random_state=0, max_iter=max_iter).fit(X)
+            rows.append({"max_iter": max_iter, "cpu_seconds": round(time.process_time() - c, 2),
+                         "recovery": recovery(D, sd.dictionary_)})
+            print(json.dumps(rows[-1]), flush=True)
+        return rows
     rows = [bench_actkit(X, D)]
     print(json.dumps(rows[-1]), flush=True)
     for algo in ["cd"] + ([] if args.skip_lars else ["lars"]):
