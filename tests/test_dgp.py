@@ -73,12 +73,15 @@ def test_invertible_leaky_mlp_is_injective_bilipschitz():
 @pytest.mark.parametrize("k", [1, 3])
 def test_discriminative_dgp_is_k_sparse_nonnegative(k):
     A = dgp.hadamard_frame(8)
-    X, Z, y, info = dgp.discriminative_dgp(500, measurement=A, k=k, random_state=0)
-    assert Z.shape == (500, 16) and X.shape == (500, 16)
+    X, Z, Y, info = dgp.discriminative_dgp(2000, measurement=A, k=k, random_state=0)
+    assert Z.shape == (2000, 16) and X.shape == (2000, 16)
     assert ((Z > 0).sum(1) == k).all() and (Z >= 0).all()
-    assert y.min() >= 0 and y.max() < info["n_classes"]
-    # labels depend on z: the most frequent label differs between latent groups
-    assert len(np.unique(y)) > 4
+    assert Y.shape == (2000, info["n_labels"]) and set(np.unique(Y)) == {0.0, 1.0}
+    # labels depend on z only through A z: each label correlates with its logit v_c . A z
+    V = dgp.random_orthogonal(info["n_labels"], 8, random_state=1)
+    logit = Z @ A.T @ V.T
+    corr = [np.corrcoef(logit[:, c], Y[:, c])[0, 1] for c in range(Y.shape[1])]
+    assert min(corr) > 0.2
     with pytest.raises(ValueError, match="k must be"):
         dgp.discriminative_dgp(10, measurement=A, k=17)
 
