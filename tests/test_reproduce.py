@@ -28,14 +28,34 @@ def _check_files(out, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["bilipschitz", "disentanglement", "table1", "complete",
-                                  "sparse"])
+@pytest.mark.parametrize("name", ["bilipschitz", "disentanglement", "complete", "sparse"])
 def test_quick_mode_reproduces_the_claim(name, tmp_path):
     (result,) = repro.reproduce(name, quick=True, out=tmp_path)
     assert result.claims
     assert result.passed, result.format()
     data = _check_files(tmp_path, name)
     assert data["passed"] is True
+
+
+@pytest.mark.slow
+def test_table1_quick_reports_every_pair_and_exit_status_follows_the_ordering(tmp_path):
+    """Table 1 on the zoo.  The full ordering claim (perm >= ica >= rigid >= linear) does
+    NOT hold for every zoo pair (MAE-tiny's ICA is worse than its permutation, see
+    docs/reproduction.md), so this test pins what does hold and that the experiment
+    reports the failure honestly instead of passing."""
+    (result,) = repro.reproduce("table1", quick=True, out=tmp_path)
+    data = _check_files(tmp_path, "table1")
+    ours = [r for r in data["rows"] if r["source"] == "actkit"]
+    assert [r["pair"].split()[0] for r in ours] == ["Pythia-tiny", "MAE-tiny", "ResNet-tiny", "ViT-tiny"]
+    for r in ours:
+        for key in ("perm", "rigid", "linear", "ica", "cka"):
+            assert math.isfinite(r[key]), (r["pair"], key)
+        # the supervised part of the ordering: richer transform classes fit better
+        assert r["perm"] >= r["rigid"] >= r["linear"] - 1e-9, r
+        assert r["ordering"] == (r["perm"] >= r["ica"] >= r["rigid"] >= r["linear"])
+    ordering_claim = data["claims"][0]
+    assert ordering_claim["passed"] == all(r["ordering"] for r in ours)
+    assert result.passed == all(c["passed"] for c in data["claims"])
 
 
 @pytest.mark.slow
