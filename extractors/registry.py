@@ -150,13 +150,20 @@ def _remote_code_error(spec: str) -> ModelError:
 
 
 def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
+    import logging
+
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # our own bar is the one that matters
+    # huggingface_hub logs every network retry as a warning; the user gets our one line
+    hub_logger = logging.getLogger("huggingface_hub")
+    hub_level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
     try:
         return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
     finally:
+        hub_logger.setLevel(hub_level)
         if bars:
             hf_logging.enable_progress_bar()
 
