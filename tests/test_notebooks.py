@@ -14,7 +14,7 @@ def test_there_are_three_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path):
+def test_notebook_executes(path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
 
@@ -24,6 +24,9 @@ def test_notebook_executes(path):
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
+    # the kernel inherits our environment: a non-interactive MPLBACKEND (e.g. Agg in CI)
+    # would replace the inline backend and the notebook would show no figures
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
