@@ -32,7 +32,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from actkit.stats import _is_streaming, gather_rows, iter_row_blocks, small_linalg
+from actkit.stats import transform_blocks, _is_streaming, gather_rows, iter_row_blocks, small_linalg
 from actkit.whitening import _as_input
 
 __all__ = ["SparseDictionary", "sparse_dictionary"]
@@ -458,10 +458,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         check_is_fitted(self)
         X = _as_input(X)
         if _is_streaming(X):
-            if int(X.shape[1]) != self.n_features_in_:
-                raise ValueError(f"X has {X.shape[1]} features, but SparseDictionary was fitted on {self.n_features_in_}")
-            parts = [self.transform(b) for b in iter_row_blocks(X, self.batch_size)]
-            return np.concatenate(parts) if parts else np.empty((0, self.n_atoms))
+            return transform_blocks(self, X, self.batch_size, self.n_atoms)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         D = self.dictionary_.astype(X.dtype, copy=False)
         G = D @ D.T

@@ -36,7 +36,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from actkit.stats import _is_streaming, iter_row_blocks, small_linalg
+from actkit.stats import transform_blocks, _is_streaming, iter_row_blocks, small_linalg
 from actkit.whitening import _as_input, accumulate_moments, whitening_from_moments
 
 __all__ = ["FastICA", "fastica"]
@@ -688,10 +688,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = _as_input(X)
         if _is_streaming(X):
-            if int(X.shape[1]) != self.n_features_in_:
-                raise ValueError(f"X has {X.shape[1]} features, but FastICA was fitted on {self.n_features_in_}")
-            parts = [self.transform(b) for b in iter_row_blocks(X, self.block_rows)]
-            return np.concatenate(parts) if parts else np.empty((0, self.n_components_))
+            return transform_blocks(self, X, self.block_rows, self.n_components_)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False, copy=copy)
         return (X - self.mean_.astype(X.dtype)) @ self.components_.T.astype(X.dtype)
 

@@ -267,3 +267,18 @@ class RunningMoments:
 
     def __repr__(self) -> str:
         return f"RunningMoments(n_features={self.n_features_}, n_samples={self.n_samples_})"
+
+
+def transform_blocks(estimator, X, block_rows, n_out):
+    """Apply ``estimator.transform`` to a streaming source block by block.
+
+    Checks the feature count once (as scikit-learn's ``validate_data`` would) and returns
+    the stacked result, an ndarray of shape (n_samples, n_out).
+    """
+    if int(X.shape[1]) != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(estimator).__name__} was fitted on "
+            f"{estimator.n_features_in_}"
+        )
+    parts = [estimator.transform(b) for b in iter_row_blocks(X, block_rows)]
+    return np.concatenate(parts) if parts else np.empty((0, n_out))

@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from actkit.stats import RunningMoments, _is_streaming, iter_row_blocks, small_linalg
+from actkit.stats import transform_blocks, RunningMoments, _is_streaming, iter_row_blocks, small_linalg
 
 __all__ = ["Whitener", "whiten", "RankDeficientWarning"]
 
@@ -278,10 +278,7 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         check_is_fitted(self)
         X = _as_input(X)
         if _is_streaming(X):
-            if int(X.shape[1]) != self.n_features_in_:
-                raise ValueError(f"X has {X.shape[1]} features, but Whitener was fitted on {self.n_features_in_}")
-            blocks = [self.transform(b) for b in iter_row_blocks(X, self.block_rows)]
-            return np.concatenate(blocks) if blocks else np.empty((0, self._n_features_out))
+            return transform_blocks(self, X, self.block_rows, self._n_features_out)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         W = self.whitening_.astype(X.dtype, copy=False)
         return (X - self.mean_.astype(X.dtype, copy=False)) @ W.T
