@@ -143,6 +143,25 @@ def test_tuning_counts_single_latent_units():
     assert 0.5 < t["selectivity"] < 1
 
 
+def test_truncated_dgp_has_box_support_and_affine_bayes_logits():
+    """The latents live in the box, and the Bayes cross-entropy is what a multinomial
+    logistic regression on z reaches (log p(y|z) is affine in z despite the truncation)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from actkit.synthetic.complete import bayes_cross_entropy, truncated_generative_dgp
+
+    X, Z, y, info = truncated_generative_dgp(6000, random_state=1, mixing_state=1)
+    assert X.shape == (6000, 6) and Z.shape == (6000, 3) and info["n_classes"] == 27
+    assert np.abs(Z).max() <= 1.0 and np.abs(Z).max() > 0.99
+    assert set(np.unique(y)) == set(range(27))
+    bayes = bayes_cross_entropy(Z, y, info)
+    lr = LogisticRegression(C=1e6, max_iter=2000).fit(Z, y)
+    ce = -np.mean(np.log(lr.predict_proba(Z)[np.arange(len(y)), y]))
+    assert bayes <= ce + 0.01 and ce - bayes < 0.03, (bayes, ce)
+    with pytest.raises(ValueError, match="box"):
+        truncated_generative_dgp(10, box=0.5)
+
+
 def test_support_f1_of_matched_codes():
     from actkit.synthetic.sparse import support_f1
 

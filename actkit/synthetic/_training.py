@@ -185,8 +185,9 @@ def train_classifier(X, y, *, device="cpu", **kwargs):
 
 
 def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), representation="linear",
-                     energy=0.0, weight_decay=0.0, readout_bias=True, n_steps=3000,
-                     batch_size=256, lr=2e-3, seed=0, device="cpu", desc="classifier"):
+                     energy=0.0, weight_decay=0.0, readout_bias=True, representation_bias=None,
+                     n_steps=3000, batch_size=256, lr=2e-3, seed=0, device="cpu",
+                     desc="classifier"):
     """Train an MLP classifier ``x -> h (width) -> logits = W h (+ b)`` with cross-entropy.
 
     Parameters
@@ -206,12 +207,19 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
         from shrinking ``h`` and growing ``W``).
     readout_bias : bool
         ``False`` gives the softmax-model form ``p(y|x) = softmax(f(x)^T g(y))``.
+    representation_bias : float, optional
+        Initial bias of the representation units (default: PyTorch's initialisation).
+        A positive value starts ReLU units in their active range, so that none is dead
+        (zero on every input, hence without gradient) from the first steps.
 
     Returns
     -------
     represent : callable, ndarray (n, n_features) -> ndarray (n, width)
     readout : dict with ``weight`` (n_classes, width) and ``bias`` (n_classes,) or None
-    history : dict with ``loss`` and ``train_accuracy``
+    history : dict with ``loss`` (mini-batch data loss, mean of every 100 steps),
+        ``train_accuracy``, ``final_loss`` (data loss on all of ``X`` after training) and
+        ``final_objective`` (``final_loss`` plus the energy and weight-decay penalties:
+        the quantity the optimiser minimises, for choosing among restarts)
     """
     import torch
     import torch.nn.functional as F
@@ -226,6 +234,9 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
         n_classes = int(y.max()) + 1
     model = _Classifier(X.shape[1], width, n_classes, hidden, representation,
                         readout_bias).to(dev)
+    if representation_bias is not None:
+        with torch.no_grad():
+            model.encoder[-1].bias.fill_(float(representation_bias))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     Xt = torch.as_tensor(X, dtype=torch.float32, device=dev)
@@ -253,9 +264,13 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
             running = 0.0
     model.encoder.eval()
     with torch.no_grad():
-        logits = model.readout(model.represent(Xt))
+        h = model.represent(Xt)
+        logits = model.readout(h)
         pred = (logits > 0).float() if multilabel else logits.argmax(1)
         acc = float((pred == yt).float().mean())
+        final_loss = float(criterion(logits, yt))
+        objective = (final_loss + energy * float(h.pow(2).sum(1).mean())
+                     + weight_decay * float(model.readout.weight.pow(2).sum()))
     weight = model.readout.weight.detach().cpu().numpy().astype(np.float64)
     bias = (model.readout.bias.detach().cpu().numpy().astype(np.float64)
             if model.readout.bias is not None else None)
@@ -270,4 +285,113 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
                     out.append(model.represent(xb).cpu().numpy().astype(np.float64))
             return np.concatenate(out)
 
-    return _Rep(), {"weight": weight, "bias": bias}, {"loss": losses, "train_accuracy": acc}
+    return _Rep(), {"weight": weight, "bias": bias}, {"loss": losses, "train_accuracy": acc,
+                                                      "final_loss": final_loss,
+                                                      "final_objective": objective}
+
+
+def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256):
+    """A small convolutional autoencoder for ``size x size`` RGB images.
+
+    Encoder: ``len(channels)`` stride-2 4x4 convolutions (ReLU), then
+    ``Linear -> ReLU -> Linear`` to the ``n_latents``-D bottleneck; the decoder mirrors it
+    with transposed convolutions (the Hsu et al. / Burgess et al. layout the
+    disentanglement literature uses, at reduced width).
+
+    Returns
+    -------
+    encoder, decoder : torch.nn.Module
+        ``encoder``: (n, 3, size, size) -> (n, n_latents); ``decoder`` the reverse.
+    """
+    import torch.nn as nn
+
+    n_down = len(channels)
+    side = size >> n_down
+    if side < 1 or side << n_down != size:
+        raise ValueError(f"image size {size} is not divisible by 2**{n_down}")
+    enc, c_in = [], 3
+    for c in channels:
+        enc += [nn.Conv2d(c_in, c, 4, stride=2, padding=1), nn.ReLU()]
+        c_in = c
+    flat = channels[-1] * side * side
+    encoder = nn.Sequential(*enc, nn.Flatten(), nn.Linear(flat, hidden), nn.ReLU(),
+                            nn.Linear(hidden, n_latents))
+    dec = [nn.Linear(n_latents, hidden), nn.ReLU(), nn.Linear(hidden, flat), nn.ReLU(),
+           nn.Unflatten(1, (channels[-1], side, side))]
+    outs = [*channels[::-1][1:], 3]
+    for i, c in enumerate(outs):
+        dec.append(nn.ConvTranspose2d(c_in, c, 4, stride=2, padding=1))
+        if i < len(outs) - 1:
+            dec.append(nn.ReLU())
+        c_in = c
+    return encoder, nn.Sequential(*dec)
+
+
+def train_conv_autoencoder(images, *, device="cpu", **kwargs):
+    """Train a convolutional autoencoder (see :func:`_train_conv_autoencoder`), one CPU thread."""
+    with single_thread(device):
+        return _train_conv_autoencoder(images, device=device, **kwargs)
+
+
+def _train_conv_autoencoder(images, *, n_latents, channels=(32, 32, 64, 64), hidden=256,
+                            n_steps=3000, batch_size=64, lr=1e-3, seed=0, device="cpu",
+                            desc="conv autoencoder"):
+    """Train :func:`conv_autoencoder` with squared-error loss, Adam and a cosine schedule.
+
+    Parameters
+    ----------
+    images : ndarray of shape (n_samples, size, size, 3)
+        Pixel values (float, any fixed scaling; the loss is on these values).
+    n_latents : int
+        Bottleneck width.
+
+    Returns
+    -------
+    encode : callable, ndarray (n, size, size, 3) -> ndarray (n, n_latents)
+    history : dict with ``loss`` (per 100 steps) and ``relative_mse`` (reconstruction
+        error on all ``images`` / their mean squared norm)
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    dev = resolve_device(device)
+    torch.manual_seed(seed)
+    size = images.shape[1]
+    enc, dec = conv_autoencoder(size, n_latents, channels=channels, hidden=hidden)
+    enc.to(dev), dec.to(dev)
+    opt = torch.optim.Adam([*enc.parameters(), *dec.parameters()], lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
+    Xt = torch.as_tensor(np.ascontiguousarray(np.moveaxis(images, -1, 1)), dtype=torch.float32,
+                         device=dev)
+    gen = torch.Generator().manual_seed(seed)
+    losses, running = [], 0.0
+    for step, idx in enumerate(tqdm(_loop(len(Xt), batch_size, n_steps, gen), total=n_steps,
+                                    desc=desc, disable=None, leave=False)):
+        xb = Xt[idx.to(dev)]
+        loss = ((dec(enc(xb)) - xb) ** 2).sum((1, 2, 3)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        running += loss.item()
+        if (step + 1) % 100 == 0:
+            losses.append(running / 100)
+            running = 0.0
+    enc.eval(), dec.eval()
+    err = norm = 0.0
+    with torch.no_grad():
+        for start in range(0, len(Xt), 1024):
+            xb = Xt[start:start + 1024]
+            err += float(((dec(enc(xb)) - xb) ** 2).sum())
+            norm += float(xb.pow(2).sum())
+
+    def encode(X, batch_size=1024):
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(X), batch_size):
+                xb = torch.as_tensor(np.moveaxis(np.asarray(X[start:start + batch_size]), -1, 1),
+                                     dtype=torch.float32, device=dev)
+                out.append(enc(xb).cpu().numpy().astype(np.float64))
+        return np.concatenate(out)
+
+    return encode, {"loss": losses, "relative_mse": err / max(norm, 1e-300)}
