@@ -53,17 +53,20 @@ def test_parallel_matches_sklearn(fun, kind):
 
 
 @pytest.mark.parametrize("fun", ["logcosh", "exp", "cube"])
-def test_deflation_matches_sklearn_on_average(fun):
-    # deflation errors depend on the extraction order (set by init and whitening basis), so
-    # per-seed values scatter both ways (either side wins on some seeds); we check that the
-    # average over seeds is within the seed-to-seed scatter of scikit-learn's.
-    ours, ref = [], []
-    for seed in range(3):
-        X, S, A = _mixture(n=3000, seed=seed)
-        ours.append(amari_distance(FastICA(algorithm="deflation", fun=fun, random_state=0).fit(X).components_, A))
-        ref.append(amari_distance(_sklearn(X, algorithm="deflation", fun=fun).components_, A))
-    assert np.mean(ours) <= 1.3 * np.mean(ref), (ours, ref)
-    assert max(ours) < 0.05
+@pytest.mark.parametrize("kind", ["laplace", "uniform", "mixed"])
+def test_deflation_matches_sklearn(fun, kind):
+    # the whitening basis follows sklearn's sign convention and the same random_state gives
+    # the same starting vectors, so both extract the components in the same order: equal or
+    # better Amari distance on every seed, and the same sources
+    for seed in range(2):
+        X, S, A = _mixture(n=3000, seed=seed, kind=kind)
+        ours = FastICA(algorithm="deflation", fun=fun, random_state=0).fit(X)
+        ref = _sklearn(X, algorithm="deflation", fun=fun)
+        d_ours, d_ref = amari_distance(ours.components_, A), amari_distance(ref.components_, A)
+        assert d_ours <= d_ref * 1.02 + 1e-4, (seed, d_ours, d_ref)
+        assert d_ours < 0.06
+        C = np.abs(np.corrcoef(ours.transform(X).T, ref.transform(X).T)[:6, 6:])
+        assert C.max(axis=1).min() >= 0.99
 
 
 def test_attributes_and_round_trip():
