@@ -375,7 +375,10 @@ def _fastica_rotation(Z, random_state, ica_params):
 
     params = {"fun": "logcosh", "max_iter": 200, "tol": 1e-4}
     params.update(ica_params)
-    est = FastICA(whiten=False, random_state=random_state,
+    # random start, never FastICA's data-driven one: the two sides share their rows, so
+    # starting each from its largest-norm rows would hand both the same rows' directions
+    # and "match" sources even where no independent components exist (Gaussian data)
+    est = FastICA(whiten=False, random_state=random_state, init="random",
                   compute_dtype="float32" if Z.dtype == np.float32 else "float64", **params)
     est.fit(Z)
     return (np.asarray(est.components_, dtype=np.float64), int(getattr(est, "n_iter_", -1)),
