@@ -33,11 +33,14 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from actkit.stats import transform_blocks, _is_streaming, gather_rows, iter_row_blocks, small_linalg
+from actkit._device import check_device as _check_device, is_accelerator as _is_accelerator
 from actkit.whitening import _as_input
 
 __all__ = ["SparseDictionary", "sparse_dictionary"]
 
 _DUP_COS = 0.95
+
+
 
 
 # ----------------------------------------------------------------------------- codes
@@ -129,6 +132,137 @@ def _dense(support, coef, n_atoms, dtype):
     return A
 
 
+# ----------------------------------------------------------------------------- torch kernels
+# The same code and dictionary-statistics steps on torch tensors, for ``device="cuda"`` (and
+# any other torch device). The MOD update itself (an n_atoms x n_atoms solve) stays on the
+# CPU in float64. Tested on CPU tensors against the numpy kernels.
+
+
+def _topk_code_torch(X, D, G, k, positive):
+    """:func:`_topk_code` on torch tensors (same algorithm, same tie rules up to float)."""
+    import torch
+
+    C = X @ D.T
+    n = X.shape[0]
+    support = torch.empty((n, k), dtype=torch.long, device=X.device)
+    c = C
+    coef = None
+    for j in range(k):
+        score = c.clone() if positive else c.abs()
+        if j:
+            score.scatter_(1, support[:, :j], float("-inf"))
+        support[:, j] = score.argmax(dim=1)
+        S = support[:, : j + 1]
+        b = torch.gather(C, 1, S).double()
+        if j == 0:
+            coef = b / G[S[:, 0], S[:, 0]].double()[:, None]
+        else:
+            Gs = G[S[:, :, None], S[:, None, :]].double()
+            Gs = Gs + 1e-6 * torch.eye(j + 1, dtype=Gs.dtype, device=Gs.device)
+            coef = torch.linalg.solve(Gs, b.unsqueeze(-1)).squeeze(-1)
+        if positive:
+            coef = coef.clamp(min=0)
+        if j + 1 < k:
+            R = X - torch.einsum("nj,njd->nd", coef.to(X.dtype), D[S])
+            c = R @ D.T
+    return support, coef.to(X.dtype)
+
+
+def _l1_code_torch(X, D, G, alpha, positive, n_iter=100):
+    """:func:`_l1_code` (FISTA) on torch tensors. Returns a dense (n, n_atoms) tensor."""
+    import torch
+
+    L = float(torch.linalg.eigvalsh(G.double())[-1]) or 1.0
+    C = X @ D.T
+    A = torch.zeros_like(C)
+    Y = A.clone()
+    t = 1.0
+    thr = alpha / L
+    for _ in range(n_iter):
+        V = Y - (Y @ G - C) / L
+        if positive:
+            A_new = (V - thr).clamp(min=0)
+        else:
+            A_new = V.sign() * (V.abs() - thr).clamp(min=0)
+        t_new = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
+        Y = A_new + ((t - 1.0) / t_new) * (A_new - A)
+        A, t = A_new, t_new
+    return A
+
+
+def _code_dense_torch(X, D, G, p):
+    """Dense codes (n, n_atoms) of a torch block."""
+    import torch
+
+    if p["code"] == "topk":
+        support, coef = _topk_code_torch(X, D, G, p["k"], p["positive"])
+        return torch.zeros((X.shape[0], D.shape[0]), dtype=X.dtype, device=X.device).scatter_(1, support, coef)
+    return _l1_code_torch(X, D, G, p["alpha"], p["positive"])
+
+
+class _TorchEpoch(object):
+    """:class:`_Epoch` on a torch device: the sums stay on the device (float64) until the end."""
+
+    def __init__(self, D):
+        import torch
+
+        K, d = D.shape
+        self.D = D
+        self.AtA = torch.zeros((K, K), dtype=torch.float64, device=D.device)
+        self.AtX = torch.zeros((K, d), dtype=torch.float64, device=D.device)
+        self.sq_res = torch.zeros((), dtype=torch.float64, device=D.device)
+        self.sq_x = torch.zeros((), dtype=torch.float64, device=D.device)
+        self.n = 0
+        self.nnz = torch.zeros((), dtype=torch.int64, device=D.device)
+        self.worst = None
+
+    def add(self, X, A, keep_worst):
+        import torch
+
+        R = X - A @ self.D
+        rn = (R * R).sum(dim=1)
+        self.AtA += (A.T @ A).double()
+        self.AtX += (A.T @ X).double()
+        self.sq_res += rn.double().sum()
+        self.sq_x += (X.double() * X.double()).sum()
+        self.n += X.shape[0]
+        self.nnz += torch.count_nonzero(A)
+        if keep_worst:
+            m = min(keep_worst, rn.shape[0])
+            idx = torch.topk(rn, m).indices
+            cand = (rn[idx], R[idx])
+            if self.worst is not None:
+                cand = (torch.cat([self.worst[0], cand[0]]), torch.cat([self.worst[1], cand[1]]))
+                top = torch.topk(cand[0], min(keep_worst, cand[0].shape[0])).indices
+                cand = (cand[0][top], cand[1][top])
+            self.worst = cand
+
+    def to_numpy(self):
+        """The accumulated sums as an :class:`_Epoch`-like object of numpy values (for _update)."""
+        out = _Epoch.__new__(_Epoch)
+        out.D = self.D.cpu().numpy()
+        out.AtA = self.AtA.cpu().numpy()
+        out.AtX = self.AtX.cpu().numpy()
+        out.sq_res = float(self.sq_res)
+        out.sq_x = float(self.sq_x)
+        out.n = self.n
+        out.nnz = int(self.nnz)
+        out.worst = None if self.worst is None else (self.worst[0].cpu().numpy(), self.worst[1].cpu().numpy())
+        return out
+
+
+def _epoch_torch(blocks, D, p, keep_worst, device):
+    import torch
+
+    Dt = torch.from_numpy(np.ascontiguousarray(D)).to(device)
+    G = Dt @ Dt.T
+    ep = _TorchEpoch(Dt)
+    for X in blocks:
+        Xt = torch.as_tensor(np.ascontiguousarray(X, dtype=D.dtype)).to(device)
+        ep.add(Xt, _code_dense_torch(Xt, Dt, G, p), keep_worst)
+    return ep.to_numpy()
+
+
 # ----------------------------------------------------------------------------- training
 class _Epoch:
     """Accumulates A'A, A'X and the residual over the blocks of one pass."""
@@ -165,9 +299,8 @@ class _Epoch:
             cand = (rn[idx], R[idx])
             if self.worst is not None:
                 cand = (np.r_[self.worst[0], cand[0]], np.r_[self.worst[1], cand[1]])
-                top = np.argsort(-cand[0])[:keep_worst]
-                cand = (cand[0][top], cand[1][top])
-            self.worst = cand
+            top = np.argsort(-cand[0], kind="stable")[:keep_worst]  # worst first: re-seeded in this order
+            self.worst = (cand[0][top], cand[1][top])
 
 
 def _code_sparse(X, D, G, p):
@@ -184,7 +317,9 @@ def _code_block(X, D, G, p):
     return _dense(support, coef, D.shape[0], X.dtype)
 
 
-def _epoch(blocks, D, p, keep_worst):
+def _epoch(blocks, D, p, keep_worst, device="cpu"):
+    if _is_accelerator(device):
+        return _epoch_torch(blocks, D, p, keep_worst, device)
     G = D @ D.T
     ep = _Epoch(D)
     for X in blocks:
@@ -253,7 +388,9 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Warm-up stops when the largest atom change ``1 - |cos(d_old, d_new)|`` is below tol.
     random_state : int, RandomState instance or None
     device : str, default="cpu"
-        Only ``"cpu"`` is implemented for this estimator (numpy/OpenBLAS kernels).
+        ``"cpu"``: numpy/OpenBLAS kernels. Any other torch device (``"cuda"``, ``"cuda:1"``):
+        the code and statistics steps run there in torch (the n_atoms x n_atoms MOD solve
+        stays on the CPU in float64).
     verbose : bool, default=False
 
     Attributes
@@ -317,8 +454,8 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             raise ValueError(f"n_atoms must be a positive int, got {self.n_atoms!r}")
         if self.code not in ("topk", "l1"):
             raise ValueError(f"code must be 'topk' or 'l1', got {self.code!r}")
-        if str(self.device) != "cpu":
-            raise ValueError(f"SparseDictionary runs on device='cpu' only, got device={self.device!r}")
+        if _is_accelerator(self.device):
+            _check_device(self.device)
         k = self.k if self.k is not None else max(1, n_features // 10)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= self.n_atoms:
             raise ValueError(f"k must be an int between 1 and n_atoms={self.n_atoms}, got {self.k!r}")
@@ -398,7 +535,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             n_warm = 0
             if warm or not streaming:
                 for n_warm in range(1, self.max_iter + 1):
-                    ep = _epoch(_split(Xs, self.batch_size), D, p, keep)
+                    ep = _epoch(_split(Xs, self.batch_size), D, p, keep, self.device)
                     D_new, n_re = _update(D, ep, rng)
                     change = float(np.max(1.0 - np.abs(np.einsum("ij,ij->i", D_new, D))))
                     D = D_new
@@ -414,7 +551,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             # error and sparsity are those of the last pass (before its dictionary update)
             n_full = self.n_epochs if (warm or streaming) else 0
             for _ in range(n_full):
-                ep = _epoch(iter_row_blocks(X, self.batch_size, dtype=dtype), D, p, keep)
+                ep = _epoch(iter_row_blocks(X, self.batch_size, dtype=dtype), D, p, keep, self.device)
                 D, _ = _update(D, ep, rng)
                 if bar is not None:
                     bar.update(1)
@@ -461,6 +598,14 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             return transform_blocks(self, X, self.batch_size, self.n_atoms)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         D = self.dictionary_.astype(X.dtype, copy=False)
+        if _is_accelerator(self.device):
+            import torch
+
+            Dt = torch.from_numpy(np.ascontiguousarray(D)).to(self.device)
+            G = Dt @ Dt.T
+            out = [_code_dense_torch(torch.from_numpy(np.ascontiguousarray(b)).to(self.device), Dt, G,
+                                     self._p).cpu().numpy() for b in _split(X, self.batch_size)]
+            return np.concatenate(out) if out else np.empty((0, self.n_atoms), dtype=X.dtype)
         G = D @ D.T
         out = [_code_block(b, D, G, self._p) for b in _split(X, self.batch_size)]
         return np.concatenate(out) if out else np.empty((0, self.n_atoms), dtype=X.dtype)

@@ -37,6 +37,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from actkit.stats import transform_blocks, _is_streaming, iter_row_blocks, small_linalg
+from actkit._device import check_device, is_accelerator as _is_accelerator
 from actkit.whitening import _as_input, accumulate_moments, whitening_from_moments
 
 __all__ = ["FastICA", "fastica"]
@@ -152,9 +153,6 @@ class _Source:
         return _Source(Z=Zs, block_rows=self.block_rows, dtype=self.np_dtype, device=self.device)
 
 
-def _is_accelerator(device) -> bool:
-    """True for a torch device other than the CPU (CPU work never imports torch)."""
-    return not str(device).split(":")[0] == "cpu"
 
 
 def _on_device(Z, device):
@@ -593,6 +591,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             if not 1 <= nc <= n_features:
                 raise ValueError(f"n_components={nc} must be between 1 and the number of features ({n_features})")
         _compute_dtype(self.compute_dtype)
+        check_device(self.device)
         return alpha
 
     # ------------------------------------------------------------------ fit

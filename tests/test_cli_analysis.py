@@ -96,6 +96,9 @@ def test_user_errors_are_one_line_and_leave_nothing(source, tmp_path, capsys):
         (["ica", path, "--layer", "blocks.1", "--out", out, "--n-components", 9], "between 1 and"),
         (["whiten", tmp_path / "missing.h5", "--layer", "blocks.1", "--out", out], "does not exist"),
         (["dictionary", path, "--layer", "blocks.1", "--out", out, "--n-atoms", 4, "--k", 5], "--k"),
+        (["ica", path, "--layer", "blocks.1", "--out", out, "--device", "gpu0"], "unknown device"),
+        (["dictionary", path, "--layer", "blocks.1", "--out", out, "--n-atoms", 4, "--device", "gpu0"],
+         "unknown device"),
     ]
     for argv, needle in cases:
         code, err = _run(capsys, *argv)

@@ -115,3 +115,33 @@ def test_batched_solver():
     A = M @ M.transpose(0, 2, 1) + 0.1 * np.eye(4)
     b = rng.normal(size=(50, 4))
     np.testing.assert_allclose(_batched_spd_solve(A, b), np.linalg.solve(A, b[..., None])[..., 0], rtol=1e-10)
+
+
+@pytest.mark.parametrize("kw", [{"k": 3}, {"k": 3, "positive": True}, {"code": "l1", "alpha": 0.05}])
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.usefixtures("torch_one_thread")
+def test_torch_backend_matches_numpy(monkeypatch, kw):
+    # device="cuda" runs the torch kernels; here they run on CPU tensors (no GPU in CI) and
+    # must give the numpy kernels' dictionary, codes and statistics
+    import actkit.dictionary as dm
+
+    X, D, _ = planted(n=3000, seed=7, positive=kw.get("positive", False))
+    X = X.astype(np.float64)
+    ref = SparseDictionary(48, random_state=0, max_iter=8, **kw).fit(X)
+    monkeypatch.setattr(dm, "_is_accelerator", lambda device: True)
+    got = SparseDictionary(48, random_state=0, max_iter=8, **kw).fit(X)
+    np.testing.assert_allclose(got.dictionary_, ref.dictionary_, atol=1e-8)
+    assert got.reconstruction_error_ == pytest.approx(ref.reconstruction_error_, rel=1e-8)
+    assert got.mean_active_ == pytest.approx(ref.mean_active_)
+    np.testing.assert_allclose(got.transform(X[:500]), ref.transform(X[:500]), atol=1e-8)
+
+
+def test_unavailable_device_is_a_clear_error():
+    import torch
+
+    X, _, _ = planted(n=500)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            SparseDictionary(8, k=2, device="cuda").fit(X)
+    with pytest.raises(ValueError, match="unknown device"):
+        SparseDictionary(8, k=2, device="gpu0").fit(X)

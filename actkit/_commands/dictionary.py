@@ -22,6 +22,7 @@ def register(sub) -> None:
     p.add_argument("--positive", action="store_true", help="non-negative codes")
     p.add_argument("--n-epochs", type=int, default=1, help="passes over all rows after the warm-up")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="torch device of the code/statistics steps, e.g. cuda")
     p.set_defaults(func=run)
 
 
@@ -36,12 +37,14 @@ def run(args) -> int:
         raise InputError(f"--k={args.k} must be between 1 and --n-atoms={args.n_atoms}")
     kw = {"batch_size": args.block_rows} if args.block_rows else {}
     sd = SparseDictionary(args.n_atoms, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
-                          n_epochs=args.n_epochs, random_state=args.seed, verbose=not args.quiet, **kw).fit(layer)
+                          n_epochs=args.n_epochs, random_state=args.seed, device=args.device, verbose=not args.quiet,
+                          **kw).fit(layer)
     write_derived(
         args, store, layer, transform=sd.transform, n_out=args.n_atoms, kind="dictionary",
         params={"dictionary": sd.dictionary_},
         settings={"n_atoms": args.n_atoms, "code": args.code, "k": args.k, "alpha": args.alpha,
-                  "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed},
+                  "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed,
+                  "device": args.device},
         results={"reconstruction_error": float(sd.reconstruction_error_), "mean_active": float(sd.mean_active_)},
     )
     return 0
