@@ -9,6 +9,14 @@ checkpoints.
 
 Claims: the ordering ``permutation >= ica >= rigid >= linear`` holds on every pair (as in
 every row of the paper's table), hence every ICA efficiency lies in [0, 1].
+
+Diagnostics beside the table (they explain a failing row, they do not change a claim):
+``k99`` the number of principal components holding 99% of each side's variance (the
+effective dimension; ICA whitens every component above ``1e-6`` of the largest
+eigenvalue, so a low ``k99`` means most whitened directions are noise-level),
+``ica_match`` the mean held-out |correlation| of the ICA sources matched across the two
+models (near 1 when both sides find the same sources) and ``ica_conv`` whether FastICA
+converged on both sides.
 """
 
 from __future__ import annotations
@@ -32,16 +40,22 @@ def run(*, quick=False, device="cpu", random_state=0):
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="actkit-table1-") as tmp:
         report = run_demo(tmp, quick=quick, device=device, random_state=random_state, log=None)
+        k99 = [[effective_dim(path, r["layer"] if i == 0 else r["layer_b"])
+                for i, path in enumerate(r["stores"])] for r in report["rows"]]
     runtime = time.perf_counter() - t0
 
     rows = []
-    for r in report["rows"]:
+    for r, k in zip(report["rows"], k99):
         o, p = r["ours"], r.get("paper") or {}
+        c = r.get("compare", {})
         rows.append({"pair": r["name"], "source": "actkit", "perm": o["permutation"],
                      "rigid": o["rigid"], "linear": o["linear"], "ica": o["ica"],
                      "ica_eff": o["ica_efficiency"], "cka": o["linear_cka"],
                      "ordering": bool(r["ordering_holds"]), "n_rows": r["n_rows"],
-                     "dims": r["dims"], "layer": r["layer"]})
+                     "dims": r["dims"], "layer": r["layer"], "k99": "/".join(map(str, k)),
+                     "ica_match": r.get("ica_matched_corr_mean"),
+                     "ica_conv": c.get("ica_converged"), "ica_fit_rows": c.get("ica_fit_rows"),
+                     "ica_n_iter": [c.get("ica_n_iter_a"), c.get("ica_n_iter_b")]})
         if p:
             rows.append({"pair": "  paper: " + p.get("pair", ""), "source": "paper",
                          "perm": p["permutation"], "rigid": p["rigid"], "linear": p["linear"],
@@ -59,7 +73,8 @@ def run(*, quick=False, device="cpu", random_state=0):
     ]
     return ExperimentResult(
         name=NAME, title=TITLE,
-        columns=["pair", "perm", "rigid", "linear", "ica", "ica_eff", "cka", "ordering"],
+        columns=["pair", "perm", "rigid", "linear", "ica", "ica_eff", "cka", "ordering", "k99",
+                 "ica_match", "ica_conv"],
         rows=rows, claims=claims, runtime_s=runtime, plot=_plot,
         extra={"demo_conventions": report.get("conventions", {})},
         settings={"quick": quick, "device": str(device), "random_state": random_state,
@@ -67,10 +82,35 @@ def run(*, quick=False, device="cpu", random_state=0):
         conventions={
             "error": "actkit.compare: held-out mean l2 / diam(B_eval), split by input sample",
             "ica_efficiency": "(err_perm - err_ica) / (err_perm - err_rigid)",
+            "k99": "principal components for 99% of the variance of model A / model B (all rows)",
+            "ica_match": "mean held-out |corr| of the ICA sources matched across the models",
             "paper": "Table 1 rows are real checkpoints (Pythia-160M, MAE-base, ResNet-18, "
                      "CheXpert); ours are the zoo's tiny models, so only the ordering and the "
                      "range of the efficiency are comparable",
         })
+
+
+def effective_dim(path, layer, *, share=0.99):
+    """Number of principal components holding ``share`` of a store layer's variance.
+
+    Parameters
+    ----------
+    path : str or Path
+        An actkit store.
+    layer : str
+
+    Returns
+    -------
+    int
+    """
+    import actkit
+    from actkit.stats import RunningMoments
+
+    moments = RunningMoments()
+    for _, block in actkit.open_store(path)[layer].iter_blocks():
+        moments.add(block)
+    eig = np.clip(np.linalg.eigvalsh(moments.covariance())[::-1], 0, None)
+    return int(np.searchsorted(np.cumsum(eig) / eig.sum(), share) + 1)
 
 
 def _plot(result, out):
