@@ -12,25 +12,11 @@ import numpy as np
 import pytest
 
 import actkit
-from actkit.cli import main
+from cli_helpers import cli_error as _error, run_cli as _run
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _error(capsys, *argv) -> str:
-    code, out, err = _run(capsys, *argv)
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, (code, out, err)
-    assert len(lines) == 1 and lines[0].startswith("actkit: error: "), err
-    return lines[0]
 
 
 def test_extract_cli_writes_store(tiny_gpt_neox, text_file, tmp_path, capsys):
