@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -389,6 +390,13 @@ def extract(
     aliases = {}  # transformers 4.x names -> current module paths
     names = resolve_layers(adapter.model, requested, model_name=adapter.name, aliases=aliases) if requested else []
     extra = {name: adapter.model.get_submodule(path) for name, path in aliases.items()}
+    random_init = adapter.info.get("randomly_initialised") or []
+    for name in names:
+        path = aliases.get(name, name)
+        hit = [k for k in random_init if k.startswith(path + ".")]
+        if hit:
+            warnings.warn(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
+                          f"initialised ({', '.join(hit[:3])})", stacklevel=2)
     if final_hidden:
         extra[FINAL_HIDDEN] = adapter.final_module()
         names.append(FINAL_HIDDEN)

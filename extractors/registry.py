@@ -218,6 +218,11 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     finally:
         hf_logging.set_verbosity(verbosity)
     missing = sorted(loading.get("missing_keys") or [])
+    # ViTModel builds a pooler head that ViT classification / MAE checkpoints do not carry;
+    # it sits after the encoder, so no extracted layer but `pooler` itself reads it: no
+    # warning at load (extraction warns if a requested layer needs random weights)
+    random_init = missing
+    missing = [k for k in missing if not k.startswith("pooler.")]
     if missing:
         warnings.warn(
             f"{len(missing)} weights of {type(model).__name__} are not in {where} and are randomly "
@@ -231,6 +236,7 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         "revision": revision,
         "model_class": type(model).__name__,
         "weights_sha256": _hf_weights_hash(model, spec, revision, local, allow_pickle),
+        "randomly_initialised": random_init,
         "versions": library_versions(),
     }
     if vision:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 import actkit
 from conftest import make_images
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -216,3 +220,19 @@ def test_output_changed_in_place_later_is_copied_first(tiny_timm_resnet, image_n
     rows = np.asarray(actkit.open_store(path)["bn1"])
     assert rows.min() < 0
     np.testing.assert_allclose(rows, pre.permute(0, 2, 3, 1).reshape(-1, pre.shape[1]).numpy(), atol=1e-5, rtol=0)
+
+
+def test_random_init_weights_warn_only_for_the_layers_that_read_them(tmp_path):
+    # the zoo's ViT is a classification checkpoint: ViTModel's pooler head is not in it
+    import warnings
+
+    vit = REPO / "data" / "zoo" / "vit-tiny-seed0"
+    images = REPO / "data" / "zoo" / "inputs" / "shapes.npy"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = actkit.extract(str(vit), images, tmp_path / "a.h5", layers="layernorm", pool="cls",
+                              max_samples=4, progress=False)
+    assert not [w for w in caught if "randomly" in str(w.message)]
+    assert any(k.startswith("pooler.") for k in actkit.open_store(path).provenance["randomly_initialised"])
+    with pytest.warns(UserWarning, match="'pooler' reads weights .* randomly initialised"):
+        actkit.extract(str(vit), images, tmp_path / "b.h5", layers="pooler", max_samples=4, progress=False)
