@@ -1,8 +1,12 @@
-"""Torch devices for the estimators: CPU work stays in numpy, other devices run torch kernels."""
+"""Torch devices: one resolver for every part of actkit that takes a ``device`` argument.
+
+CPU work in the estimators stays in numpy (:func:`is_accelerator` is False for ``"cpu"``);
+any other torch device runs their torch kernels.
+"""
 
 from __future__ import annotations
 
-__all__ = ["is_accelerator", "check_device"]
+__all__ = ["is_accelerator", "check_device", "resolve_device"]
 
 
 def is_accelerator(device) -> bool:
@@ -10,16 +14,26 @@ def is_accelerator(device) -> bool:
     return str(device).split(":")[0] != "cpu"
 
 
-def check_device(device) -> None:
-    """Refuse, with a one-line ``ValueError``, a device string torch does not know or a
-    CUDA device on a machine without one."""
-    if not is_accelerator(device):
-        return
+def resolve_device(device, error=ValueError):
+    """``torch.device`` for ``device`` (None means CPU), or a one-line ``error``.
+
+    Refuses a string torch does not know, a CUDA device on a machine without one, and
+    device types other than cpu, cuda and mps."""
     import torch
 
+    name = "cpu" if device is None else str(device)
     try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"unknown device {device!r}: {exc}") from None
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise error(f"unknown device {name!r} (use 'cpu', 'cuda' or 'cuda:N')") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} requested but torch sees no CUDA GPU here")
+        raise error(f"device {name!r} requested but torch sees no CUDA GPU here; use 'cpu'")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise error(f"unsupported device {name!r} (use 'cpu' or 'cuda')")
+    return dev
+
+
+def check_device(device) -> None:
+    """:func:`resolve_device` for the estimators (``ValueError``); free for the CPU."""
+    if is_accelerator(device):
+        resolve_device(device)

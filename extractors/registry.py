@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from actkit._device import resolve_device
 from actkit.errors import ActkitError, ModelError
 
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
@@ -86,12 +87,7 @@ def load_model(
     """
     if dtype not in DTYPES:
         raise ActkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ActkitError(f"invalid device {device!r}: {_short(exc)}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ActkitError(f"device {device!r} requested but CUDA is not available")
+    dev = resolve_device(device, error=ActkitError)
     spec = str(spec)
     if checkpoint is not None and not spec.startswith("timm:"):
         raise ActkitError("--checkpoint applies to timm:NAME models; transformers models load from their directory")
