@@ -75,7 +75,8 @@ def test_table1_quick_reports_every_pair_and_exit_status_follows_the_ordering(tm
     (result,) = repro.reproduce("table1", quick=True, out=tmp_path)
     data = _check_files(tmp_path, "table1")
     ours = [r for r in data["rows"] if r["source"] == "actkit"]
-    assert [r["pair"].split()[0] for r in ours] == ["Pythia-tiny", "MAE-tiny", "ResNet-tiny", "ViT-tiny"]
+    assert [r["pair"].split()[0] for r in ours] == ["Pythia-tiny", "MAE-tiny", "ResNet-tiny",
+                                                    "ViT-tiny"]
     for r in ours:
         for key in ("perm", "rigid", "linear", "ica", "cka"):
             assert math.isfinite(r[key]), (r["pair"], key)
