@@ -167,22 +167,62 @@ def _on_device(Z, device):
 def _pass(source, W, f, need_loss=True):
     """One pass over the data at rotation ``W`` (k x k, float64 numpy).
 
-    Returns ``EG`` (k,), ``M`` (k x k) with ``M_ij = E[g(y_i) y_j]`` and ``Egp`` (k,), float64."""
+    Returns ``EG`` (k,), ``M`` (k x k) with ``M_ij = E[g(y_i) y_j]`` and ``Egp`` (k,), float64.
+
+    On the CPU with ``t > 1`` BLAS threads, ``t`` blocks are processed at once, each by one
+    worker thread with single-threaded BLAS: numpy's contrast functions (tanh, exp, ...) are
+    single-threaded, so this keeps every core busy for the whole pass, not only in the
+    GEMMs. Partial sums are added in block order (the result does not depend on timing)."""
     k = W.shape[0]
     xp = source.xp
     Wt = source.to_backend(W.T)
     EG = np.zeros(k)
     M = np.zeros((k, k))
     Egp = np.zeros(k)
-    for Zb in source.blocks():
+
+    def block_stats(Zb):
         Y = Zb @ Wt
         sG, g, sgp = f(Y, xp, need_loss)
+        return (source.to_numpy(sG) if need_loss else None), source.to_numpy(g.T @ Y), source.to_numpy(sgp)
+
+    workers = 1 if source.use_torch else _blas_threads()
+    if workers > 1 and source.n > source.block_rows:
+        results = _map_blocks(block_stats, source.blocks(), workers)
+    else:
+        results = (block_stats(Zb) for Zb in source.blocks())
+    for sG, Mb, sgp in results:
         if need_loss:
-            EG += source.to_numpy(sG)
-        M += source.to_numpy(g.T @ Y)
-        Egp += source.to_numpy(sgp)
+            EG += sG
+        M += Mb
+        Egp += sgp
     n = source.n
     return EG / n, M / n, Egp / n
+
+
+def _blas_threads() -> int:
+    """Threads the BLAS library may use now (respects ``threadpoolctl`` limits)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [int(i.get("num_threads") or 1) for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(counts, default=1)
+
+
+def _map_blocks(fn, blocks, workers):
+    """``fn`` over ``blocks`` on ``workers`` threads (single-threaded BLAS inside), results in
+    order, at most ``2 * workers`` blocks in flight (streaming sources stay bounded)."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        pending = deque()
+        for Zb in blocks:
+            pending.append(pool.submit(fn, Zb))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _expm_skew(D):
