@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._device import resolve_device as _resolve_device
 from actkit.errors import ActkitError
 
 
 def resolve_device(device):
     """Return a ``torch.device`` for ``device`` or raise a one-line :class:`ActkitError`."""
-    import torch
-
-    name = "cpu" if device is None else str(device)
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, TypeError) as exc:
-        raise ActkitError(f"unknown device {name!r} (use 'cpu', 'cuda' or 'cuda:N')") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ActkitError(f"device {name!r} requested but CUDA is not available; use --device cpu")
-    if dev.type not in ("cpu", "cuda", "mps"):
-        raise ActkitError(f"unsupported device {name!r} (use 'cpu' or 'cuda')")
-    return dev
+    return _resolve_device(device, error=ActkitError)
 
 
 class single_thread:
