@@ -71,6 +71,32 @@ def _loop(n_rows, batch_size, n_steps, generator):
                 return
 
 
+def _fit_steps(params, step_loss, *, n_rows, batch_size, n_steps, lr, seed, desc, device):
+    """Adam + cosine schedule for ``n_steps`` mini-batches of row indices (seeded order).
+
+    ``step_loss(idx) -> (logged, total)``: the loss to log and the objective to minimise on
+    the rows ``idx`` (a tensor on ``device``). Returns the logged loss averaged per 100 steps."""
+    import torch
+    from tqdm.auto import tqdm
+
+    opt = torch.optim.Adam(params, lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
+    gen = torch.Generator().manual_seed(seed)
+    losses, running = [], 0.0
+    for step, idx in enumerate(tqdm(_loop(n_rows, batch_size, n_steps, gen), total=n_steps,
+                                    desc=desc, disable=None, leave=False)):
+        logged, total = step_loss(idx.to(device))
+        opt.zero_grad()
+        total.backward()
+        opt.step()
+        sched.step()
+        running += logged.item()
+        if (step + 1) % 100 == 0:
+            losses.append(running / 100)
+            running = 0.0
+    return losses
+
+
 def _encode_fn(module, device):
     import torch
 
@@ -113,30 +139,21 @@ def _train_autoencoder(X, *, n_latents, hidden=(64, 64), n_steps=2000, batch_siz
     history : dict with ``loss`` (list of float, one per 100 steps) and ``final_mse``
     """
     import torch
-    from tqdm.auto import tqdm
 
     dev = resolve_device(device)
     torch.manual_seed(seed)
     D = X.shape[1]
     enc = mlp([D, *hidden, n_latents]).to(dev)
     dec = mlp([n_latents, *hidden[::-1], D]).to(dev)
-    opt = torch.optim.Adam([*enc.parameters(), *dec.parameters()], lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     Xt = torch.as_tensor(X, dtype=torch.float32, device=dev)
-    gen = torch.Generator().manual_seed(seed)
-    losses, running = [], 0.0
-    for step, idx in enumerate(tqdm(_loop(len(X), batch_size, n_steps, gen), total=n_steps,
-                                    desc=desc, disable=None, leave=False)):
-        xb = Xt[idx.to(dev)]
+
+    def step_loss(idx):
+        xb = Xt[idx]
         loss = ((dec(enc(xb)) - xb) ** 2).sum(1).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        running += loss.item()
-        if (step + 1) % 100 == 0:
-            losses.append(running / 100)
-            running = 0.0
+        return loss, loss
+
+    losses = _fit_steps([*enc.parameters(), *dec.parameters()], step_loss, n_rows=len(X),
+                        batch_size=batch_size, n_steps=n_steps, lr=lr, seed=seed, desc=desc, device=dev)
     with torch.no_grad():
         enc.eval(), dec.eval()
         mse = float(((dec(enc(Xt)) - Xt) ** 2).sum(1).mean() / Xt.pow(2).sum(1).mean())
@@ -213,7 +230,6 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
     """
     import torch
     import torch.nn.functional as F
-    from tqdm.auto import tqdm
 
     dev = resolve_device(device)
     torch.manual_seed(seed)
@@ -227,16 +243,11 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
     if representation_bias is not None:
         with torch.no_grad():
             model.encoder[-1].bias.fill_(float(representation_bias))
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     Xt = torch.as_tensor(X, dtype=torch.float32, device=dev)
     yt = torch.as_tensor(y, dtype=torch.float32 if multilabel else torch.long, device=dev)
     criterion = F.binary_cross_entropy_with_logits if multilabel else F.cross_entropy
-    gen = torch.Generator().manual_seed(seed)
-    losses, running = [], 0.0
-    for step, idx in enumerate(tqdm(_loop(len(X), batch_size, n_steps, gen), total=n_steps,
-                                    desc=desc, disable=None, leave=False)):
-        idx = idx.to(dev)
+
+    def step_loss(idx):
         h = model.represent(Xt[idx])
         loss = criterion(model.readout(h), yt[idx])
         total = loss
@@ -244,14 +255,10 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
             total = total + energy * h.pow(2).sum(1).mean()
         if weight_decay:
             total = total + weight_decay * model.readout.weight.pow(2).sum()
-        opt.zero_grad()
-        total.backward()
-        opt.step()
-        sched.step()
-        running += loss.item()
-        if (step + 1) % 100 == 0:
-            losses.append(running / 100)
-            running = 0.0
+        return loss, total
+
+    losses = _fit_steps(list(model.parameters()), step_loss, n_rows=len(X), batch_size=batch_size,
+                        n_steps=n_steps, lr=lr, seed=seed, desc=desc, device=dev)
     model.encoder.eval()
     with torch.no_grad():
         h = model.represent(Xt)
@@ -342,31 +349,22 @@ def _train_conv_autoencoder(images, *, n_latents, channels=(32, 32, 64, 64), hid
         error on all ``images`` / their mean squared norm)
     """
     import torch
-    from tqdm.auto import tqdm
 
     dev = resolve_device(device)
     torch.manual_seed(seed)
     size = images.shape[1]
     enc, dec = conv_autoencoder(size, n_latents, channels=channels, hidden=hidden)
     enc.to(dev), dec.to(dev)
-    opt = torch.optim.Adam([*enc.parameters(), *dec.parameters()], lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     Xt = torch.as_tensor(np.ascontiguousarray(np.moveaxis(images, -1, 1)), dtype=torch.float32,
                          device=dev)
-    gen = torch.Generator().manual_seed(seed)
-    losses, running = [], 0.0
-    for step, idx in enumerate(tqdm(_loop(len(Xt), batch_size, n_steps, gen), total=n_steps,
-                                    desc=desc, disable=None, leave=False)):
-        xb = Xt[idx.to(dev)]
+
+    def step_loss(idx):
+        xb = Xt[idx]
         loss = ((dec(enc(xb)) - xb) ** 2).sum((1, 2, 3)).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        running += loss.item()
-        if (step + 1) % 100 == 0:
-            losses.append(running / 100)
-            running = 0.0
+        return loss, loss
+
+    losses = _fit_steps([*enc.parameters(), *dec.parameters()], step_loss, n_rows=len(Xt),
+                        batch_size=batch_size, n_steps=n_steps, lr=lr, seed=seed, desc=desc, device=dev)
     enc.eval(), dec.eval()
     err = norm = 0.0
     with torch.no_grad():
