@@ -185,8 +185,8 @@ def _pass(source, W, f, need_loss=True):
         sG, g, sgp = f(Y, xp, need_loss)
         return (source.to_numpy(sG) if need_loss else None), source.to_numpy(g.T @ Y), source.to_numpy(sgp)
 
-    workers = 1 if source.use_torch else _blas_threads()
-    if workers > 1 and source.n > source.block_rows:
+    workers = 1 if source.use_torch or source.n <= source.block_rows else _blas_threads()
+    if workers > 1:
         results = _map_blocks(block_stats, source.blocks(), workers)
     else:
         results = (block_stats(Zb) for Zb in source.blocks())
