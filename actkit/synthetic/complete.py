@@ -36,7 +36,7 @@ import numpy as np
 from actkit.synthetic import _api
 from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
 from actkit.synthetic._training import train_classifier
-from actkit.synthetic.dgp import invertible_leaky_mlp
+from actkit.synthetic.dgp import generative_dgp
 
 NAME = "complete"
 TITLE = "Zhou & Klindt: complete vs undercomplete representations (generative DGP)"
@@ -102,24 +102,9 @@ def truncated_generative_dgp(n_samples, *, n_latents=N_LATENTS, levels=LEVELS, s
     y : ndarray of shape (n_samples,), int64 in ``range(levels ** n_latents)``
     info : dict
     """
-    if levels < 2:
-        raise ValueError(f"levels must be >= 2, got {levels!r}")
-    if not box >= 1.0:
-        raise ValueError(f"box must be >= 1 (the class means lie in [-1, 1]), got {box!r}")
-    rng = np.random.RandomState(random_state)
-    digits = rng.randint(0, levels, size=(int(n_samples), n_latents))
-    mu = np.linspace(-1.0, 1.0, levels)[digits]
-    Z = mu + sigma * rng.standard_normal(mu.shape)
-    bad = np.abs(Z) > box
-    while bad.any():  # rejection sampling, entry by entry (the axes are independent)
-        Z[bad] = mu[bad] + sigma * rng.standard_normal(int(bad.sum()))
-        bad = np.abs(Z) > box
-    y = np.ravel_multi_index(tuple(digits.T), (levels,) * n_latents).astype(np.int64)
-    n_features = 2 * n_latents if n_features is None else n_features
-    g = invertible_leaky_mlp(n_latents, n_features, alpha=alpha, random_state=mixing_state)
-    info = {"n_latents": n_latents, "levels": levels, "n_classes": levels ** n_latents,
-            "sigma": sigma, "box": box, "n_features": n_features, "mixing_alpha": alpha}
-    return g(Z), Z, y, info
+    return generative_dgp(n_samples, n_latents=n_latents, levels=levels, sigma=sigma,
+                          n_features=n_features, alpha=alpha, random_state=random_state,
+                          mixing_state=mixing_state, box=box)
 
 
 def bayes_cross_entropy(Z, y, info):

@@ -185,7 +185,7 @@ def invertible_leaky_mlp(n_in, n_out=None, *, n_layers=2, alpha=0.2, random_stat
 
 
 def generative_dgp(n_samples, *, n_latents=3, levels=3, sigma=0.25, n_features=None,
-                   alpha=0.2, random_state=None, mixing_state=0):
+                   alpha=0.2, random_state=None, mixing_state=0, box=None):
     """Zhou & Klindt's generative DGP: labels cause latents, ``z | y ~ N(mu_y, sigma^2 I)``.
 
     **[actkit]** The class means form a factorial grid: the label is a tuple of
@@ -215,6 +215,10 @@ def generative_dgp(n_samples, *, n_latents=3, levels=3, sigma=0.25, n_features=N
     mixing_state : int
         Draws the mixing ``g`` (kept fixed across sample draws, so train and test sets
         share one ``g``).
+    box : float, optional
+        Truncate every latent to ``[-box, box]`` (``>= 1``, so the grid lies inside) by
+        rejection sampling, entry by entry: independent latents with a *rectangular*
+        support (see :func:`actkit.synthetic.complete.truncated_generative_dgp`).
 
     Returns
     -------
@@ -227,15 +231,25 @@ def generative_dgp(n_samples, *, n_latents=3, levels=3, sigma=0.25, n_features=N
     n_latents = _check_positive_int(n_latents, "n_latents")
     if levels < 2:
         raise ValueError(f"levels must be >= 2, got {levels!r}")
+    if box is not None and not box >= 1.0:
+        raise ValueError(f"box must be >= 1 (the class means lie in [-1, 1]), got {box!r}")
     n_features = 2 * n_latents if n_features is None else n_features
     rng = check_random_state(random_state)
     digits = rng.randint(0, levels, size=(n_samples, n_latents))
     values = np.linspace(-1.0, 1.0, levels)
-    Z = values[digits] + sigma * rng.standard_normal((n_samples, n_latents))
+    mu = values[digits]
+    Z = mu + sigma * rng.standard_normal((n_samples, n_latents))
+    if box is not None:
+        bad = np.abs(Z) > box
+        while bad.any():  # the axes are independent: redraw the offending entries only
+            Z[bad] = mu[bad] + sigma * rng.standard_normal(int(bad.sum()))
+            bad = np.abs(Z) > box
     y = np.ravel_multi_index(tuple(digits.T), (levels,) * n_latents).astype(np.int64)
     g = invertible_leaky_mlp(n_latents, n_features, alpha=alpha, random_state=mixing_state)
     info = {"n_latents": n_latents, "levels": levels, "n_classes": levels ** n_latents,
             "sigma": sigma, "n_features": n_features, "mixing_alpha": alpha}
+    if box is not None:
+        info["box"] = box
     return g(Z), Z, y, info
 
 
