@@ -227,15 +227,17 @@ class _TorchEpoch(object):
         self.sq_x += (X.double() * X.double()).sum()
         self.n += X.shape[0]
         self.nnz += torch.count_nonzero(A)
-        if keep_worst:
+        if keep_worst:  # as _Epoch.add
             m = min(keep_worst, rn.shape[0])
             idx = torch.topk(rn, m).indices
-            cand = (rn[idx], R[idx])
+            cand = (rn[idx], R[idx], idx + (self.n - X.shape[0]))
             if self.worst is not None:
-                cand = (torch.cat([self.worst[0], cand[0]]), torch.cat([self.worst[1], cand[1]]))
-                top = torch.topk(cand[0], min(keep_worst, cand[0].shape[0])).indices
-                cand = (cand[0][top], cand[1][top])
-            self.worst = cand
+                cand = tuple(torch.cat([a, b]) for a, b in zip(self.worst, cand))
+            if cand[0].shape[0] > keep_worst:
+                top = torch.topk(cand[0], keep_worst).indices
+                cand = tuple(c[top] for c in cand)
+            order = torch.argsort(-cand[0], stable=True)
+            self.worst = tuple(c[order] for c in cand)
 
     def to_numpy(self):
         """The accumulated sums as an :class:`_Epoch`-like object of numpy values (for _update)."""
@@ -247,7 +249,7 @@ class _TorchEpoch(object):
         out.sq_x = float(self.sq_x)
         out.n = self.n
         out.nnz = int(self.nnz)
-        out.worst = None if self.worst is None else (self.worst[0].cpu().numpy(), self.worst[1].cpu().numpy())
+        out.worst = None if self.worst is None else tuple(c.cpu().numpy() for c in self.worst)
         return out
 
 
@@ -276,7 +278,7 @@ class _Epoch:
         self.sq_x = 0.0
         self.n = 0
         self.nnz = 0
-        self.worst = None  # (residual norms, residual rows) of the worst rows seen
+        self.worst = None  # (residual norms, residual rows, row positions) of the worst rows seen
 
     def add(self, X, support, coef, keep_worst):
         from scipy import sparse
@@ -294,13 +296,17 @@ class _Epoch:
         self.n += n
         self.nnz += int(np.count_nonzero(coef))
         if keep_worst:
+            # the keep_worst worst-reconstructed rows so far (worst first; re-seeding samples them)
             m = min(keep_worst, len(rn))
             idx = np.argpartition(-rn, m - 1)[:m] if m < len(rn) else np.arange(len(rn))
-            cand = (rn[idx], R[idx])
+            cand = (rn[idx], R[idx], idx + (self.n - n))
             if self.worst is not None:
-                cand = (np.r_[self.worst[0], cand[0]], np.r_[self.worst[1], cand[1]])
-            top = np.argsort(-cand[0], kind="stable")[:keep_worst]  # worst first: re-seeded in this order
-            self.worst = (cand[0][top], cand[1][top])
+                cand = tuple(np.concatenate([a, b]) for a, b in zip(self.worst, cand))
+            if len(cand[0]) > keep_worst:
+                top = np.argpartition(-cand[0], keep_worst - 1)[:keep_worst]
+                cand = tuple(c[top] for c in cand)
+            order = np.argsort(-cand[0], kind="stable")
+            self.worst = tuple(c[order] for c in cand)
 
 
 def _code_sparse(X, D, G, p):
@@ -351,7 +357,9 @@ def _update_(D, ep, rng):
     dup = upper.any(axis=0)  # the later atom of a near-duplicate pair
     reseed = np.flatnonzero((~used) | dup | bad)
     if len(reseed) and ep.worst is not None:
-        R = ep.worst[1][: len(reseed)]
+        # a random sample of the worst-reconstructed rows (not the very worst few: those often
+        # share one missing atom, and atoms seeded from alike rows collide again)
+        R = ep.worst[1][rng.permutation(len(ep.worst[1]))]
         rn = np.linalg.norm(R, axis=1)
         ok = rn > 1e-12
         take = reseed[: int(ok.sum())]
