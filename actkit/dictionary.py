@@ -359,7 +359,8 @@ def _update_(D, ep, rng):
     if len(reseed) and ep.worst is not None:
         # a random sample of the worst-reconstructed rows (not the very worst few: those often
         # share one missing atom, and atoms seeded from alike rows collide again)
-        R = ep.worst[1][rng.permutation(len(ep.worst[1]))]
+        pool = ep.worst[1][: max(4 * len(reseed), K // 2)]
+        R = pool[rng.permutation(len(pool))]
         rn = np.linalg.norm(R, axis=1)
         ok = rn > 1e-12
         take = reseed[: int(ok.sum())]
