@@ -8,6 +8,7 @@ keyword arguments of one forward pass. The driver (:mod:`extractors.extract`) do
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,8 +42,8 @@ class Batch:
 
 
 @dataclass
-class Adapter:
-    """A loaded model plus its preprocessing.
+class Adapter(ABC):
+    """A loaded model plus its preprocessing (abstract: one subclass per model family).
 
     Attributes
     ----------
@@ -64,9 +65,9 @@ class Adapter:
     info: dict = field(default_factory=dict)
 
     # -- preprocessing --------------------------------------------------------------
+    @abstractmethod
     def preprocessing(self) -> dict:
         """JSON-serialisable description of the preprocessing (part of the inputs fingerprint)."""
-        raise NotImplementedError
 
     def prepare(self, inputs, max_length: int | None) -> None:
         """Preprocess what must be known before the store is created (text: tokenise all)."""
@@ -75,13 +76,13 @@ class Adapter:
         """Tokens per sample after :meth:`prepare` (text), ``None`` for images."""
         return None
 
+    @abstractmethod
     def batch(self, inputs, start: int, stop: int) -> Batch:
         """Model inputs for samples ``start:stop``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def dummy_batch(self) -> Batch:
         """A one-sample batch for layer discovery without user inputs."""
-        raise NotImplementedError
 
     def forward(self, batch: Batch):
         return self.model(**batch.kwargs)

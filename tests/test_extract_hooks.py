@@ -25,8 +25,21 @@ class Toy(torch.nn.Module):
         return self.head(x)
 
 
+class ToyAdapter(Adapter):
+    """The smallest concrete adapter: the toy model takes ``x`` of shape (B, 4)."""
+
+    def preprocessing(self):
+        return {"toy": True}
+
+    def batch(self, inputs, start, stop):
+        return Batch(kwargs={"x": torch.as_tensor(inputs[start:stop])}, size=stop - start)
+
+    def dummy_batch(self):
+        return Batch(kwargs={"x": torch.zeros(1, 4)}, size=1)
+
+
 def _adapter(model):
-    return Adapter(kind="image", model=model, name="toy", device=torch.device("cpu"))
+    return ToyAdapter(kind="image", model=model, name="toy", device=torch.device("cpu"))
 
 
 def test_capture_stops_after_deepest_layer_and_copies():
