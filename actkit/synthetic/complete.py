@@ -75,32 +75,9 @@ def truncated_generative_dgp(n_samples, *, n_latents=N_LATENTS, levels=LEVELS, s
     Truncation only changes class-dependent normalisers, so ``log p(y | z)`` stays affine in
     ``z`` (rank ``d``), as the linear-identifiability theorem needs.
 
-    Parameters
-    ----------
-    n_samples : int
-    n_latents : int
-        ``d``.
-    levels : int
-        Values per latent axis (``>= 2``).
-    sigma : float
-        Within-class standard deviation before truncation.
-    box : float
-        Half-width of the support on every axis (``>= 1``: the grid lies inside).
-    n_features : int, optional
-        Observed dimension (default ``2 d``).
-    alpha : float
-        Slope of the mixing MLP.
-    random_state : int or None
-        Draws the samples.
-    mixing_state : int
-        Draws the mixing ``g``.
-
-    Returns
-    -------
-    X : ndarray of shape (n_samples, n_features)
-    Z : ndarray of shape (n_samples, n_latents), in ``[-box, box]``
-    y : ndarray of shape (n_samples,), int64 in ``range(levels ** n_latents)``
-    info : dict
+    Parameters and returns are those of :func:`~actkit.synthetic.dgp.generative_dgp`
+    (``box``: half-width of the support on every axis, ``>= 1``); the defaults are this
+    experiment's (``d`` = N_LATENTS, LEVELS, SIGMA, BOX), and ``Z`` lies in ``[-box, box]``.
     """
     return generative_dgp(n_samples, n_latents=n_latents, levels=levels, sigma=sigma,
                           n_features=n_features, alpha=alpha, random_state=random_state,
