@@ -393,6 +393,7 @@ def _data_init(source, rng, *, n_candidates=None, max_cos=0.5, chunk=256):
     activations, are skipped); missing rows are filled with Gaussian rows from ``rng``;
     the result is symmetrically decorrelated. One pass over the data (norms only)."""
     k, n = source.k, source.n
+    rng = check_random_state(rng)
     m = min(n, n_candidates or 2 * k)
     best_rows = np.zeros((0, k), np.float64)
     best_norms = np.zeros(0)
