@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from actkit._device import check_device
 from actkit.metrics._similarity import PairedMoments, canonical_correlations, single_thread_linalg
 
 __all__ = [
@@ -373,7 +374,7 @@ def _fastica_rotation(Z, random_state, ica_params):
     """The (k, k) FastICA unmixing of already-whitened rows Z (n, k), n_iter, converged."""
     from actkit.ica import FastICA
 
-    params = {"fun": "logcosh", "max_iter": 200, "tol": 1e-4}
+    params = {"fun": "logcosh", "max_iter": 200, "tol": 1e-4, "device": "cpu"}
     params.update(ica_params)
     # random start, never FastICA's data-driven one: the two sides share their rows, so
     # starting each from its largest-norm rows would hand both the same rows' directions
@@ -545,6 +546,9 @@ class ICAAlignment(_Alignment):
         matching use all fit rows).
     fun, max_iter, tol
         Passed to FastICA.
+    device : str, default="cpu"
+        Torch device of the FastICA passes (e.g. ``"cuda"``); moments, whitening and
+        matching stay on the CPU in float64.
 
     Attributes
     ----------
@@ -562,13 +566,14 @@ class ICAAlignment(_Alignment):
     method = "ica"
 
     def __init__(self, *, n_components=None, random_state=0, max_fit_rows=20000,
-                 fun="logcosh", max_iter=200, tol=1e-4):
+                 fun="logcosh", max_iter=200, tol=1e-4, device="cpu"):
         self.n_components = n_components
         self.random_state = random_state
         self.max_fit_rows = max_fit_rows
         self.fun = fun
         self.max_iter = max_iter
         self.tol = tol
+        self.device = device
 
     def _sample_rows(self, n, fit_rows=None):
         rows = np.arange(n) if fit_rows is None else fit_rows
@@ -584,7 +589,8 @@ class ICAAlignment(_Alignment):
             if not 1 <= int(self.n_components) <= k:
                 raise ValueError(f"n_components must be in [1, {k}], got {self.n_components}")
             k = int(self.n_components)
-        params = {"fun": self.fun, "max_iter": self.max_iter, "tol": self.tol}
+        params = {"fun": self.fun, "max_iter": self.max_iter, "tol": self.tol,
+                  "device": str(self.device)}
         Ua, Ma, mu_a, _, it_a, conv_a = pair.a.ica(k, self.random_state, params)
         Ub, Mb, mu_b, _, it_b, conv_b = pair.b.ica(k, self.random_state, params)
         self.n_iter_ = (it_a, it_b)
@@ -817,7 +823,7 @@ def _f(x):
 def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=METHODS,
             alpha=0.0, n_components=None, ica_max_rows=20000, ica_max_iter=200,
             ica_tol=1e-4, diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None, progress=None,
-            _sides=None) -> CompareResult:
+            device="cpu", _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
 
     Parameters
@@ -850,6 +856,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         Rows per streamed block (default about 32 MiB).
     progress : bool, optional
         Show progress bars (default: only on a terminal).
+    device : str, default="cpu"
+        Torch device of the two FastICA fits (e.g. ``"cuda"``), the only part whose cost
+        grows with the square of the width per row; the moments passes, closed-form fits
+        and errors run on the CPU.
 
     Returns
     -------
@@ -866,6 +876,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise ValueError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
+    if "ica" in methods:
+        check_device(device)      # a bad device fails before the passes over the data
     n = _n_rows(A)
     if _n_rows(B) != n:
         raise ValueError(f"A and B have different row counts ({n} and {_n_rows(B)}); they "
@@ -875,7 +887,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     fit_rows = np.flatnonzero(~eval_mask)
     eval_rows = np.flatnonzero(eval_mask)
     ica = ICAAlignment(n_components=n_components, random_state=random_state,
-                       max_fit_rows=ica_max_rows, max_iter=ica_max_iter, tol=ica_tol)
+                       max_fit_rows=ica_max_rows, max_iter=ica_max_iter, tol=ica_tol,
+                       device=device)
     sample_rows = ica._sample_rows(n, fit_rows) if "ica" in methods else np.zeros(0, np.int64)
     if diameter_max_rows is not None and eval_rows.size > diameter_max_rows:
         rng = np.random.default_rng(random_state + 1)
@@ -944,6 +957,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "ica_n_iter_a": int(alignments["ica"].n_iter_[0]) if "ica" in alignments else None,
         "ica_n_iter_b": int(alignments["ica"].n_iter_[1]) if "ica" in alignments else None,
         "ica_converged": bool(alignments["ica"].converged_) if "ica" in alignments else None,
+        "ica_device": str(device) if "ica" in alignments else None,
         "cca_n_components": int(rho.size),
         "diameter": float(diam_b), "diameter_method": diam_method,
         "diameter_rows": int(diam_rows.size),

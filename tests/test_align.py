@@ -231,6 +231,38 @@ def test_split_keeps_groups_together_and_is_seeded():
     assert not np.array_equal(m1, _split(groups.size, groups, 0.2, 1)[0])
 
 
+@pytest.mark.usefixtures("torch_one_thread")
+def test_ica_on_torch_kernels_matches_numpy(monkeypatch):
+    # device="cuda" runs FastICA's torch kernels; here they run on CPU tensors (no GPU in CI)
+    # and must give the numpy fit: same sources, same alignment, same errors
+    import actkit.ica as ica_mod
+
+    rng, S = _sources(8, n=3000)
+    A = S @ rng.normal(size=(D, D))
+    B = S @ rng.normal(size=(D, D)) + 1.0
+    ref = compare(A, B, methods=["permutation", "rigid", "ica"], ica_tol=1e-6)
+    monkeypatch.setattr(ica_mod, "_is_accelerator", lambda device: True)
+    got = compare(A, B, methods=["permutation", "rigid", "ica"], ica_tol=1e-6)
+    assert got.to_dict()["ica_device"] == "cpu"
+    assert got.errors["ica"] == pytest.approx(ref.errors["ica"], abs=1e-5)
+    assert got.errors["ica"] < 0.01
+    np.testing.assert_array_equal(got.alignments["ica"].pairs_, ref.alignments["ica"].pairs_)
+    np.testing.assert_allclose(got.alignments["ica"].coef_, ref.alignments["ica"].coef_, atol=1e-3)
+
+
+def test_unavailable_device_fails_before_any_work():
+    import torch
+
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(100, 3)), rng.normal(size=(100, 3))
+    with pytest.raises(ValueError, match="unknown device"):
+        compare(A, B, device="gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            compare(A, B, device="cuda")
+    compare(A, B, methods=["rigid"], device="gpu0")   # no ICA: the device is not used
+
+
 @pytest.mark.parametrize("case", ["rows", "nan", "inf_b", "few", "method", "fraction"])
 def test_user_errors(case):
     rng = np.random.default_rng(0)

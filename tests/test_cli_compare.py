@@ -108,6 +108,7 @@ def test_user_mistakes_one_line(stores, capsys, tmp_path):
     assert "folder" in _error(capsys, "compare", a, b, "--json", tmp_path / "no" / "x.json")
     assert "two" in _error(capsys, "compare", a)
     assert "unknown method" in _error(capsys, "compare", a, b, "--methods", "rigid,cka")
+    assert "unknown device" in _error(capsys, "compare", a, b, "--device", "gpu0")
     reindexed = index.copy()
     reindexed[:, 1] = reindexed[::-1, 1]
     ri = _store(tmp_path / "ri.h5", {"l1": rng.normal(size=(480, 6))}, reindexed)

@@ -37,7 +37,9 @@ def register(sub) -> None:
                    help="with --inputs: token pooling of the extraction (default none)")
     p.add_argument("--max-samples", type=int, help="with --inputs: use the first N inputs")
     p.add_argument("--batch-size", type=int, default=32, help="with --inputs: batch size")
-    p.add_argument("--device", default="cpu", help="with --inputs: torch device")
+    p.add_argument("--device", default="cpu",
+                   help="torch device of the FastICA fits and, with --inputs, of the extraction "
+                        "(e.g. cuda)")
     p.add_argument("--work-dir", help="with --inputs: keep the extracted stores here "
                                       "(default: a temporary folder, deleted afterwards)")
     p.add_argument("--json", metavar="OUT.json", help="write the results (to_dict) as JSON")
@@ -186,6 +188,10 @@ def run(args) -> int:
     _check_outputs(args)
     if args.softmax_labels:
         _labels_ids(args.softmax_labels)      # refuse bad ids before any work
+    from actkit._device import is_accelerator, resolve_device
+
+    if is_accelerator(args.device):
+        resolve_device(args.device, error=ActkitError)   # a bad device fails before any work
     if args.inputs:
         return _run_models(args, methods)
     return _run_stores(args, args.sources, methods)
@@ -194,7 +200,7 @@ def run(args) -> int:
 def _compare_kwargs(args, methods):
     return dict(eval_fraction=args.eval_fraction, random_state=args.seed, alpha=args.alpha,
                 ica_max_rows=args.ica_max_rows, ica_max_iter=args.ica_max_iter, methods=methods,
-                diameter_max_rows=args.diameter_max_rows or None,
+                diameter_max_rows=args.diameter_max_rows or None, device=args.device,
                 progress=False if args.quiet else None)
 
 
