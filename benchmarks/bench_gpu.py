@@ -10,6 +10,9 @@ repository (the zoo ships in ``data/zoo``) and prints one JSON line per check.
    ``"cpu"`` -- seconds and atom recovery.
 3. Extraction of a zoo checkpoint (Pythia-tiny, per token) on ``cuda`` vs ``cpu``: the
    largest absolute difference of the stored activations.
+4. ``actkit.compare`` on two 100,000 x 768 layers (``bench_compare.make_data``), all four
+   alignments, FastICA on every fit row with ``device="cuda"`` (issue 4): seconds, errors,
+   FastICA iterations and convergence.
 
 Usage::
 
@@ -114,6 +117,26 @@ def check_extraction():
     return ok
 
 
+def check_compare(quick):
+    from bench_compare import make_data
+
+    import actkit
+
+    rows, feats = (20_000, 128) if quick else (100_000, 768)
+    A, B, groups = make_data(rows, feats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, sec = _timed(lambda: actkit.compare(A, B, groups=groups, device="cuda", progress=False,
+                                                 ica_max_rows=rows, ica_max_iter=1000))
+    d = res.to_dict()
+    ok = all(np.isfinite(d[m]) for m in ("permutation", "rigid", "linear", "ica"))
+    print(json.dumps({"check": "compare cuda", "shape": [rows, feats], "seconds": sec, "ok": ok,
+                      **{k: d[k] for k in ("permutation", "rigid", "linear", "ica", "ica_efficiency",
+                                           "ica_matched_corr_mean", "ica_fit_rows", "ica_n_iter_a",
+                                           "ica_n_iter_b", "ica_converged", "seconds_fit")}}), flush=True)
+    return ok
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smaller problems (a smoke test)")
@@ -128,6 +151,7 @@ def main(argv=None):
     ok = check_fastica(args.quick, args.skip_cpu)
     ok &= check_dictionary(args.quick, args.skip_cpu)
     ok &= check_extraction()
+    ok &= check_compare(args.quick)
     return 0 if ok else 1
 
 
