@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,18 @@ __all__ = [
 ]
 
 METHODS = ("permutation", "rigid", "linear", "ica")
+ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...
+ICA_AUTO_MAX_BYTES = 2 ** 30        # ... and at most 1 GiB of float32 sample rows per side
+
+
+def ica_min_rows(k):
+    """Rows FastICA needs for ``k`` components: ``max(50 k, k^2 / 2)``.
+
+    Measured (docs/compare.md, "How many rows ICA needs"): on noisy Laplace mixtures FastICA
+    recovered the sources from 50 rows per component at k = 64 and 128, needed 100 at
+    k = 256 (50 gave spurious sources) and failed with 100 at k = 768; fewer rows than this
+    and ``compare`` warns that the ica column is unreliable."""
+    return int(max(50 * k, k * k // 2))
 DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
 CONVENTIONS = {
@@ -404,13 +417,14 @@ class _Alignment:
     def fit(self, A, B, *, block_rows=None, progress=None):
         """Fit the map from ``A`` (n, Da) onto ``B`` (n, Db); any array-like or store layer."""
         A, B = _as_source(A, "A"), _as_source(B, "B")
-        pair = _Pair(A, B, eval_mask=None, sample_rows=self._sample_rows(_n_rows(A)),
+        k = min(_n_features(A, "A"), _n_features(B, "B"))
+        pair = _Pair(A, B, eval_mask=None, sample_rows=self._sample_rows(_n_rows(A), k=k),
                      block_rows=block_rows, progress=progress)
         pair.fit_moments()
         self._fit(pair)
         return self
 
-    def _sample_rows(self, n):
+    def _sample_rows(self, n, fit_rows=None, k=None):
         return np.zeros(0, np.int64)
 
     def _set(self, coef, mean_a, mean_b):
@@ -541,9 +555,10 @@ class ICAAlignment(_Alignment):
     n_components : int, optional
         Default ``min(Da, Db)``.
     random_state : int, default=0
-    max_fit_rows : int, default=20000
+    max_fit_rows : int or "auto", default="auto"
         FastICA runs on at most this many random fit rows of each side (whitening and
-        matching use all fit rows).
+        matching use all fit rows). ``"auto"``: ``max(20000, ica_min_rows(k))`` for ``k``
+        components, at most 1 GiB of float32 rows per side (see :func:`ica_rows`).
     fun, max_iter, tol
         Passed to FastICA.
     device : str, default="cpu"
@@ -565,7 +580,7 @@ class ICAAlignment(_Alignment):
 
     method = "ica"
 
-    def __init__(self, *, n_components=None, random_state=0, max_fit_rows=20000,
+    def __init__(self, *, n_components=None, random_state=0, max_fit_rows="auto",
                  fun="logcosh", max_iter=200, tol=1e-4, device="cpu"):
         self.n_components = n_components
         self.random_state = random_state
@@ -575,11 +590,12 @@ class ICAAlignment(_Alignment):
         self.tol = tol
         self.device = device
 
-    def _sample_rows(self, n, fit_rows=None):
+    def _sample_rows(self, n, fit_rows=None, k=None):
         rows = np.arange(n) if fit_rows is None else fit_rows
-        if rows.size > self.max_fit_rows:
+        limit = ica_rows(self.max_fit_rows, k if self.n_components is None else self.n_components)
+        if rows.size > limit:
             rng = np.random.default_rng(self.random_state)
-            rows = np.sort(rng.choice(rows, self.max_fit_rows, replace=False))
+            rows = np.sort(rng.choice(rows, limit, replace=False))
         return rows
 
     def _fit(self, pair):
@@ -609,6 +625,31 @@ class ICAAlignment(_Alignment):
         self.n_components_ = k
         # row convention: h(a) = (a - mu_A) Ua^T P Mb^T + mu_B
         return self._set(Ua.T @ P @ Mb.T, m.mean_x, m.mean_y)
+
+
+def _source_sd(U, scatter):
+    """Root of each source's scatter ``u_i' S u_i``; NaN where it is below the rounding error
+    of ``S`` (float32 row blocks: ~1e-6 of its largest eigenvalue times ``|u_i|^2``), i.e. a
+    source that (numerically) does not vary on these rows: its correlations are undefined."""
+    var = np.einsum("ij,jk,ik->i", U, scatter, U)
+    with single_thread_linalg():
+        top = float(np.linalg.eigvalsh(scatter)[-1]) if scatter.size else 0.0
+    floor = 1e-6 * max(top, 0.0) * np.einsum("ij,ij->i", U, U)
+    return np.where(var > floor, np.sqrt(np.maximum(var, 0.0)), np.nan)
+
+
+def ica_rows(max_rows, k):
+    """Rows FastICA sees per side for ``k`` components: ``max_rows``, or for ``"auto"``
+    ``max(20000, ica_min_rows(k))`` capped at 1 GiB of float32 rows (``k`` unknown: 20000)."""
+    if isinstance(max_rows, str):
+        if max_rows != "auto":
+            raise ValueError(f"ica_max_rows must be a positive int or 'auto', got {max_rows!r}")
+        if not k:
+            return ICA_AUTO_MIN_ROWS
+        return int(min(max(ICA_AUTO_MIN_ROWS, ica_min_rows(k)), ICA_AUTO_MAX_BYTES // (4 * k)))
+    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 2:
+        raise ValueError(f"ica_max_rows must be an int >= 2 or 'auto', got {max_rows!r}")
+    return int(max_rows)
 
 
 _CLASSES = {"permutation": PermutationAlignment, "rigid": RigidAlignment,
@@ -773,7 +814,9 @@ class CompareResult:
         (err_permutation - err_ica) / (err_permutation - err_rigid); NaN if undefined.
     linear_cka, linear_cka_debiased, mean_cca : float
     matched_correlations : ndarray of shape (k,)
-        Held-out Pearson correlation of each pair of ICA-matched sources (sign-corrected).
+        Held-out Pearson correlation of each pair of ICA-matched sources (sign-corrected);
+        NaN for a pair with a source that does not vary (beyond rounding) on the held-out
+        rows, counted in ``to_dict()["ica_matched_corr_undefined"]``.
     source_correlation : ndarray of shape (k, k)
         Held-out correlation matrix between A's and B's ICA sources, B's columns ordered
         by the matching (so the matched pairs lie on the diagonal).
@@ -802,9 +845,12 @@ class CompareResult:
         out["linear_cka_debiased"] = _f(self.linear_cka_debiased)
         out["mean_cca"] = _f(self.mean_cca)
         mc = np.abs(self.matched_correlations)
+        undefined = int(np.isnan(mc).sum())
+        mc = mc[~np.isnan(mc)]          # sources constant on the held-out rows have none
         out["ica_matched_corr_mean"] = _f(mc.mean()) if mc.size else None
         out["ica_matched_corr_median"] = _f(np.median(mc)) if mc.size else None
         out["ica_matched_corr_min"] = _f(mc.min()) if mc.size else None
+        out["ica_matched_corr_undefined"] = undefined
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
         out.update(CONVENTIONS)
         return out
@@ -821,7 +867,7 @@ def _f(x):
 
 
 def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=METHODS,
-            alpha=0.0, n_components=None, ica_max_rows=20000, ica_max_iter=200,
+            alpha=0.0, n_components=None, ica_max_rows="auto", ica_max_iter=200,
             ica_tol=1e-4, diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None, progress=None,
             device="cpu", _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
@@ -845,8 +891,12 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         Ridge penalty of the linear alignment.
     n_components : int, optional
         ICA components; default ``min(Da, Db)``.
-    ica_max_rows : int, default=20000
-        FastICA runs on at most this many random fit rows per side.
+    ica_max_rows : int or "auto", default="auto"
+        FastICA runs on at most this many random fit rows per side; ``"auto"``:
+        ``max(20000, ica_min_rows(k))`` for ``k`` ICA components, at most 1 GiB of float32
+        rows per side. With fewer than ``ica_min_rows(k) = max(50 k, k^2 / 2)`` rows
+        FastICA's sources are unreliable (measured in docs/compare.md): ``compare`` then
+        warns (``UserWarning``); ``to_dict()["ica_rows_per_component"]`` says how many it had.
     ica_max_iter, ica_tol : FastICA stopping rule.
     diameter_max_rows : int or None, default=10000
         diam(B_eval) is exact up to this many eval rows, else the exact diameter of a seeded
@@ -889,7 +939,9 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     ica = ICAAlignment(n_components=n_components, random_state=random_state,
                        max_fit_rows=ica_max_rows, max_iter=ica_max_iter, tol=ica_tol,
                        device=device)
-    sample_rows = ica._sample_rows(n, fit_rows) if "ica" in methods else np.zeros(0, np.int64)
+    k_ica = min(_n_features(A, "A"), _n_features(B, "B"))
+    sample_rows = (ica._sample_rows(n, fit_rows, k=k_ica) if "ica" in methods
+                   else np.zeros(0, np.int64))
     if diameter_max_rows is not None and eval_rows.size > diameter_max_rows:
         rng = np.random.default_rng(random_state + 1)
         diam_rows = np.sort(rng.choice(eval_rows, diameter_max_rows, replace=False))
@@ -908,6 +960,17 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
                                        else _CLASSES[name]())
         alignments[name] = h._fit(pair)
     t_fit = time.perf_counter()
+    rows_per_comp = None
+    if "ica" in alignments:
+        k_used = int(alignments["ica"].n_components_)
+        rows_per_comp = sample_rows.size / max(k_used, 1)
+        if sample_rows.size < ica_min_rows(k_used):
+            warnings.warn(
+                f"ICA had {sample_rows.size} fit rows for {k_used} components "
+                f"({rows_per_comp:.0f} per component); FastICA needs about "
+                f"{ica_min_rows(k_used)} (max(50 k, k^2/2)) or it finds spurious sources, so "
+                f"the ica error is unreliable: give it more rows (ica_max_rows, more inputs) or "
+                f"fewer components (n_components)", UserWarning, stacklevel=2)
 
     diam_b = diameter(pair.b.diam)
     if not diam_b > 0:
@@ -935,9 +998,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         e = pair.eval_pm
         Ua, Ub = h.unmixing_a_, h.unmixing_b_
         c = Ua @ e.scatter_xy() @ Ub.T
-        sa = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", Ua, e.scatter_xx(), Ua), 1e-300))
-        sb = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", Ub, e.scatter_yy(), Ub), 1e-300))
-        corr = c / sa[:, None] / sb[None, :]
+        sa = _source_sd(Ua, e.scatter_xx())
+        sb = _source_sd(Ub, e.scatter_yy())
+        with np.errstate(invalid="ignore"):
+            corr = np.clip(c / sa[:, None] / sb[None, :], -1.0, 1.0)
         r, cc = h.pairs_[:, 0], h.pairs_[:, 1]
         matched = corr[r, cc] * h.signs_
         rest = np.setdiff1d(np.arange(corr.shape[1]), cc)
@@ -953,6 +1017,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "ridge_alpha": float(alpha),
         "ica_n_components": int(alignments["ica"].n_components_) if "ica" in alignments else None,
         "ica_fit_rows": int(sample_rows.size) if "ica" in methods else None,
+        "ica_rows_per_component": (round(rows_per_comp, 2) if rows_per_comp is not None
+                                   else None),
         "ica_max_iter": int(ica_max_iter), "ica_tol": float(ica_tol),
         "ica_n_iter_a": int(alignments["ica"].n_iter_[0]) if "ica" in alignments else None,
         "ica_n_iter_b": int(alignments["ica"].n_iter_[1]) if "ica" in alignments else None,
@@ -1034,8 +1100,9 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
     eval_mask, _ = _split(n, groups, eval_fraction, random_state)
     eval_rows = np.flatnonzero(eval_mask)
     ica = ICAAlignment(n_components=kwargs.get("n_components"), random_state=random_state,
-                       max_fit_rows=kwargs.get("ica_max_rows", 20000))
-    sample_rows = ica._sample_rows(n, np.flatnonzero(~eval_mask))
+                       max_fit_rows=kwargs.get("ica_max_rows", "auto"))
+    widths = sorted(_n_features(X, "X") for X in sources)
+    sample_rows = ica._sample_rows(n, np.flatnonzero(~eval_mask), k=widths[-2])
     dmax = kwargs.get("diameter_max_rows", DIAMETER_MAX_ROWS)
     if dmax is not None and eval_rows.size > dmax:
         diam_rows = np.sort(np.random.default_rng(random_state + 1).choice(eval_rows, dmax, replace=False))

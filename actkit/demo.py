@@ -22,6 +22,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -196,10 +197,15 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         B = actkit.open_store(path_b)[layer_b]
         log(f"[{i}/{len(pairs)}] {pair.name}: {A.shape[0]} rows, {A.shape[1]} -> {B.shape[1]} "
             "features; fitting permutation, rigid, linear, whitening + ICA")
-        res = actkit.compare(A, B, random_state=random_state, progress=show,
-                             ica_max_iter=50 if quick else 200,
-                             ica_max_rows=2000 if quick else 10000)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")     # logged as one note each, below
+            res = actkit.compare(A, B, random_state=random_state, progress=show,
+                                 ica_max_iter=50 if quick else 200,
+                                 ica_max_rows=2000 if quick else 10000)
         d = res.to_dict()
+        notes = _notes(caught, d)
+        for note in notes:
+            log(f"[{i}/{len(pairs)}] {pair.name}: note: {note}")
         ours = {c: d.get(c) for c in COLUMNS}
         errs = [ours[m] for m in ("permutation", "ica", "rigid", "linear")]
         ordering = all(e is not None for e in errs) and all(
@@ -212,7 +218,7 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
             "ordering_holds": bool(ordering),
             "mean_cca": d.get("mean_cca"), "linear_cka_debiased": d.get("linear_cka_debiased"),
             "ica_matched_corr_mean": d.get("ica_matched_corr_mean"),
-            "compare": d, "seconds": round(time.perf_counter() - t_pair, 1),
+            "compare": d, "notes": notes, "seconds": round(time.perf_counter() - t_pair, 1),
         })
 
     report = {
@@ -232,6 +238,21 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
     tmp.write_text(json.dumps(report, indent=1, default=_jsonable) + "\n", encoding="utf-8")
     os.replace(tmp, json_path)
     return report
+
+
+def _notes(caught, d):
+    """compare's warnings as short notes (FastICA's per-side convergence warnings as one)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    notes = []
+    if d.get("ica_converged") is False:
+        notes.append(f"FastICA stopped at max_iter={d['ica_max_iter']} before tol on at least "
+                     f"one side")
+    for w in caught:
+        msg = str(w.message)
+        if not issubclass(w.category, ConvergenceWarning) and msg not in notes:
+            notes.append(msg)
+    return notes
 
 
 def _jsonable(x):

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -248,6 +249,60 @@ def test_ica_on_torch_kernels_matches_numpy(monkeypatch):
     assert got.errors["ica"] < 0.01
     np.testing.assert_array_equal(got.alignments["ica"].pairs_, ref.alignments["ica"].pairs_)
     np.testing.assert_allclose(got.alignments["ica"].coef_, ref.alignments["ica"].coef_, atol=1e-3)
+
+
+def test_source_sd_is_undefined_below_rounding():
+    # held-out source variances come from float32 moments: a source that does not vary
+    # there (its variance is rounding noise, possibly negative) has no correlation (NaN),
+    # which once showed up as |r| ~ 1e146 in the matched correlations
+    from actkit.align import _source_sd
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 4)).astype(np.float32)
+    X[:, 3] = X[:, 0] + X[:, 1]                      # a null direction: (1, 1, 0, -1)
+    scatter = (X - X.mean(0)).astype(np.float64).T @ (X - X.mean(0)).astype(np.float64)
+    scatter[3, 3] -= 1e-5                            # rounding can make it negative
+    U = np.array([[1.0, 0, 0, 0], [1e3, 1e3, 0, -1e3], [0, 0, 2.0, 0]])
+    sd = _source_sd(U, scatter)
+    assert np.isnan(sd[1])
+    np.testing.assert_allclose(sd[[0, 2]], np.sqrt([scatter[0, 0], 4 * scatter[2, 2]]))
+
+
+def test_matched_correlations_are_correlations():
+    rng, S = _sources(6, n=3000, d=4)
+    groups = np.arange(3000)
+    eval_mask, _ = _split(3000, groups, 0.2, 0)
+    S[eval_mask, 3] = 0.5                            # one source constant on held-out rows
+    A = (S @ rng.normal(size=(4, 4))).astype(np.float32)
+    B = (S @ rng.normal(size=(4, 4))).astype(np.float32)
+    res = compare(A, B, groups=groups)
+    mc = res.matched_correlations
+    assert np.all(np.isnan(mc) | (np.abs(mc) <= 1.0))
+    d = res.to_dict()
+    assert d["ica_matched_corr_undefined"] == int(np.isnan(mc).sum())
+    assert 0 <= d["ica_matched_corr_min"] <= d["ica_matched_corr_mean"] <= 1.0
+
+
+def test_ica_rows_rule_and_warning():
+    from actkit.align import ica_min_rows, ica_rows
+
+    assert ica_min_rows(6) == 300 and ica_min_rows(256) == 32768
+    assert ica_rows("auto", 64) == 20000            # small k: the 20000-row floor
+    assert ica_rows("auto", 768) == 768 * 768 // 2   # k^2/2 rows
+    assert ica_rows("auto", 4096) == 2 ** 30 // (4 * 4096)   # 1 GiB cap
+    assert ica_rows(5000, 768) == 5000
+    for bad in ("many", 1, 2.5, True):
+        with pytest.raises(ValueError, match="ica_max_rows"):
+            ica_rows(bad, 6)
+    rng, S = _sources(5)
+    A, B = S @ rng.normal(size=(D, D)), S @ rng.normal(size=(D, D))
+    with pytest.warns(UserWarning, match="100 fit rows for 6 components.*spurious"):
+        res = compare(A, B, ica_max_rows=100)
+    assert res.to_dict()["ica_rows_per_component"] == pytest.approx(100 / 6, abs=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        d = compare(A, B).to_dict()                  # 1600 fit rows >= 300: no warning
+    assert d["ica_fit_rows"] == 1600 and d["ica_rows_per_component"] == pytest.approx(1600 / 6, abs=0.01)
 
 
 def test_unavailable_device_fails_before_any_work():

@@ -87,6 +87,16 @@ def test_three_stores_pairwise_matrix(stores, capsys):
     assert (tmp / "m.png").exists()
 
 
+def test_too_few_ica_rows_is_noted(stores, capsys):
+    tmp, a, b, _, _ = stores
+    code, out, err = _run(capsys, "compare", a, b, "--layers", "l1", "--ica-max-rows", "50",
+                          "--quiet")
+    assert code == 0
+    assert "note: l1: ICA had 50 fit rows for 6 components" in err and "spurious" in err
+    code, out, err = _run(capsys, "compare", a, b, "--layers", "l1", "--quiet")
+    assert code == 0 and "spurious" not in err
+
+
 def test_user_mistakes_one_line(stores, capsys, tmp_path):
     tmp, a, b, _, index = stores
     rng = np.random.default_rng(1)
@@ -109,6 +119,10 @@ def test_user_mistakes_one_line(stores, capsys, tmp_path):
     assert "two" in _error(capsys, "compare", a)
     assert "unknown method" in _error(capsys, "compare", a, b, "--methods", "rigid,cka")
     assert "unknown device" in _error(capsys, "compare", a, b, "--device", "gpu0")
+    with pytest.raises(SystemExit) as exc:          # argparse: usage line + error line, exit 2
+        _run(capsys, "compare", a, b, "--ica-max-rows", "many")
+    assert exc.value.code == 2
+    assert "--ica-max-rows: expected 'auto' or an integer" in capsys.readouterr().err
     reindexed = index.copy()
     reindexed[:, 1] = reindexed[::-1, 1]
     ri = _store(tmp_path / "ri.h5", {"l1": rng.normal(size=(480, 6))}, reindexed)

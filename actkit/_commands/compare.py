@@ -12,6 +12,7 @@ Only parsing and calls to the public API (:func:`actkit.compare`,
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -52,8 +53,9 @@ def register(sub) -> None:
                    help="share of input samples held out for the errors (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of FastICA")
     p.add_argument("--alpha", type=float, default=0.0, help="ridge penalty of the linear map")
-    p.add_argument("--ica-max-rows", type=int, default=20000,
-                   help="FastICA fits on at most this many rows per side (default 20000)")
+    p.add_argument("--ica-max-rows", type=_ica_rows_arg, default="auto",
+                   help="FastICA fits on at most this many rows per side (default auto: "
+                        "max(20000, 50 k, k^2/2) for k components, at most 1 GiB per side)")
     p.add_argument("--ica-max-iter", type=int, default=200,
                    help="FastICA iterations per side (default 200); non-convergence is noted")
     p.add_argument("--diameter-max-rows", type=int, default=10000,
@@ -204,6 +206,32 @@ def _compare_kwargs(args, methods):
                 progress=False if args.quiet else None)
 
 
+def _ica_rows_arg(text):
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer >= 2, got {text!r}")
+    return value
+
+
+def _note_warnings(caught, layer):
+    """One ``note:`` line on stderr per distinct warning of compare (FastICA's convergence
+    warnings excepted: they are summarised by the caller)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    seen = set()
+    for w in caught:
+        msg = str(w.message)
+        if issubclass(w.category, ConvergenceWarning) or msg in seen:
+            continue
+        seen.add(msg)
+        print(f"note: {layer}: {msg}", file=sys.stderr)
+
+
 def _run_stores(args, paths, methods, display=None):
     import contextlib
 
@@ -222,8 +250,11 @@ def _run_stores(args, paths, methods, display=None):
                 layers = [s[la] for s in stores]
                 for lay, p in zip(layers[1:], paths[1:]):
                     _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
-                matrix, _ = compare_many(layers, metric=args.metric,
-                                         **_compare_kwargs(args, methods))
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    matrix, _ = compare_many(layers, metric=args.metric,
+                                             **_compare_kwargs(args, methods))
+                _note_warnings(caught, la)
                 print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
                 print()
                 out[la] = {"metric": args.metric, "labels": list(display),
@@ -242,9 +273,10 @@ def _run_stores(args, paths, methods, display=None):
         for la, lb in pairs:
             A, B = store_a[la], store_b[lb]
             _check_layer_rows(A, B, f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")        # noted in one line below instead
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")        # noted in one line below instead
                 res = actkit.compare(A, B, **_compare_kwargs(args, methods))
+            _note_warnings(caught, la)
             if res.info.get("ica_converged") is False:
                 print(f"note: FastICA did not converge within {args.ica_max_iter} iterations on "
                       f"{la}; the ica error is an upper bound (raise --ica-max-iter)",
