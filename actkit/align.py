@@ -55,13 +55,15 @@ ICA_AUTO_MAX_BYTES = 2 ** 30        # ... and at most 1 GiB of float32 sample ro
 
 
 def ica_min_rows(k):
-    """Rows FastICA needs for ``k`` components: ``max(50 k, k^2 / 2)``.
+    """Rows FastICA needs for ``k`` components: ``max(50 k, k^2 / 4)``.
 
     Measured (docs/compare.md, "How many rows ICA needs"): on noisy Laplace mixtures FastICA
-    recovered the sources from 50 rows per component at k = 64 and 128, needed 100 at
-    k = 256 (50 gave spurious sources) and failed with 100 at k = 768; fewer rows than this
-    and ``compare`` warns that the ica column is unreliable."""
-    return int(max(50 * k, k * k // 2))
+    recovered the sources from 50 rows per component at k = 64 and 128 and from 100 at
+    k = 256 and 384, but not from 50 at k = 256 nor from 100 at k = 768 (spurious sources);
+    with fewer rows than this ``compare`` warns that the ica column is unreliable."""
+    return int(max(50 * k, k * k // 4))
+
+
 DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
 CONVENTIONS = {
@@ -894,7 +896,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     ica_max_rows : int or "auto", default="auto"
         FastICA runs on at most this many random fit rows per side; ``"auto"``:
         ``max(20000, ica_min_rows(k))`` for ``k`` ICA components, at most 1 GiB of float32
-        rows per side. With fewer than ``ica_min_rows(k) = max(50 k, k^2 / 2)`` rows
+        rows per side. With fewer than ``ica_min_rows(k) = max(50 k, k^2 / 4)`` rows
         FastICA's sources are unreliable (measured in docs/compare.md): ``compare`` then
         warns (``UserWarning``); ``to_dict()["ica_rows_per_component"]`` says how many it had.
     ica_max_iter, ica_tol : FastICA stopping rule.
@@ -968,7 +970,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
             warnings.warn(
                 f"ICA had {sample_rows.size} fit rows for {k_used} components "
                 f"({rows_per_comp:.0f} per component); FastICA needs about "
-                f"{ica_min_rows(k_used)} (max(50 k, k^2/2)) or it finds spurious sources, so "
+                f"{ica_min_rows(k_used)} (max(50 k, k^2/4)) or it finds spurious sources, so "
                 f"the ica error is unreliable: give it more rows (ica_max_rows, more inputs) or "
                 f"fewer components (n_components)", UserWarning, stacklevel=2)
 

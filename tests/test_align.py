@@ -286,9 +286,9 @@ def test_matched_correlations_are_correlations():
 def test_ica_rows_rule_and_warning():
     from actkit.align import ica_min_rows, ica_rows
 
-    assert ica_min_rows(6) == 300 and ica_min_rows(256) == 32768
+    assert ica_min_rows(6) == 300 and ica_min_rows(256) == 16384
     assert ica_rows("auto", 64) == 20000            # small k: the 20000-row floor
-    assert ica_rows("auto", 768) == 768 * 768 // 2   # k^2/2 rows
+    assert ica_rows("auto", 768) == 768 * 768 // 4   # k^2/4 rows
     assert ica_rows("auto", 4096) == 2 ** 30 // (4 * 4096)   # 1 GiB cap
     assert ica_rows(5000, 768) == 5000
     for bad in ("many", 1, 2.5, True):
