@@ -10,11 +10,15 @@ several seeds and measure, on held-out rows:
   each seed's whitened latents to the true latents (structural identifiability);
 - AE + whitening + ICA (``actkit.FastICA``) recovery of ``u``: MCC (``actkit.metrics.mcc``).
 
+The sweep runs from the isometry (``alpha = 1``) to nearly a ReLU network (``alpha = 0.05``,
+L ~ 8000): the theory bounds the seed-to-seed error by a function of L, an upper bound that
+stays above the optimisation-noise floor until L is large.
+
 Claims tested: the error to the true latents grows with L (Spearman correlation > 0 and the
-largest-L error above the smallest-L error), and MCC is high (>= 0.9) at the smallest L. The
-seed-to-seed error is reported beside it (and its trend in ``extra``) but not tested: seeds
-trained on one data set converge to the same distorted solution, so it mostly measures
-optimisation noise.
+largest-L error above the smallest-L error); the seed-to-seed error grows with L (the
+smallest error of any seed pair at the largest L exceeds the largest error of any pair at
+L = 0; its Spearman correlation with L is reported, not tested, because it is flat at the
+noise floor for moderate L); and MCC is high (>= 0.9) at the smallest L.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from actkit.synthetic.dgp import empirical_bilipschitz, isometric_dgp
 NAME = "bilipschitz"
 TITLE = "Nelson et al., Fig. 2: identifiability error vs bi-Lipschitz constant L"
 
-QUICK = dict(alphas=(1.0, 0.6, 0.3), n_seeds=2, n_samples=3000, n_steps=1000)
-FULL = dict(alphas=(1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2), n_seeds=3, n_samples=10000,
+QUICK = dict(alphas=(1.0, 0.3, 0.1, 0.05), n_seeds=2, n_samples=3000, n_steps=1000)
+FULL = dict(alphas=(1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05), n_seeds=3, n_samples=10000,
             n_steps=4000)
 MCC_TARGET = 0.9
 
@@ -67,6 +71,7 @@ def run(*, quick=False, device="cpu", random_state=0):
         rows.append({"alpha": alpha, "L": info["lipschitz_L"], "L_max_est": emp["L_max"],
                      "L_mean_est": emp["L_mean"],
                      "err_seeds": float(np.mean(between)), "err_seeds_sd": float(np.std(between)),
+                     "err_seeds_min": float(np.min(between)), "err_seeds_max": float(np.max(between)),
                      "err_truth": float(np.mean(to_truth)), "err_truth_sd": float(np.std(to_truth)),
                      "ica_mcc": float(np.mean(mccs)), "ica_mcc_min": float(np.min(mccs)),
                      "recon_rel_mse": float(np.mean(mses))})
@@ -78,10 +83,18 @@ def run(*, quick=False, device="cpu", random_state=0):
     claims = [Claim("AE-to-latents rigid error grows with L", rho > 0 and e[-1] > e[0],
                     f"Spearman(L, err) = {rho:.2f}; err at L={L[0]:.2f}: {e[0]:.3f}, "
                     f"at L={L[-1]:.2f}: {e[-1]:.3f}")]
-    # Seed-to-seed error is reported, not tested: with one data set, seeds converge to the
-    # same distorted solution, so it measures optimisation noise (see docs/reproduction.md).
+    # Seed-to-seed error: at the optimisation-noise floor for moderate L (seeds on one data
+    # set converge to the same distorted solution), above it near the ReLU end; tested as
+    # a rise from the isometry to the largest L beyond the spread of the seed pairs.
     es = [r["err_seeds"] for r in rows]
     seed_trend = float(spearmanr(L, es).statistic)
+    lo, hi = rows[0], rows[-1]
+    claims.append(Claim("seed-to-seed rigid error grows with L",
+                        hi["err_seeds_min"] > lo["err_seeds_max"],
+                        f"every seed pair disagrees more at L={L[-1]:.0f} (min "
+                        f"{hi['err_seeds_min']:.3f}, mean {es[-1]:.3f}) than any pair at "
+                        f"L={L[0]:.2f} (max {lo['err_seeds_max']:.3f}, mean {es[0]:.3f}); "
+                        f"Spearman(L, err) = {seed_trend:.2f} (reported, not tested)"))
     small = rows[0]
     claims.append(Claim("AE + whitening + ICA recovers the latents at small L",
                         small["ica_mcc"] >= MCC_TARGET,
