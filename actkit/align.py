@@ -937,7 +937,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         c = Ua @ e.scatter_xy() @ Ub.T
         sa = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", Ua, e.scatter_xx(), Ua), 1e-300))
         sb = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", Ub, e.scatter_yy(), Ub), 1e-300))
-        corr = c / sa[:, None] / sb[None, :]
+        # clipped to [-1, 1] as numpy.corrcoef does: a whitened direction at float32
+        # rounding level (e.g. the null direction of a LayerNorm output) can give a
+        # quadratic form of ~0 or below, and the ratio then leaves [-1, 1] (seen: 1e148)
+        corr = np.clip(c / sa[:, None] / sb[None, :], -1.0, 1.0)
         r, cc = h.pairs_[:, 0], h.pairs_[:, 1]
         matched = corr[r, cc] * h.signs_
         rest = np.setdiff1d(np.arange(corr.shape[1]), cc)
