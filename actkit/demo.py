@@ -43,6 +43,9 @@ PAPER_TABLE1 = {
 }
 
 COLUMNS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "linear_cka")
+# quick mode: (texts, images) per model. Images are cheap to extract through the tiny
+# models; 512 keeps >= ~20 FastICA fit rows per component on every zoo row (run_demo)
+_QUICK_SAMPLES = (32, 512)
 
 
 @dataclass
@@ -181,9 +184,7 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
     if not pairs:
         raise ActkitError("no pairs to compare")
     tag = ".quick" if quick else ""
-    # quick: images are cheap to extract through the tiny models; keep >= ~20 ICA fit rows
-    # per component (see the docstring)
-    text_samples, image_samples = (32, 512) if quick else (None, None)
+    text_samples, image_samples = _QUICK_SAMPLES if quick else (None, None)
     show = progress if progress is not None else None
 
     rows = []
