@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from actkit.cli import main
-from actkit.demo import COLUMNS, PAPER_TABLE1
+from actkit.demo import _QUICK_SAMPLES, COLUMNS, PAPER_TABLE1
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_demo_stores_are_real_extractions(demo_run):
     row = report["rows"][2]  # ResNet layer3: 2x2 positions per image
     A = actkit.open_store(row["stores"][0])
     assert A.provenance["model"].endswith("resnet-tiny-seed0")
-    assert A[row["layer"]].shape == (64 * 4, 64)
+    assert A[row["layer"]].shape == (_QUICK_SAMPLES[1] * 4, 64)
     assert np.isfinite(np.asarray(A[row["layer"]])).all()
 
 
@@ -73,7 +73,8 @@ def test_demo_rerun_reuses_stores(demo_run):
     _, _, out = demo_run
     before = {p.name: p.stat().st_mtime_ns for p in (out / "stores").glob("*.h5")}
     pair = zoo_pairs()[2]
-    path = _extract(pair.model_a, pair, pair.layer, out / "stores", ".quick", 64, "cpu", False)
+    path = _extract(pair.model_a, pair, pair.layer, out / "stores", ".quick",
+                    _QUICK_SAMPLES[1], "cpu", False)
     assert path.name in before
     after = {p.name: p.stat().st_mtime_ns for p in (out / "stores").glob("*.h5")}
     assert before == after

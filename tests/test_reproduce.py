@@ -67,12 +67,13 @@ def test_disentanglement_quick_keeps_infoe_and_reports_the_ica_claims(tmp_path):
 
 
 @pytest.mark.slow
-def test_table1_quick_reports_every_pair_and_exit_status_follows_the_ordering(tmp_path):
-    """Table 1 on the zoo.  The full ordering claim (perm >= ica >= rigid >= linear) does
-    NOT hold for every zoo pair (MAE-tiny's ICA is worse than its permutation, see
-    docs/reproduction.md), so this test pins what does hold and that the experiment
-    reports the failure honestly instead of passing."""
-    (result,) = repro.reproduce("table1", quick=True, out=tmp_path)
+def test_table1_quick_reproduces_the_ordering_on_every_pair(tmp_path, capsys):
+    """Table 1 on the zoo: perm >= ica >= rigid >= linear on every seed0->seed1 pair and
+    every ICA efficiency in [0, 1] (the experiment's claims, exit status 0)."""
+    rc = main(["reproduce", "table1", "--quick", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "[FAIL]" not in out
     data = _check_files(tmp_path, "table1")
     ours = [r for r in data["rows"] if r["source"] == "actkit"]
     assert [r["pair"].split()[0] for r in ours] == ["Pythia-tiny", "MAE-tiny", "ResNet-tiny",
@@ -80,16 +81,14 @@ def test_table1_quick_reports_every_pair_and_exit_status_follows_the_ordering(tm
     for r in ours:
         for key in ("perm", "rigid", "linear", "ica", "cka"):
             assert math.isfinite(r[key]), (r["pair"], key)
-        # the supervised part of the ordering: richer transform classes fit better
-        assert r["perm"] >= r["rigid"] >= r["linear"] - 1e-9, r
         assert r["ordering"] == (r["perm"] >= r["ica"] >= r["rigid"] >= r["linear"])
+        assert r["perm"] >= r["ica"] >= r["rigid"] >= r["linear"], r
+        assert 0 <= r["ica_eff"] <= 1, r
         # diagnostics: effective dimension of each side, ICA source matching
         k_a, k_b = map(int, r["k99"].split("/"))
         assert 1 <= k_a <= r["dims"][0] and 1 <= k_b <= r["dims"][1]
         assert 0 <= r["ica_match"] <= 1
-    ordering_claim = data["claims"][0]
-    assert ordering_claim["passed"] == all(r["ordering"] for r in ours)
-    assert result.passed == all(c["passed"] for c in data["claims"])
+    assert [c["passed"] for c in data["claims"]] == [True, True] and data["passed"] is True
 
 
 @pytest.mark.slow

@@ -108,8 +108,10 @@ def test_zoo_models_are_genuinely_trained():
     for name, m in meta.items():
         curve = np.array(m["train"]["loss_curve"])
         assert len(curve) == m["train"]["steps"] and np.isfinite(curve).all()
+        # initial loss (first 5 steps) vs the last 10% of the steps; a window of the first
+        # 10% would already hold the trained plateau of the 1500-step MAE schedule
         k = max(5, len(curve) // 10)
-        first, last = curve[:k].mean(), curve[-k:].mean()
+        first, last = curve[:5].mean(), curve[-k:].mean()
         assert last < 0.7 * first, f"{name}: loss {first:.3f} -> {last:.3f}"
         assert m["weights_sha256"] == zoo._sha256(zoo.model_path(name) / "model.safetensors")
     for seed in zoo.SEEDS:
