@@ -37,13 +37,14 @@ from actkit.synthetic.dgp import random_orthogonal
 NAME = "disentanglement"
 TITLE = "Nelson et al., Table 2: AE vs AE + ICA disentanglement (InfoM / InfoE / InfoC)"
 
-QUICK = dict(size=16, n_samples=4000, n_steps=2000, n_seeds=1, channels=(16, 32, 32),
-             hidden=128, n_rotations=3, n_eval=1000)
-FULL = dict(size=32, n_samples=12000, n_steps=6000, n_seeds=2, channels=(32, 32, 64, 64),
-            hidden=256, n_rotations=10, n_eval=2000)
+QUICK = dict(size=16, n_samples=20000, n_steps=2000, batch_size=32, n_seeds=1,
+             channels=(16, 32, 32), hidden=128, n_rotations=3, n_eval=1000)
+FULL = dict(size=16, n_samples=20000, n_steps=12000, batch_size=64, n_seeds=2,
+            channels=(16, 32, 32), hidden=128, n_rotations=10, n_eval=2000)
 N_LATENTS = 10
-BATCH_SIZE = 64
 LR = 2e-3
+STYLE = "disentanglement"   # actkit.synthetic.shapes.STYLES: large objects, non-wrapping hues
+DECODER = dict(decoder="broadcast", decoder_channels=32, decoder_layers=3)
 # Nelson et al., Table 2 (InfoM, InfoE, InfoC): aggregated over 4 data sets, and Shapes3D
 PAPER = {
     "AE": {"aggregate": (0.39, 0.76, 0.25), "shapes3d": (0.34, 0.99, 0.16)},
@@ -70,7 +71,7 @@ def run(*, quick=False, device="cpu", random_state=0):
     cfg = dict(QUICK if quick else FULL)
     t0 = time.perf_counter()
     images, factors, names = render_shapes(cfg["n_samples"], size=cfg["size"],
-                                           random_state=random_state)
+                                           random_state=random_state, style=STYLE)
     images = images.astype(np.float32) / 255.0
     fit, ev = _api.split_indices(len(images), random_state=random_state)
     ev = ev[:cfg["n_eval"]]
@@ -88,8 +89,9 @@ def run(*, quick=False, device="cpu", random_state=0):
     for seed in range(cfg["n_seeds"]):
         encode, hist = train_conv_autoencoder(
             images[fit], n_latents=N_LATENTS, channels=cfg["channels"], hidden=cfg["hidden"],
-            n_steps=cfg["n_steps"], batch_size=BATCH_SIZE, lr=LR, seed=random_state + seed,
-            device=device, desc=f"shapes conv AE seed={seed}")
+            n_steps=cfg["n_steps"], batch_size=cfg["batch_size"], lr=LR,
+            seed=random_state + seed, device=device, desc=f"shapes conv AE seed={seed}",
+            **DECODER)
         recon.append(hist["relative_mse"])
         Z = encode(images)
         add("AE", Z)
@@ -145,7 +147,7 @@ def run(*, quick=False, device="cpu", random_state=0):
                "pixel_pca_ica_beats_rand": bool(by["PCA + ICA"]["InfoM"]
                                                 > by["PCA + rand"]["InfoM"])},
         settings={"quick": quick, "device": str(device), "random_state": random_state,
-                  "n_latents": N_LATENTS, "batch_size": BATCH_SIZE, "lr": LR, **cfg},
+                  "n_latents": N_LATENTS, "lr": LR, "style": STYLE, **DECODER, **cfg},
         conventions={
             "data": "actkit.synthetic.shapes.render_shapes (Shapes3D stand-in, 7 factors); "
                     "pixels scaled to [0, 1]",
