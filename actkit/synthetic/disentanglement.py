@@ -37,14 +37,16 @@ from actkit.synthetic.dgp import random_orthogonal
 NAME = "disentanglement"
 TITLE = "Nelson et al., Table 2: AE vs AE + ICA disentanglement (InfoM / InfoE / InfoC)"
 
-QUICK = dict(size=16, n_samples=20000, n_steps=2000, batch_size=32, n_seeds=1,
-             channels=(16, 32, 32), hidden=128, n_rotations=3, n_eval=1000)
+QUICK = dict(size=16, n_samples=20000, n_steps=4000, batch_size=32, n_seeds=1,
+             channels=(16, 32, 32), hidden=128, decoder_channels=16, n_rotations=3,
+             n_eval=1000)
 FULL = dict(size=16, n_samples=20000, n_steps=12000, batch_size=64, n_seeds=2,
-            channels=(16, 32, 32), hidden=128, n_rotations=10, n_eval=2000)
+            channels=(16, 32, 32), hidden=128, decoder_channels=32, n_rotations=10,
+            n_eval=2000)
 N_LATENTS = 10
 LR = 2e-3
 STYLE = "disentanglement"   # actkit.synthetic.shapes.STYLES: large objects, non-wrapping hues
-DECODER = dict(decoder="broadcast", decoder_channels=32, decoder_layers=3)
+DECODER = dict(decoder="broadcast", decoder_layers=3)
 # Nelson et al., Table 2 (InfoM, InfoE, InfoC): aggregated over 4 data sets, and Shapes3D
 PAPER = {
     "AE": {"aggregate": (0.39, 0.76, 0.25), "shapes3d": (0.34, 0.99, 0.16)},
@@ -91,7 +93,7 @@ def run(*, quick=False, device="cpu", random_state=0):
             images[fit], n_latents=N_LATENTS, channels=cfg["channels"], hidden=cfg["hidden"],
             n_steps=cfg["n_steps"], batch_size=cfg["batch_size"], lr=LR,
             seed=random_state + seed, device=device, desc=f"shapes conv AE seed={seed}",
-            **DECODER)
+            decoder_channels=cfg["decoder_channels"], **DECODER)
         recon.append(hist["relative_mse"])
         Z = encode(images)
         add("AE", Z)
