@@ -61,6 +61,21 @@ def test_object_is_where_the_position_factor_says():
     assert xs.mean() > 20 and ys.mean() < 12  # right, top
 
 
+def test_disentanglement_style_keeps_the_factors_and_changes_only_the_levels():
+    """``style="disentanglement"``: same factor draw, larger objects, hues on an arc; the
+    default style (the zoo's data) is unchanged by the option."""
+    im, f, _ = shapes.render_shapes(40, size=16, random_state=0)
+    im_d, f_d, _ = shapes.render_shapes(40, size=16, random_state=0, style="disentanglement")
+    assert np.array_equal(f, f_d) and not np.array_equal(im, im_d)
+    assert np.array_equal(im, shapes.render_factors(f, size=16, style="default"))
+    hue = shapes.factor_values("object_hue", style="disentanglement")
+    assert hue.shape == (8,) and hue[0] == 0 and hue[-1] < 0.75
+    assert (shapes.factor_values("scale", style="disentanglement")
+            > shapes.factor_values("scale").max()).all()
+    with pytest.raises(ValueError, match="style"):
+        shapes.render_shapes(3, style="nope")
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [dict(n=0), dict(n=2.5), dict(n=3, size=4)],

@@ -287,13 +287,21 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
                                                       "final_objective": objective}
 
 
-def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256):
+def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256,
+                     decoder="deconv", decoder_channels=32, decoder_layers=3):
     """A small convolutional autoencoder for ``size x size`` RGB images.
 
     Encoder: ``len(channels)`` stride-2 4x4 convolutions (ReLU), then
-    ``Linear -> ReLU -> Linear`` to the ``n_latents``-D bottleneck; the decoder mirrors it
-    with transposed convolutions (the Hsu et al. / Burgess et al. layout the
-    disentanglement literature uses, at reduced width).
+    ``Linear -> ReLU -> Linear`` to the ``n_latents``-D bottleneck. Decoder:
+
+    - ``"deconv"``: the encoder mirrored with transposed convolutions (the Hsu et al. /
+      Burgess et al. layout the disentanglement literature uses, at reduced width);
+    - ``"broadcast"``: a spatial broadcast decoder (Watters et al. 2019): the code is tiled
+      over the ``size x size`` grid, two coordinate channels (x, y in [-1, 1]) are
+      appended, then ``decoder_layers`` 3x3 convolutions of ``decoder_channels`` (ReLU)
+      and a 1x1 convolution to RGB. Its first layer is linear in the code, so the
+      reconstruction loss is still invariant to any invertible linear map of the code
+      (no preferred basis: the setting in which ICA must find the axes).
 
     Returns
     -------
@@ -301,6 +309,9 @@ def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256):
         ``encoder``: (n, 3, size, size) -> (n, n_latents); ``decoder`` the reverse.
     """
     import torch.nn as nn
+
+    if decoder not in ("deconv", "broadcast"):
+        raise ValueError(f"decoder must be 'deconv' or 'broadcast', got {decoder!r}")
 
     n_down = len(channels)
     side = size >> n_down
@@ -313,6 +324,8 @@ def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256):
     flat = channels[-1] * side * side
     encoder = nn.Sequential(*enc, nn.Flatten(), nn.Linear(flat, hidden), nn.ReLU(),
                             nn.Linear(hidden, n_latents))
+    if decoder == "broadcast":
+        return encoder, _broadcast_decoder(size, n_latents, decoder_channels, decoder_layers)
     dec = [nn.Linear(n_latents, hidden), nn.ReLU(), nn.Linear(hidden, flat), nn.ReLU(),
            nn.Unflatten(1, (channels[-1], side, side))]
     outs = [*channels[::-1][1:], 3]
@@ -324,6 +337,31 @@ def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256):
     return encoder, nn.Sequential(*dec)
 
 
+def _broadcast_decoder(size, n_latents, width, n_layers):
+    import torch
+    import torch.nn as nn
+
+    class Broadcast(nn.Module):
+        """(n, k) -> (n, k + 2, size, size): the code tiled, then x and y coordinates."""
+
+        def __init__(self):
+            super().__init__()
+            g = torch.linspace(-1.0, 1.0, size)
+            yy, xx = torch.meshgrid(g, g, indexing="ij")
+            self.register_buffer("coords", torch.stack([xx, yy])[None])
+
+        def forward(self, z):
+            n, k = z.shape
+            return torch.cat([z[:, :, None, None].expand(n, k, size, size),
+                              self.coords.expand(n, 2, size, size)], 1)
+
+    layers, c = [Broadcast()], n_latents + 2
+    for _ in range(n_layers):
+        layers += [nn.Conv2d(c, width, 3, padding=1), nn.ReLU()]
+        c = width
+    return nn.Sequential(*layers, nn.Conv2d(c, 3, 1))
+
+
 def train_conv_autoencoder(images, *, device="cpu", **kwargs):
     """Train a convolutional autoencoder (see :func:`_train_conv_autoencoder`), one CPU thread."""
     with single_thread(device):
@@ -332,7 +370,8 @@ def train_conv_autoencoder(images, *, device="cpu", **kwargs):
 
 def _train_conv_autoencoder(images, *, n_latents, channels=(32, 32, 64, 64), hidden=256,
                             n_steps=3000, batch_size=64, lr=1e-3, seed=0, device="cpu",
-                            desc="conv autoencoder"):
+                            desc="conv autoencoder", decoder="deconv", decoder_channels=32,
+                            decoder_layers=3):
     """Train :func:`conv_autoencoder` with squared-error loss, Adam and a cosine schedule.
 
     Parameters
@@ -341,6 +380,8 @@ def _train_conv_autoencoder(images, *, n_latents, channels=(32, 32, 64, 64), hid
         Pixel values (float, any fixed scaling; the loss is on these values).
     n_latents : int
         Bottleneck width.
+    decoder, decoder_channels, decoder_layers
+        See :func:`conv_autoencoder`.
 
     Returns
     -------
@@ -353,7 +394,9 @@ def _train_conv_autoencoder(images, *, n_latents, channels=(32, 32, 64, 64), hid
     dev = resolve_device(device)
     torch.manual_seed(seed)
     size = images.shape[1]
-    enc, dec = conv_autoencoder(size, n_latents, channels=channels, hidden=hidden)
+    enc, dec = conv_autoencoder(size, n_latents, channels=channels, hidden=hidden,
+                                decoder=decoder, decoder_channels=decoder_channels,
+                                decoder_layers=decoder_layers)
     enc.to(dev), dec.to(dev)
     Xt = torch.as_tensor(np.ascontiguousarray(np.moveaxis(images, -1, 1)), dtype=torch.float32,
                          device=dev)

@@ -12,6 +12,12 @@ factors of variation (the same kinds as Shapes3D's)::
     object_hue      8  hue of the object (saturation 0.9, value 0.95)
     background_hue  8  hue of the background (saturation 0.45, value 0.5: darker than any object)
 
+``style="disentanglement"`` renders the same factors with larger objects (radius 0.28 .. 0.42,
+centres 0.32 .. 0.68) and both hues on a non-wrapping arc (8 levels over 0 .. 0.66 of the hue
+circle instead of the whole circle), so that every ordered factor is an interval, not a
+circle; it is the data of ``actkit reproduce disentanglement`` (see :data:`STYLES`). The
+default style is the data of the shipped zoo and does not change.
+
 Rendering is pure numpy, vectorised over images, with 2x2 super-sampling for smooth edges.
 It is deterministic: the same factors give bitwise the same images on every machine, and
 :func:`render_shapes` with the same ``random_state`` gives the same dataset.
@@ -32,6 +38,7 @@ __all__ = [
     "FACTOR_NAMES",
     "FACTOR_SIZES",
     "SHAPE_NAMES",
+    "STYLES",
     "factor_values",
     "render_factors",
     "render_shapes",
@@ -53,34 +60,47 @@ FACTOR_SIZES: tuple[int, ...] = (4, 6, 8, 8, 8, 8, 8)
 #: Names of the values of the ``shape`` factor.
 SHAPE_NAMES: tuple[str, ...] = ("square", "ellipse", "triangle", "cross")
 
+#: Rendering styles: level values that differ from the default (the zoo's data).
+#: ``disentanglement``: larger objects and non-wrapping hues (the data of
+#: ``actkit reproduce disentanglement``; docs/reproduction.md says why).
+STYLES: dict[str, dict[str, tuple[float, float]]] = {
+    "default": {"scale": (0.13, 0.22), "position": (0.28, 0.72), "hue": (0.0, 1.0)},
+    "disentanglement": {"scale": (0.28, 0.42), "position": (0.32, 0.68), "hue": (0.0, 0.75)},
+}
+
 _CHUNK = 512  # images rendered at once (bounds memory: ~chunk * (2*size)^2 * 4 bytes per array)
 
 
-def factor_values(name: str) -> np.ndarray:
+def factor_values(name: str, *, style: str = "default") -> np.ndarray:
     """Physical value of each level of one factor.
 
     Parameters
     ----------
     name : str
         One of :data:`FACTOR_NAMES`.
+    style : str, default="default"
+        One of :data:`STYLES`.
 
     Returns
     -------
     values : ndarray of shape (n_levels,)
         ``shape``: the level index (see :data:`SHAPE_NAMES`); ``scale``: object radius as a
         fraction of the image side; ``orientation``: degrees; ``x_position``/``y_position``:
-        object centre as a fraction of the image side; hues: in [0, 1).
+        object centre as a fraction of the image side; hues: in [0, 1) (8 equal steps of
+        the style's hue arc, starting at its first end).
     """
+    st = _style(style)
     if name == "shape":
         return np.arange(4, dtype=np.float64)
     if name == "scale":
-        return np.linspace(0.13, 0.22, 6)
+        return np.linspace(*st["scale"], 6)
     if name == "orientation":
         return np.linspace(-40.0, 40.0, 8)
     if name in ("x_position", "y_position"):
-        return np.linspace(0.28, 0.72, 8)
+        return np.linspace(*st["position"], 8)
     if name in ("object_hue", "background_hue"):
-        return np.arange(8) / 8.0
+        lo, hi = st["hue"]
+        return lo + (hi - lo) * np.arange(8) / 8.0
     raise ValueError(f"unknown factor {name!r}; factors are {', '.join(FACTOR_NAMES)}")
 
 
@@ -138,7 +158,13 @@ def _masks(shape_idx: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.where(s == 0, square, np.where(s == 1, ellipse, np.where(s == 2, tri, cross)))
 
 
-def render_factors(factors, *, size: int = 32) -> np.ndarray:
+def _style(style):
+    if style not in STYLES:
+        raise ValueError(f"unknown style {style!r}; styles are {', '.join(STYLES)}")
+    return STYLES[style]
+
+
+def render_factors(factors, *, size: int = 32, style: str = "default") -> np.ndarray:
     """Render the images of given factor combinations.
 
     Parameters
@@ -147,12 +173,15 @@ def render_factors(factors, *, size: int = 32) -> np.ndarray:
         Level index of each factor, columns in :data:`FACTOR_NAMES` order.
     size : int, default=32
         Image height and width in pixels (>= 8).
+    style : str, default="default"
+        One of :data:`STYLES` (the level values of scale, position and hues).
 
     Returns
     -------
     images : ndarray of shape (n_samples, size, size, 3), uint8
         RGB images.
     """
+    _style(style)
     factors = np.asarray(factors)
     if factors.ndim != 2 or factors.shape[1] != len(FACTOR_NAMES):
         raise ValueError(
@@ -175,10 +204,10 @@ def render_factors(factors, *, size: int = 32) -> np.ndarray:
     out = np.empty((n, size, size, 3), dtype=np.uint8)
     ss = 2  # super-sampling per axis
     grid = (np.arange(size * ss, dtype=np.float32) + 0.5) / ss  # sub-pixel centres in pixels
-    scale_v = factor_values("scale")
-    orient_v = np.deg2rad(factor_values("orientation"))
-    pos_v = factor_values("x_position")
-    hue_v = factor_values("object_hue")
+    scale_v = factor_values("scale", style=style)
+    orient_v = np.deg2rad(factor_values("orientation", style=style))
+    pos_v = factor_values("x_position", style=style)
+    hue_v = factor_values("object_hue", style=style)
     for start in range(0, n, _CHUNK):
         f = factors[start : start + _CHUNK]
         m = len(f)
@@ -201,7 +230,7 @@ def render_factors(factors, *, size: int = 32) -> np.ndarray:
     return out
 
 
-def render_shapes(n: int, *, size: int = 32, random_state=None):
+def render_shapes(n: int, *, size: int = 32, random_state=None, style: str = "default"):
     """Render a random Shapes3D-like dataset with known factors.
 
     Each factor is drawn independently and uniformly over its levels (see
@@ -215,6 +244,8 @@ def render_shapes(n: int, *, size: int = 32, random_state=None):
         Image height and width in pixels (>= 8).
     random_state : int, numpy.random.Generator or None
         Seed of the factor draw; the same seed gives the same dataset, bitwise.
+    style : str, default="default"
+        One of :data:`STYLES`; the factor draw does not depend on it.
 
     Returns
     -------
@@ -225,8 +256,9 @@ def render_shapes(n: int, *, size: int = 32, random_state=None):
     factor_names : tuple of str
         :data:`FACTOR_NAMES`.
     """
+    _style(style)
     factors = sample_factors(n, random_state=random_state)
-    return render_factors(factors, size=size), factors, FACTOR_NAMES
+    return render_factors(factors, size=size, style=style), factors, FACTOR_NAMES
 
 
 def _check_n(n) -> int:
