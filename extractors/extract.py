@@ -519,7 +519,9 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
                 if time.monotonic() - last_checkpoint >= every or hi == n:
                     for buf in buffers.values():
                         buf.flush()
-                    writer.checkpoint(hi)
+                    # ``every`` is the user's interval (0: every batch): the store's own
+                    # throttle must not stretch it
+                    writer.checkpoint(hi, force=True)
                     last_checkpoint = time.monotonic()
     finally:
         bar.close()
