@@ -594,7 +594,9 @@ class ICAAlignment(_Alignment):
 
     def _sample_rows(self, n, fit_rows=None, k=None):
         rows = np.arange(n) if fit_rows is None else fit_rows
-        limit = ica_rows(self.max_fit_rows, k if self.n_components is None else self.n_components)
+        if k is not None:
+            k = _ica_components(self.n_components, k)
+        limit = ica_rows(self.max_fit_rows, k)
         if rows.size > limit:
             rng = np.random.default_rng(self.random_state)
             rows = np.sort(rng.choice(rows, limit, replace=False))
@@ -602,11 +604,7 @@ class ICAAlignment(_Alignment):
 
     def _fit(self, pair):
         m = pair.fit_pm
-        k = min(pair.a.d, pair.b.d)
-        if self.n_components is not None:
-            if not 1 <= int(self.n_components) <= k:
-                raise ValueError(f"n_components must be in [1, {k}], got {self.n_components}")
-            k = int(self.n_components)
+        k = _ica_components(self.n_components, min(pair.a.d, pair.b.d))
         params = {"fun": self.fun, "max_iter": self.max_iter, "tol": self.tol,
                   "device": str(self.device)}
         Ua, Ma, mu_a, _, it_a, conv_a = pair.a.ica(k, self.random_state, params)
@@ -627,6 +625,17 @@ class ICAAlignment(_Alignment):
         self.n_components_ = k
         # row convention: h(a) = (a - mu_A) Ua^T P Mb^T + mu_B
         return self._set(Ua.T @ P @ Mb.T, m.mean_x, m.mean_y)
+
+
+def _ica_components(n_components, k_max):
+    """ICA components to fit: ``n_components`` (an int in [1, k_max]) or ``k_max``."""
+    if n_components is None:
+        return int(k_max)
+    if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)) \
+            or not 1 <= n_components <= k_max:
+        raise ValueError(f"n_components must be an int in [1, {k_max}] (min(Da, Db)), "
+                         f"got {n_components!r}")
+    return int(n_components)
 
 
 def _source_sd(U, scatter):

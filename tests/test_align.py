@@ -305,6 +305,14 @@ def test_ica_rows_rule_and_warning():
     assert d["ica_fit_rows"] == 1600 and d["ica_rows_per_component"] == pytest.approx(1600 / 6, abs=0.01)
 
 
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "x", 7, True])
+def test_bad_n_components_is_one_clear_error(bad):
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(300, 4)), rng.normal(size=(300, 5))
+    with pytest.raises(ValueError, match=r"n_components must be an int in \[1, 4\]"):
+        compare(A, B, n_components=bad)
+
+
 def test_unavailable_device_fails_before_any_work():
     import torch
 
