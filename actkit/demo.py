@@ -173,6 +173,7 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         "quick", "seconds", "files": {...}}``; also written to ``out/report.json``.
     """
     import actkit
+    from actkit.report import compare_notes
 
     log = log or (lambda *_: None)
     t0 = time.perf_counter()
@@ -209,7 +210,7 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
                                  ica_max_iter=50 if quick else 200,
                                  ica_max_rows=2000 if quick else 10000)
         d = res.to_dict()
-        notes = _notes(caught, d)
+        notes = compare_notes(caught, d)
         for note in notes:
             log(f"[{i}/{len(pairs)}] {pair.name}: note: {note}")
         ours = {c: d.get(c) for c in COLUMNS}
@@ -244,21 +245,6 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
     tmp.write_text(json.dumps(report, indent=1, default=_jsonable) + "\n", encoding="utf-8")
     os.replace(tmp, json_path)
     return report
-
-
-def _notes(caught, d):
-    """compare's warnings as short notes (FastICA's per-side convergence warnings as one)."""
-    from sklearn.exceptions import ConvergenceWarning
-
-    notes = []
-    if d.get("ica_converged") is False:
-        notes.append(f"FastICA stopped at max_iter={d['ica_max_iter']} before tol on at least "
-                     f"one side")
-    for w in caught:
-        msg = str(w.message)
-        if not issubclass(w.category, ConvergenceWarning) and msg not in notes:
-            notes.append(msg)
-    return notes
 
 
 def _jsonable(x):

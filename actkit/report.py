@@ -24,6 +24,25 @@ __all__ = ["format_table", "format_matrix", "plot_compare", "plot_errors",
 _METHODS = ("permutation", "rigid", "linear", "ica")
 
 
+def compare_notes(caught, result=None):
+    """Short notes for what ``compare`` warned about, one per distinct message.
+
+    ``caught`` are the warnings recorded around one ``compare`` call; FastICA's per-side
+    ``ConvergenceWarning``s become one note from ``result`` (its ``to_dict()``), when given.
+    Used by ``actkit compare`` and ``actkit demo`` to print one line per note."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    notes = []
+    if result is not None and result.get("ica_converged") is False:
+        notes.append(f"FastICA did not converge within {result['ica_max_iter']} iterations on at "
+                     f"least one side; the ica error is not that of converged sources")
+    for w in caught:
+        msg = str(w.message)
+        if not issubclass(w.category, ConvergenceWarning) and msg not in notes:
+            notes.append(msg)
+    return notes
+
+
 def _value(res, key):
     d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
     v = d.get(key)

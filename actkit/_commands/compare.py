@@ -222,18 +222,12 @@ def _ica_rows_arg(text):
     return value
 
 
-def _note_warnings(caught, layer):
-    """One ``note:`` line on stderr per distinct warning of compare (FastICA's convergence
-    warnings excepted: they are summarised by the caller)."""
-    from sklearn.exceptions import ConvergenceWarning
+def _note_warnings(caught, layer, result=None):
+    """One ``note:`` line on stderr per note of :func:`actkit.report.compare_notes`."""
+    from actkit.report import compare_notes
 
-    seen = set()
-    for w in caught:
-        msg = str(w.message)
-        if issubclass(w.category, ConvergenceWarning) or msg in seen:
-            continue
-        seen.add(msg)
-        print(f"note: {layer}: {msg}", file=sys.stderr)
+    for note in compare_notes(caught, result):
+        print(f"note: {layer}: {note}", file=sys.stderr)
 
 
 def _run_stores(args, paths, methods, display=None):
@@ -280,11 +274,7 @@ def _run_stores(args, paths, methods, display=None):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")        # noted in one line below instead
                 res = actkit.compare(A, B, **_compare_kwargs(args, methods))
-            _note_warnings(caught, la)
-            if res.info.get("ica_converged") is False:
-                print(f"note: FastICA did not converge within {args.ica_max_iter} iterations on "
-                      f"{la}; its ica error is not that of converged sources (raise --ica-max-iter)",
-                      file=sys.stderr)
+            _note_warnings(caught, la, res.to_dict())
             results.append(res)
             labels.append(la if la == lb else f"{la} -> {lb}")
         print(format_table(results, labels, title=f"{display[0]} -> {display[1]}  "
