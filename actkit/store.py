@@ -4,19 +4,26 @@ This is the only module that knows the file layout (documented for plain h5py us
 ``docs/store-format.md``)::
 
     /                       attrs: actkit_format, complete, n_samples, created_at,
-                                   fingerprint, inputs_fingerprint, request (JSON),
-                                   request_hash, provenance (JSON), layer_order (JSON)
+                                   fingerprint, inputs_fingerprint, request_hash
+    /meta                   uint8: UTF-8 JSON of request, provenance, layer order, layer
+                            attributes, checksums of indices and params; attr sha256
     /provenance             attrs: one per provenance key (model id, revision, versions, ...)
     /layers/<name>/data     (rows, features) float32 | float16, row-major
     /layers/<name>/index    (rows, 2) int64: [sample, position]; position -1 = pooled row
+    /layers/<name>/checksums (blocks, 32) uint8: sha256 of each block of ``block_rows`` rows
     /params/<name>          fitted parameters and model matrices (mean, whitening_, unembedding)
+
+Every string attribute is fixed-length (nothing in HDF5's global heap, see
+:mod:`actkit._integrity`), and every h5py/HDF5 error on reading becomes a one-line
+:class:`~actkit.errors.StoreError` naming the file.
 
 Crash safety.  A store is written to ``<path>.partial`` with every dataset allocated at its
 final size when the file is created; afterwards the writer only overwrites raw data in place,
 so the file's metadata never changes while rows stream in and a ``kill -9`` can never leave an
 unreadable file.  After each batch, :meth:`StoreWriter.checkpoint` flushes the data and then
 atomically replaces ``<path>.progress.json`` (the resume cursor).  The identical request
-resumes from the cursor; :meth:`StoreWriter.finalize` flips ``complete`` and renames the
+resumes from the cursor; :meth:`StoreWriter.finalize` flips ``complete`` (in place: the
+attribute's bytes, never its header message) and renames the
 partial file onto ``<path>`` (a completed store only ever appears whole).  Files are
 bitwise reproducible: no HDF5 timestamps, and ``created_at`` honours ``SOURCE_DATE_EPOCH``.
 """
@@ -36,9 +43,12 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from actkit import _integrity as integrity
+from actkit._faults import fault
 from actkit.errors import LayerError, StoreError, StoreIncompleteError
 
-FORMAT = "actkit-store/1"
+FORMAT = "actkit-store/2"
+OLD_FORMATS = ("actkit-store/1",)
 PARTIAL_SUFFIX = ".partial"
 PROGRESS_SUFFIX = ".progress.json"
 _STORAGE_DTYPES = ("float32", "float16", "float64")
@@ -88,13 +98,20 @@ def _created_at() -> str:
 
 
 def _write_json_atomic(path: Path, obj: Mapping[str, Any], fsync: bool = False) -> None:
+    """Replace ``path`` by ``obj`` as JSON atomically; on failure (a full disk) no temporary
+    file is left and ``path`` keeps its old content."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(_json(dict(obj)))
-        fh.flush()
-        if fsync:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as fh:
+            fault("cursor-write")
+            fh.write(_json(dict(obj)))
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _read_json(path: Path) -> dict | None:
@@ -106,14 +123,9 @@ def _read_json(path: Path) -> dict | None:
 
 
 def _attr_value(value: Any):
-    """Provenance values as HDF5 attributes: scalars as-is, everything else as JSON."""
-    if value is None:
-        return "null"
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, float, str, np.integer, np.floating)):
-        return value
-    return _json(value)
+    """Provenance values as HDF5 attributes: numbers as-is, everything else as fixed-length
+    strings (JSON for containers)."""
+    return integrity.attr_value(value, _json)
 
 
 def _check_layer_name(name: str) -> None:
@@ -221,10 +233,15 @@ def create_store(
 
     # 1. an existing finished file at `path`
     if path.exists() and not overwrite:
-        existing = _existing_request_hash(path)
-        if existing == rhash:
+        existing = _existing_request(path)
+        if existing is not None and existing[0] == rhash:
             return StoreWriter._already_complete(path)
-        what = "a store made by a different command" if existing else "a file that is not an actkit store"
+        if existing is None:
+            what = "a file that is not an actkit store"
+        elif existing[0] == "old-format":
+            what = f"a store in an older format ({existing[1]})"
+        else:
+            what = f"a store of a different request ({describe_difference(full_request, existing[1])})"
         raise StoreError(f"{path} already holds {what}; pass --overwrite (overwrite=True) to replace it")
 
     # 2. an unfinished partial file
@@ -234,8 +251,10 @@ def create_store(
         if state is not None and state.get("request_hash") == rhash and not overwrite:
             return StoreWriter._resume(path, state)
         if state is not None and state.get("request_hash") != rhash and not overwrite:
+            theirs = _partial_request(partial)
+            detail = f" ({describe_difference(full_request, theirs)})" if theirs is not None else ""
             raise StoreError(
-                f"an unfinished store from a different command is at {partial}; rerun that "
+                f"an unfinished store of a different request is at {partial}{detail}; rerun that "
                 "command to finish it, or pass --overwrite to discard it"
             )
         # no cursor (killed while creating), or overwrite: start again
@@ -252,25 +271,47 @@ def create_store(
         else:
             idx = np.stack([np.arange(s.rows, dtype=np.int64), -np.ones(s.rows, np.int64)], 1)
         rows_index[s.name] = idx
+    param_arrays = {}
+    for key in sorted(params or {}):
+        arr = np.asarray(params[key])
+        if arr.dtype.kind not in "biuf":
+            raise StoreError(f"parameter {key!r} must be numeric, got {arr.dtype}")
+        param_arrays[key] = arr
 
     created_at = _created_at()
     prov = dict(provenance or {})
     fingerprint = hashlib.sha256(
         _json({"request_hash": rhash, "inputs": inputs_fingerprint, "created_at": created_at}).encode()
     ).hexdigest()
+    block_rows = {s.name: integrity.block_rows_for(s.features, np.dtype(s.dtype).itemsize) for s in specs}
+    meta = {
+        "actkit_format": FORMAT,
+        "n_samples": int(n_samples),
+        "created_at": created_at,
+        "fingerprint": fingerprint,
+        "inputs_fingerprint": inputs_fingerprint or "",
+        "request": full_request,
+        "request_hash": rhash,
+        "provenance": prov,
+        "layer_order": names,
+        "layers": {s.name: {"rows": int(s.rows), "features": int(s.features), "dtype": s.dtype,
+                            "attrs": json.loads(_json(s.attrs)), "block_rows": block_rows[s.name],
+                            "index_sha256": integrity.array_sha256(rows_index[s.name])} for s in specs},
+        "params_sha256": {k: integrity.array_sha256(v) for k, v in param_arrays.items()},
+        "checksum": integrity.CHECKSUM,
+    }
     h5py = _h5py()
+    fixed = integrity.fixed
     try:
         with h5py.File(partial, "w", libver="earliest", track_order=False) as f:
-            f.attrs["actkit_format"] = FORMAT
+            f.attrs["actkit_format"] = fixed(FORMAT)
             f.attrs["complete"] = False
             f.attrs["n_samples"] = np.int64(n_samples)
-            f.attrs["created_at"] = created_at
-            f.attrs["fingerprint"] = fingerprint
-            f.attrs["inputs_fingerprint"] = inputs_fingerprint or ""
-            f.attrs["request"] = _json(full_request)
-            f.attrs["request_hash"] = rhash
-            f.attrs["provenance"] = _json(prov)
-            f.attrs["layer_order"] = _json(names)
+            f.attrs["created_at"] = fixed(created_at)
+            f.attrs["fingerprint"] = fixed(fingerprint)
+            f.attrs["inputs_fingerprint"] = fixed(inputs_fingerprint or "")
+            f.attrs["request_hash"] = fixed(rhash)
+            integrity.write_meta(f, meta, _json)
             g = f.create_group("provenance")
             for key in sorted(prov):
                 g.attrs[key] = _attr_value(prov[key])
@@ -283,25 +324,66 @@ def create_store(
                     grp.attrs[key] = _attr_value(s.attrs[key])
                 _create_preallocated(grp, "data", (s.rows, s.features), np.dtype(s.dtype))
                 grp.create_dataset("index", data=rows_index[s.name])
+                sums = _create_preallocated(grp, "checksums",
+                                            (integrity.n_blocks(s.rows, block_rows[s.name]), integrity.CHECKSUM_BYTES),
+                                            np.dtype(np.uint8))
+                sums.attrs["block_rows"] = np.int64(block_rows[s.name])
             pg = f.create_group("params")
-            for key in sorted(params or {}):
-                arr = np.asarray(params[key])
-                if arr.dtype.kind not in "biuf":
-                    raise StoreError(f"parameter {key!r} must be numeric, got {arr.dtype}")
+            for key, arr in param_arrays.items():
                 pg.create_dataset(key, data=arr)
-    except BaseException:
+        fault("store-created")
+        state = {
+            "request_hash": rhash,
+            "n_samples": int(n_samples),
+            "samples_done": 0,
+            "rows_done": {s.name: 0 for s in specs},
+            "rows_total": {s.name: int(s.rows) for s in specs},
+            "compression": compression,
+        }
+        _write_json_atomic(progress, state)
+    except BaseException as exc:
         partial.unlink(missing_ok=True)
+        if integrity.is_disk_full(exc):
+            raise integrity.disk_full_error(partial, "creating the store") from None
         raise
-    state = {
-        "request_hash": rhash,
-        "n_samples": int(n_samples),
-        "samples_done": 0,
-        "rows_done": {s.name: 0 for s in specs},
-        "rows_total": {s.name: int(s.rows) for s in specs},
-        "compression": compression,
-    }
-    _write_json_atomic(progress, state)
     return StoreWriter._resume(path, state)
+
+
+#: request fields -> how the user names them (``describe_difference``)
+_FIELD_NAMES = {"model": "model", "weights_sha256": "model weights", "inputs_fingerprint": "inputs",
+                "n_samples": "number of samples", "preprocessing": "the model's preprocessing",
+                "source_fingerprint": "source store", "source": "source store path",
+                "compression": "--compression", "init_seed": "seed of randomly initialised weights"}
+
+
+def describe_difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str:
+    """Which fields of two requests differ, as the user names them: ``'--pool: none here,
+    mean in the store'`` (first three differences)."""
+    def flat(req):
+        out = {k: v for k, v in dict(req.get("request") or {}).items()}
+        out["compression"] = req.get("compression")
+        return out
+
+    def show(v):
+        if v is None:
+            return "none"
+        if isinstance(v, list) and all(isinstance(x, (str, int, float)) for x in v):
+            return ",".join(map(str, v))
+        if isinstance(v, (dict, list)):
+            return "other values"
+        return str(v)
+
+    a, b = flat(ours), flat(theirs)
+    diffs = []
+    for key in sorted(set(a) | set(b), key=lambda k: (k not in ("command", "model", "layers", "pool"), k)):
+        if a.get(key) != b.get(key):
+            name = _FIELD_NAMES.get(key, "--" + key.replace("_", "-"))
+            va, vb = show(a.get(key)), show(b.get(key))
+            diffs.append(f"{name}: {va} here, {vb} in the store" if va != vb else f"{name} differs")
+    if not diffs:
+        return "its request differs"
+    more = f", and {len(diffs) - 3} more" if len(diffs) > 3 else ""
+    return "; ".join(diffs[:3]) + more
 
 
 def _create_preallocated(group, name: str, shape: tuple[int, int], dtype: np.dtype):
@@ -318,21 +400,32 @@ def _free_space_check(parent: Path, specs, params) -> None:
     need += sum(np.asarray(v).nbytes for v in (params or {}).values())
     free = shutil.disk_usage(parent).free
     if need > free:
-        raise StoreError(
-            f"not enough disk space in {parent}: the store needs {need / 2**30:.2f} GiB, "
-            f"{free / 2**30:.2f} GiB free"
-        )
+        fmt = integrity.format_bytes
+        raise StoreError(f"not enough disk space in {parent}: the store needs {fmt(need)}, {fmt(free)} free")
 
 
-def _existing_request_hash(path: Path) -> str | None:
+def _existing_request(path: Path) -> tuple[str, Any] | None:
+    """``(request_hash, request)`` of the complete store at ``path``; ``("old-format",
+    format)`` for a store of an older format; None for anything else."""
     if not _looks_like_hdf5(path):
         return None
     try:
-        with _h5py().File(path, "r") as f:
-            if f.attrs.get("actkit_format") != FORMAT or not bool(f.attrs.get("complete")):
+        with _h5py().File(path, "r", locking=False) as f:
+            if integrity.is_variable_length_string(f.attrs, "actkit_format"):
+                return ("old-format", "actkit-store/1")
+            if _decode_attr(f.attrs.get("actkit_format")) != FORMAT or not bool(f.attrs.get("complete")):
                 return None
-            return str(f.attrs["request_hash"])
+            meta = integrity.read_meta(f, path)
+            return str(meta["request_hash"]), meta["request"]
     except Exception:  # unreadable file: treated as "not our store"
+        return None
+
+
+def _partial_request(partial: Path) -> dict | None:
+    try:
+        with _h5py().File(partial, "r", locking=False) as f:
+            return integrity.read_meta(f, partial)["request"]
+    except Exception:
         return None
 
 
@@ -349,6 +442,8 @@ class StoreWriter:
         Input samples already written (the resume point).
     rows_done : dict
         Rows already written, per layer.
+    resumed_from : int
+        Samples that were already written when this writer was opened (0 for a new store).
     """
 
     def __init__(self, path: Path, state: dict | None, complete: bool):
@@ -356,6 +451,7 @@ class StoreWriter:
         self.complete = complete
         self._state = state or {}
         self.samples_done = int(self._state.get("samples_done", 0))
+        self.resumed_from = self.samples_done
         self.rows_done = dict(self._state.get("rows_done", {}))
         self._rows_total = dict(self._state.get("rows_total", {}))
         self.n_samples = int(self._state.get("n_samples", 0))
@@ -364,14 +460,24 @@ class StoreWriter:
         self._committed = (self.samples_done, dict(self.rows_done))
         self._last_checkpoint = -float("inf")
         if not complete:
-            self._file = _open_h5(partial_path(path), "r+")
-            self._data = {name: self._file[f"layers/{name}/data"] for name in self._rows_total}
+            partial = partial_path(path)
+            self._file = _open_h5(partial, "r+")
+            with integrity.h5_errors(partial):
+                self._data = {name: self._file[f"layers/{name}/data"] for name in self._rows_total}
+                self._sums = {name: self._file[f"layers/{name}/checksums"] for name in self._rows_total}
+                self._hashers = {}
+                for name, ds in self._data.items():
+                    block_rows = int(self._sums[name].attrs["block_rows"])
+                    self._hashers[name] = integrity.BlockHasher(block_rows, ds.shape[1] * ds.dtype.itemsize,
+                                                                ds.shape[0])
 
     @classmethod
     def _already_complete(cls, path: Path) -> "StoreWriter":
         w = cls(path, None, complete=True)
-        with _h5py().File(path, "r") as f:
-            w.n_samples = w.samples_done = int(f.attrs["n_samples"])
+        with _h5py().File(path, "r", locking=False) as f:
+            w.n_samples = w.samples_done = w.resumed_from = int(f.attrs["n_samples"])
+        # a run killed between the rename and removing its cursor leaves the cursor behind
+        progress_path(path).unlink(missing_ok=True)
         return w
 
     @classmethod
@@ -382,8 +488,13 @@ class StoreWriter:
     def layers(self) -> list[str]:
         return list(self._rows_total)
 
+    def _writing(self, action: str):
+        """h5py/OS errors while writing: a full disk is one line, anything else as it is."""
+        return _WriteErrors(partial_path(self.path), action)
+
     def append(self, name: str, rows) -> None:
-        """Write ``rows`` (array of shape (r, features)) at layer ``name``'s row cursor."""
+        """Write ``rows`` (array of shape (r, features)) at layer ``name``'s row cursor, with
+        the checksums of the row blocks they complete."""
         self._require_open()
         try:
             ds = self._data[name]
@@ -398,7 +509,12 @@ class StoreWriter:
             raise ValueError(f"layer {name} holds {ds.shape[0]} rows; writing rows {start}:{stop}")
         if arr.shape[0]:
             arr = np.ascontiguousarray(arr, dtype=ds.dtype)
-            ds.write_direct(arr, dest_sel=np.s_[start:stop])
+            hasher = self._hashers[name]
+            with self._writing(f"writing rows of layer {name}"):
+                hasher.seek(start, lambda a, b: ds[a:b])
+                fault("rows")
+                ds.write_direct(arr, dest_sel=np.s_[start:stop])
+                integrity.write_digests(self._sums[name], hasher.update(arr))
         self.rows_done[name] = stop
 
     def write_rows(self, name: str, start: int, rows) -> None:
@@ -425,11 +541,13 @@ class StoreWriter:
         self._write_cursor()
 
     def _write_cursor(self) -> None:
-        self._file.flush()
-        done, rows = self._committed
-        self._state.update(samples_done=done, rows_done=rows)
-        _write_json_atomic(progress_path(self.path), self._state)
+        with self._writing("writing the resume cursor"):
+            self._file.flush()
+            done, rows = self._committed
+            self._state.update(samples_done=done, rows_done=rows)
+            _write_json_atomic(progress_path(self.path), self._state)
         self._last_checkpoint = time.monotonic()
+        fault("cursor")
 
     def finalize(self) -> Path:
         """Check every row was written, mark the store complete and move it into place."""
@@ -438,36 +556,59 @@ class StoreWriter:
         if missing:
             detail = ", ".join(f"{n}: {d}/{t}" for n, (d, t) in missing.items())
             raise StoreError(f"cannot finalise {self.path}: rows missing ({detail})")
-        self._file.attrs["complete"] = True
-        self._file.flush()
-        self._file.close()
-        self._file = None
         partial = partial_path(self.path)
-        compression = self._state.get("compression")
-        if compression:
-            tmp = Path(str(self.path) + ".repack")
-            _repack(partial, tmp, compression)
-            os.replace(tmp, self.path)
-            partial.unlink()
-        else:
-            os.replace(partial, self.path)
+        with self._writing("finishing the store"):
+            # in place: rewriting the attribute (h5py's ``attrs[...] =``) moves header messages,
+            # and a resumed finalisation would then differ from an uninterrupted one
+            self._file.attrs.modify("complete", True)
+            self._file.flush()
+            self._file.close()
+            self._file = None
+            fault("finalize")
+            compression = self._state.get("compression")
+            if compression:
+                tmp = Path(str(self.path) + ".repack")
+                try:
+                    _repack(partial, tmp, compression)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
+                os.replace(tmp, self.path)
+                partial.unlink()
+            else:
+                os.replace(partial, self.path)
+        fault("renamed")
         progress_path(self.path).unlink(missing_ok=True)
         self.complete = True
         return self.path
 
     def abort(self) -> None:
         """Close and delete the unfinished store (for commands that do not resume)."""
-        self.close()
+        self._file_close(write_cursor=False)
         partial_path(self.path).unlink(missing_ok=True)
         progress_path(self.path).unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Close without finalising (the partial store stays, ready to resume)."""
-        if self._file is not None:
-            if self._state:
+        """Close without finalising (the partial store stays, ready to resume).
+
+        Never raises: when the last cursor cannot be written (a full disk), the previous one
+        stays, which is consistent too (a few more batches are recomputed on resume).
+        """
+        self._file_close(write_cursor=True)
+
+    def _file_close(self, write_cursor: bool) -> None:
+        if self._file is None:
+            return
+        if write_cursor and self._state:
+            try:
                 self._write_cursor()  # the last consistent cursor, not half a batch
+            except Exception:
+                pass
+        try:
             self._file.close()
-            self._file = None
+        except Exception:
+            pass
+        self._file = None
 
     def _require_open(self):
         if self._file is None:
@@ -478,6 +619,21 @@ class StoreWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _WriteErrors:
+    """Context manager: a full disk (ENOSPC from HDF5 or the OS) becomes one StoreError."""
+
+    def __init__(self, path: Path, action: str):
+        self.path, self.action = path, action
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is not None and integrity.is_disk_full(exc):
+            raise integrity.disk_full_error(self.path, self.action) from None
+        return False
 
 
 def _repack(src: Path, dst: Path, compression: str) -> None:
@@ -520,9 +676,11 @@ class Layer:
     def __init__(self, store: "Store", name: str, rows: int | None = None):
         self.store = store
         self.name = name
-        self.dataset = store.file[f"layers/{name}/data"]
-        self._rows = self.dataset.shape[0] if rows is None else int(rows)
-        self.attrs = {k: _decode_attr(v) for k, v in store.file[f"layers/{name}"].attrs.items()}
+        with integrity.h5_errors(store.path):
+            self.dataset = store.file[f"layers/{name}/data"]
+            self._rows = self.dataset.shape[0] if rows is None else int(rows)
+        entry = store.meta["layers"][name]
+        self.attrs = {"rows": entry["rows"], "features": entry["features"], **entry["attrs"]}
 
     @property
     def dataset_path(self) -> str:
@@ -549,20 +707,23 @@ class Layer:
     @property
     def index(self) -> np.ndarray:
         """(rows, 2) int64 array of ``[sample, position]``; position -1 for pooled rows."""
-        return self.store.file[f"layers/{self.name}/index"][: self._rows]
+        with integrity.h5_errors(self.store.path):
+            return self.store.file[f"layers/{self.name}/index"][: self._rows]
 
     @property
     def groups(self) -> np.ndarray:
         """(rows,) int64 sample id of every row: rows of one input share a group."""
-        return self.store.file[f"layers/{self.name}/index"][: self._rows, 0]
+        with integrity.h5_errors(self.store.path):
+            return self.store.file[f"layers/{self.name}/index"][: self._rows, 0]
 
     def __getitem__(self, key):
         rows, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
         norm = self._normalise_rows(rows)
-        if isinstance(norm, _Reorder):
-            data = self.dataset[(norm.uniq, *rest)] if rest else self.dataset[norm.uniq]
-            return data[norm.inverse]
-        return self.dataset[(norm, *rest)] if rest else self.dataset[norm]
+        with integrity.h5_errors(self.store.path):
+            if isinstance(norm, _Reorder):
+                data = self.dataset[(norm.uniq, *rest)] if rest else self.dataset[norm.uniq]
+                return data[norm.inverse]
+            return self.dataset[(norm, *rest)] if rest else self.dataset[norm]
 
     def _normalise_rows(self, rows):
         n = self._rows
@@ -590,7 +751,8 @@ class Layer:
         return arr
 
     def __array__(self, dtype=None, copy=None):
-        out = self.dataset[: self._rows]
+        with integrity.h5_errors(self.store.path):
+            out = self.dataset[: self._rows]
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def to_numpy(self, dtype=None) -> np.ndarray:
@@ -603,7 +765,8 @@ class Layer:
         if block_rows is None:
             block_rows = default_block_rows(self.shape[1], self.dtype.itemsize)
         for s in range(start, stop, block_rows):
-            block = self.dataset[s : min(stop, s + block_rows)]
+            with integrity.h5_errors(self.store.path):
+                block = self.dataset[s : min(stop, s + block_rows)]
             yield s, (block if dtype is None else block.astype(dtype, copy=False))
 
 
@@ -643,47 +806,53 @@ class Store:
     provenance : dict
     params : dict of str -> ndarray
         Fitted parameters and model matrices (loaded on first access).
+    meta : dict
+        The checksummed metadata document (``/meta``).
     """
 
-    def __init__(self, path: Path, file, complete: bool, progress: dict | None):
+    def __init__(self, path: Path, file, complete: bool, progress: dict | None, meta: dict):
         self.path = Path(path)
         self.file = file
         self.complete = complete
         self.progress = progress
+        self.meta = meta
         self._params = None
-        order = json.loads(_decode_attr(file.attrs.get("layer_order", "[]")))
-        present = list(file["layers"]) if "layers" in file else []
-        self.layers = [n for n in order if n in present] + [n for n in present if n not in order]
+        order = list(meta.get("layer_order", []))
+        with integrity.h5_errors(self.path):
+            present = list(file["layers"]) if "layers" in file else []
+        self.layers = [n for n in order if n in present and n in meta.get("layers", {})]
 
     # --- metadata
     @property
     def attrs(self) -> dict:
-        return {k: _decode_attr(v) for k, v in self.file.attrs.items()}
+        keys = ("actkit_format", "n_samples", "created_at", "fingerprint", "inputs_fingerprint", "request_hash")
+        return {**{k: self.meta.get(k) for k in keys}, "complete": self.complete}
 
     @property
     def provenance(self) -> dict:
-        return json.loads(_decode_attr(self.file.attrs.get("provenance", "{}")))
+        return dict(self.meta.get("provenance", {}))
 
     @property
     def request(self) -> dict:
-        return json.loads(_decode_attr(self.file.attrs.get("request", "{}")))
+        return dict(self.meta.get("request", {}))
 
     @property
     def fingerprint(self) -> str:
-        return str(_decode_attr(self.file.attrs.get("fingerprint", "")))
+        return str(self.meta.get("fingerprint", ""))
 
     @property
     def inputs_fingerprint(self) -> str:
-        return str(_decode_attr(self.file.attrs.get("inputs_fingerprint", "")))
+        return str(self.meta.get("inputs_fingerprint", ""))
 
     @property
     def n_samples(self) -> int:
-        return int(self.file.attrs.get("n_samples", 0))
+        return int(self.meta.get("n_samples", 0))
 
     @property
     def params(self) -> dict[str, np.ndarray]:
         if self._params is None:
-            self._params = {k: v[()] for k, v in self.file["params"].items()} if "params" in self.file else {}
+            with integrity.h5_errors(self.path):
+                self._params = {k: v[()] for k, v in self.file["params"].items()} if "params" in self.file else {}
         return self._params
 
     # --- layers
@@ -704,6 +873,14 @@ class Store:
     def __len__(self):
         return len(self.layers)
 
+    def verify(self, on_progress=None) -> dict:
+        """Check every written row block, row index and parameter against its checksum.
+
+        Returns ``{"layers", "blocks", "bytes", "params"}`` (what was checked); raises
+        :class:`~actkit.errors.StoreError` naming the first block that does not match.
+        """
+        return integrity.verify_store(self, on_progress=on_progress)
+
     def info(self) -> dict:
         """The JSON-ready description printed by ``actkit info --json``."""
         layers = {}
@@ -717,17 +894,19 @@ class Store:
             }
             entry.update({k: v for k, v in layer.attrs.items() if k not in ("rows", "features")})
             layers[name] = entry
+        with integrity.h5_errors(self.path):
+            params = {k: {"dataset": f"/params/{k}", "shape": list(v.shape), "dtype": str(v.dtype)}
+                      for k, v in (self.file["params"].items() if "params" in self.file else [])}
         out = {
             "path": str(self.path),
-            "format": _decode_attr(self.file.attrs.get("actkit_format")),
+            "format": self.meta.get("actkit_format"),
             "complete": bool(self.complete),
             "n_samples": self.n_samples,
-            "created_at": _decode_attr(self.file.attrs.get("created_at")),
+            "created_at": self.meta.get("created_at"),
             "fingerprint": self.fingerprint,
             "inputs_fingerprint": self.inputs_fingerprint,
             "layers": layers,
-            "params": {k: {"dataset": f"/params/{k}", "shape": list(v.shape), "dtype": str(v.dtype)}
-                       for k, v in (self.file["params"].items() if "params" in self.file else [])},
+            "params": params,
             "provenance": self.provenance,
         }
         if self.progress is not None:
@@ -761,24 +940,39 @@ def _unknown(name: str, choices: Sequence[str], where: str) -> str:
     return f"unknown layer {name!r} in {where}{hint} (available: {shown})"
 
 
-def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False) -> Store:
+def unfinished_message(path: Path, progress: Mapping[str, Any] | None) -> str:
+    """``store X is not finished (3/10 samples written); rerun ...``: what every command says
+    about an unfinished store."""
+    progress = progress or {}
+    done, total = progress.get("samples_done", 0), progress.get("n_samples", "?")
+    return (f"store {path} is not finished ({done}/{total} samples written); rerun the command that "
+            "wrote it (the same command) to resume it")
+
+
+def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verify: bool = False) -> Store:
     """Open a store for reading.
 
     Parameters
     ----------
     path : str or Path
-        The store (``.h5``) as given to ``extract``/``whiten``/``ica``/...
+        The store (``.h5``) as given to ``extract``/``whiten``/``ica``/...; its unfinished
+        ``.h5.partial`` file names the same store.
     allow_incomplete : bool, default False
         Open a store that is still being written (or whose writer was killed): its layers
         then show only the rows written so far.  Without it such a store is refused with
         :class:`~actkit.errors.StoreIncompleteError`.
+    verify : bool, default False
+        Check every row block against its checksum first (:meth:`Store.verify`).
 
     Raises
     ------
     StoreError
-        Missing, non-HDF5, truncated or foreign files.
+        Missing, non-HDF5, truncated, corrupt or foreign files (one line naming the file,
+        for every h5py/HDF5 error); stores in an older format.
     """
     path = Path(path)
+    if path.name.endswith(PARTIAL_SUFFIX) and progress_path(str(path)[: -len(PARTIAL_SUFFIX)]).exists():
+        path = Path(str(path)[: -len(PARTIAL_SUFFIX)])
     partial = partial_path(path)
     progress = None
     target = path
@@ -788,11 +982,7 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False) -> St
         if partial.exists():
             progress = _read_json(progress_path(path)) or {}
             if not allow_incomplete:
-                done, total = progress.get("samples_done", 0), progress.get("n_samples", "?")
-                raise StoreIncompleteError(
-                    f"store {path} is not finished ({done}/{total} samples written); rerun the "
-                    "same command to resume it"
-                )
+                raise StoreIncompleteError(unfinished_message(path, progress))
             target = partial
         else:
             raise StoreError(f"no such store: {path}")
@@ -801,22 +991,35 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False) -> St
     h5py = _h5py()
     try:
         f = h5py.File(target, "r", locking=False)
-    except OSError:
-        raise StoreError(f"{target} is not a readable HDF5 file (truncated or corrupt)") from None
+    except Exception as exc:
+        raise StoreError(f"cannot read {target}: not a readable HDF5 file (truncated or corrupt)"
+                         f"{integrity._reason(exc)}") from None
     try:
-        fmt = _decode_attr(f.attrs.get("actkit_format"))
-        if fmt != FORMAT:
-            raise StoreError(f"{target} is an HDF5 file but not an actkit store (format {fmt!r})")
-        complete = bool(f.attrs.get("complete")) and target == path
-        if not complete and not allow_incomplete:
-            raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that wrote it")
-        # sanity: every layer readable
-        for name in f.get("layers", {}):
-            f[f"layers/{name}/data"].shape  # noqa: B018
+        with integrity.h5_errors(target):
+            if "actkit_format" not in f.attrs:
+                raise StoreError(f"{target} is an HDF5 file but not an actkit store (it has no actkit_format)")
+            if integrity.is_variable_length_string(f.attrs, "actkit_format"):
+                raise StoreError(f"{target} was written by an older actkit (store format actkit-store/1); "
+                                 "rerun the command that wrote it with --overwrite to rewrite it")
+            fmt = _decode_attr(f.attrs.get("actkit_format"))
+            if fmt != FORMAT:
+                raise StoreError(f"{target} is an HDF5 file but not an actkit store (format {fmt})")
+            meta = integrity.read_meta(f, target)
+            complete = bool(f.attrs.get("complete")) and target == path
+            if not complete and not allow_incomplete:
+                raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that "
+                                           "wrote it")
+            # sanity: every layer readable
+            for name in meta.get("layers", {}):
+                f[f"layers/{name}/data"].shape  # noqa: B018
+        store = Store(path, f, complete, progress, meta)
+        if verify:
+            store.verify()
     except StoreError:
         f.close()
         raise
-    except Exception:
+    except Exception as exc:
         f.close()
-        raise StoreError(f"{target} is not a readable actkit store (truncated or corrupt)") from None
-    return Store(path, f, complete, progress)
+        raise StoreError(f"cannot read {target}: not a readable actkit store (truncated or corrupt)"
+                         f"{integrity._reason(exc)}") from None
+    return store

@@ -78,7 +78,8 @@ def test_roundtrip_layers_index_params_provenance(tmp_path):
     # readable with plain h5py
     with h5py.File(p, "r") as f:
         assert f["layers/pooled/data"].shape == (10, 4)
-        assert f["provenance"].attrs["model"] == "m"
+        assert f["provenance"].attrs["model"] == b"m"  # fixed-length strings: no global heap
+        assert json.loads(f["meta"][()].tobytes())["provenance"]["model"] == "m"
     assert not partial_path(p).exists() and not progress_path(p).exists()
 
 
@@ -108,7 +109,7 @@ def test_rerun_is_noop_and_other_request_refused(tmp_path):
     _write(p)
     before = _sha(p)
     assert _write(p).complete
-    with pytest.raises(StoreError, match="different command.*--overwrite"):
+    with pytest.raises(StoreError, match=r"different request \(model: other here, m in the store\).*--overwrite"):
         _write(p, request={"model": "other"})
     assert _sha(p) == before
     _write(p, request={"model": "other"}, overwrite=True)
@@ -134,7 +135,7 @@ def test_half_written_batch_is_rewritten_on_resume(tmp_path, monkeypatch):
 def test_partial_from_other_request_refused(tmp_path):
     p = tmp_path / "s.h5"
     _write(p, stop_after=3)
-    with pytest.raises(StoreError, match="unfinished store from a different command"):
+    with pytest.raises(StoreError, match="unfinished store of a different request"):
         _write(p, request={"model": "other"})
 
 
