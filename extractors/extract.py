@@ -51,11 +51,18 @@ FINAL_HIDDEN = "final_hidden"
 _APPEND_BYTES = 16 * 2**20  # buffer rows per layer up to this size before writing
 _DIRECT_BYTES = 2**20  # blocks at least this big are written as they come
 
-#: Wall-clock seconds of the phases of the last :func:`extract` call in this process
-#: (``load``, ``prepare``, ``stream``, ``finalize``; ``stream_cpu``: CPU seconds of this
-#: process while streaming) and the samples streamed; read by the
-#: benchmark. Never written into the store (stores are bitwise reproducible).
+#: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
+#: ``"resumed"`` or ``"complete"``: already finished, nothing computed), ``resumed_from``
+#: and ``n_samples``; and the wall-clock seconds of its phases (``load``, ``prepare``,
+#: ``stream``, ``finalize``; ``stream_cpu``: CPU seconds of this process while streaming)
+#: and the samples streamed, read by the benchmark. Never written into the store (stores
+#: are bitwise reproducible).
 LAST_RUN: dict = {}
+
+#: Seed of weights a checkpoint does not hold (e.g. a ViT pooler): set before loading, so
+#: every run (and every resume) of a request sees the same random weights; recorded in the
+#: request as ``init_seed`` when there are any.
+INIT_SEED = 0
 
 
 @dataclass
@@ -83,7 +90,16 @@ class LayerPlan:
     module_type: str
 
 
-def _check_options(pool, batch_size, dtype, storage_dtype, compression):
+def _check_options(pool, batch_size, dtype, storage_dtype, compression, checkpoint_every=5.0):
+    import math
+
+    try:
+        every = float(checkpoint_every)
+    except (TypeError, ValueError):
+        every = -1.0
+    if not math.isfinite(every) or every < 0:
+        raise ActkitError(f"--checkpoint-every must be a number of seconds >= 0 (0: after every batch), "
+                          f"got {checkpoint_every}")
     if pool not in POOLS:
         raise ActkitError(f"unknown pool {pool!r}; choose one of {', '.join(POOLS)}")
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -364,21 +380,64 @@ def extract(
     >>> actkit.open_store(path)["gpt_neox.layers.3"].shape
     (n_tokens, 512)
     """
+    t0 = time.perf_counter()
+    LAST_RUN.clear()
+    store_dtype_name = _check_options(pool, batch_size, dtype, storage_dtype, compression, checkpoint_every)
+    batch_size = int(batch_size)
+    out = Path(out).expanduser()
+    check_output_path(out)
+    # warnings about the inputs and the model are said once, after the store says there is
+    # work to do (a rerun of a finished request computes nothing and warns about nothing)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prepared = _prepare(model, inputs, out, layers=layers, pool=pool, revision=revision,
+                            checkpoint=checkpoint, batch_size=batch_size, device=device, dtype=dtype,
+                            store_dtype_name=store_dtype_name, max_length=max_length,
+                            max_samples=max_samples, final_hidden=final_hidden, unembedding=unembedding,
+                            overwrite=overwrite, trust_remote_code=trust_remote_code,
+                            allow_pickle=allow_pickle, compression=compression)
+    adapter, data, writer, plans, names, extra, t_load = prepared
+    n = len(data)
+    LAST_RUN.update(n_samples=n, resumed_from=writer.resumed_from,
+                    outcome="complete" if writer.complete else "resumed" if writer.resumed_from else "written")
+    if writer.complete:
+        return out
+    seen = set()
+    for w in caught:
+        if str(w.message) not in seen:
+            seen.add(str(w.message))
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    t_prepare, c_prepare = time.perf_counter(), time.process_time()
+    start = writer.samples_done
+    try:
+        _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
+             progress, checkpoint_every)
+    except BaseException:
+        writer.close()  # the partial store and its cursor stay: the same command resumes
+        raise
+    t_stream, c_stream = time.perf_counter(), time.process_time()
+    path = writer.finalize()
+    LAST_RUN.update(load=t_load - t0, prepare=t_prepare - t_load, stream=t_stream - t_prepare,
+                    stream_cpu=c_stream - c_prepare,
+                    finalize=time.perf_counter() - t_stream, samples=n - start)
+    return path
+
+
+def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_size, device, dtype,
+             store_dtype_name, max_length, max_samples, final_hidden, unembedding, overwrite,
+             trust_remote_code, allow_pickle, compression):
+    """Everything before streaming: inputs, model, layers, row counts, the store."""
+    from actkit._faults import fault
     from actkit.store import LayerSpec, create_store
 
     from .inputs import inputs_fingerprint, read_inputs
     from .registry import load_model
 
-    t0 = time.perf_counter()
-    LAST_RUN.clear()
-    store_dtype_name = _check_options(pool, batch_size, dtype, storage_dtype, compression)
-    batch_size = int(batch_size)
-    out = Path(out).expanduser()
-    check_output_path(out)
     data = read_inputs(inputs, max_samples=max_samples)
     adapter = load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
-                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, init_seed=INIT_SEED)
     t_load = time.perf_counter()
+    fault("model-loaded")
     if data.kind != adapter.kind:
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
     if isinstance(layers, str):
@@ -396,7 +455,7 @@ def extract(
         hit = [k for k in random_init if k.startswith(path + ".")]
         if hit:
             warnings.warn(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
-                          f"initialised ({', '.join(hit[:3])})", stacklevel=2)
+                          f"initialised with seed {INIT_SEED}, the same in every run ({', '.join(hit[:3])})", stacklevel=2)
     if final_hidden:
         extra[FINAL_HIDDEN] = adapter.final_module()
         names.append(FINAL_HIDDEN)
@@ -448,6 +507,8 @@ def extract(
         "device": str(adapter.device),
         "unembedding": bool(unembedding),
     }
+    if random_init:
+        request["init_seed"] = INIT_SEED
     provenance = {
         **{k: v for k, v in adapter.info.items() if k != "versions"},
         "versions": adapter.info.get("versions"),
@@ -468,22 +529,7 @@ def extract(
     }
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
-    if writer.complete:
-        return out
-    t_prepare, c_prepare = time.perf_counter(), time.process_time()
-    start = writer.samples_done
-    try:
-        _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
-             progress, checkpoint_every)
-    except BaseException:
-        writer.close()  # the partial store and its cursor stay: the same command resumes
-        raise
-    t_stream, c_stream = time.perf_counter(), time.process_time()
-    path = writer.finalize()
-    LAST_RUN.update(load=t_load - t0, prepare=t_prepare - t_load, stream=t_stream - t_prepare,
-                    stream_cpu=c_stream - c_prepare,
-                    finalize=time.perf_counter() - t_stream, samples=n - start)
-    return path
+    return adapter, data, writer, plans, names, extra, t_load
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every):

@@ -41,6 +41,90 @@ def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _why(exc: BaseException, limit: int = 300) -> str:
+    """The error's text as ``": text"`` when it is short enough for one line, else nothing
+    (a message is never cut mid-word; ACTKIT_DEBUG=1 shows the whole traceback)."""
+    text = _short(exc)
+    return f": {text}" if len(text) <= limit else f" ({type(exc).__name__}; ACTKIT_DEBUG=1 shows details)"
+
+
+def _weights_error(where: str, exc: BaseException) -> ModelError | None:
+    """One line for weight files that are not what their name says, or that torch refuses."""
+    import pickle
+
+    text = _short(exc)
+    if type(exc).__name__ == "SafetensorError" or "header too large" in text or "HeaderTooLarge" in text:
+        return ModelError(f"cannot load {where}: a .safetensors file there is not valid safetensors "
+                          "(corrupt, or another format such as a pickle file renamed)")
+    if isinstance(exc, pickle.UnpicklingError) or "weights_only" in text:
+        return ModelError(f"cannot load {where}: torch refused a pickle weight file (it holds objects other "
+                          "than tensors, which could run code; actkit loads pickles only with weights_only)")
+    return None
+
+
+class _Offline(Exception):
+    """The hub cannot be reached (or HF_HUB_OFFLINE is set)."""
+
+
+def _hub_offline_reason() -> str | None:
+    """Why the Hugging Face hub is unusable now (``HF_HUB_OFFLINE``, or one failed connection),
+    or None when it answers. One request, 5 s at most: no retries."""
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    try:
+        urllib.request.urlopen(constants.ENDPOINT.rstrip("/") + "/api/models", timeout=5).close()
+    except urllib.error.HTTPError:  # it answered
+        return None
+    except (OSError, ValueError) as exc:
+        return f"no connection to {constants.ENDPOINT}: {_short(getattr(exc, 'reason', exc))}"
+    return None
+
+
+class _cache_only:
+    """Make huggingface_hub (and transformers, timm through it) use only the local cache."""
+
+    def __enter__(self):
+        from huggingface_hub import constants
+
+        self._before = constants.HF_HUB_OFFLINE
+        constants.HF_HUB_OFFLINE = True
+
+    def __exit__(self, *exc):
+        from huggingface_hub import constants
+
+        constants.HF_HUB_OFFLINE = self._before
+
+
+def _offline_error(spec: str, reason: str, timm: bool = False) -> ModelError:
+    alt = "--checkpoint FILE.safetensors, timm:local-dir:PATH" if timm else "a local model folder (save_pretrained)"
+    return ModelError(f"cannot load {spec}: it is not in the local Hugging Face cache and the hub cannot be "
+                      f"reached ({reason}); pass {alt}, or run once online to cache it")
+
+
+def _seeded(seed):
+    """Seed torch's RNG for the weights a checkpoint lacks, without touching the caller's."""
+    import contextlib
+
+    if seed is None:
+        return contextlib.nullcontext()
+    rng = torch.random.fork_rng(devices=[])
+
+    class _Ctx:
+        def __enter__(self):
+            rng.__enter__()
+            torch.manual_seed(int(seed))
+
+        def __exit__(self, *exc):
+            return rng.__exit__(*exc)
+
+    return _Ctx()
+
+
 def _looks_like_path(spec: str) -> bool:
     return (
         spec.startswith(("/", "./", "../", "~", "."))
@@ -59,6 +143,7 @@ def load_model(
     dtype: str = "float32",
     trust_remote_code: bool = False,
     allow_pickle: bool = False,
+    init_seed: int | None = None,
 ):
     """Load the model named by ``spec`` with its preprocessing.
 
@@ -75,6 +160,9 @@ def load_model(
         Torch device, e.g. ``"cpu"``, ``"cuda:0"``.
     dtype : {"float32", "float16", "bfloat16"}
         Compute dtype.
+    init_seed : int, optional
+        Seed of torch's RNG while the model is built, so weights the checkpoint does not
+        hold (a ViT pooler) are the same in every run; the caller's RNG state is kept.
 
     Returns
     -------
@@ -110,8 +198,10 @@ def load_model(
                 "pass --trust-remote-code if you trust it"
             )
         _check_safetensors_dir(path, allow_pickle)
-        return _load_hf(str(path), revision, dev, dtype, trust_remote_code, allow_pickle, local=path)
-    return _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local=None)
+        with _seeded(init_seed):
+            return _load_hf(str(path), revision, dev, dtype, trust_remote_code, allow_pickle, local=path)
+    with _seeded(init_seed):
+        return _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local=None)
 
 
 def _read_config(path: Path) -> dict:
@@ -157,6 +247,16 @@ def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
     hub_level = hub_logger.level
     hub_logger.setLevel(logging.ERROR)
     try:
+        if local is None:
+            try:
+                with _cache_only():  # cached: no network at all
+                    return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local,
+                                          offline=True)
+            except _Offline:
+                pass
+            reason = _hub_offline_reason()
+            if reason is not None:
+                raise _offline_error(spec, reason) from None
         return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
     finally:
         hub_logger.setLevel(hub_level)
@@ -164,7 +264,9 @@ def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
             hf_logging.enable_progress_bar()
 
 
-def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
+def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, offline=False):
+    """Load with transformers; ``offline``: from the cache only, raising :class:`_Offline`
+    when something is not cached."""
     import transformers
     from transformers import AutoConfig
 
@@ -175,12 +277,14 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         msg = _short(exc)
         if "trust_remote_code" in msg:
             raise _remote_code_error(spec) from None
+        if offline:
+            raise _Offline from None
         if local is None:
             raise ModelError(
                 f"cannot load model {spec!r}: not a local directory, and not found on the Hugging Face hub "
-                f"(unknown id or revision, or no network): {msg[:200]}"
+                f"(unknown id or revision){_why(exc)}"
             ) from None
-        raise ModelError(f"cannot load the model config in {where}: {msg[:200]}") from None
+        raise ModelError(f"cannot load the model config in {where}{_why(exc)}") from None
     archs = list(getattr(config, "architectures", None) or [])
     causal = any(a.endswith("ForCausalLM") for a in archs)
     vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
@@ -201,16 +305,21 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     hf_logging.set_verbosity_error()  # the load report lists e.g. MAE decoder weights; we warn ourselves
     try:
         model, loading = auto.from_pretrained(spec, output_loading_info=True, **kwargs)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - safetensors, pickle and hub errors have many types
         msg = _short(exc)
         if "trust_remote_code" in msg:
             raise _remote_code_error(spec) from None
+        special = _weights_error(where, exc)
+        if special is not None:
+            raise special from None
+        if offline and isinstance(exc, OSError):
+            raise _Offline from None
         if not allow_pickle and "safetensors" in msg.lower():
             raise ModelError(
                 f"model {spec} has no safetensors weights; pickle weights can run code when loaded. "
                 "Pass --allow-pickle if you trust them"
             ) from None
-        raise ModelError(f"cannot load model {spec}: {msg[:300]}") from None
+        raise ModelError(f"cannot load model {spec}{_why(exc)}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
     missing = sorted(loading.get("missing_keys") or [])
@@ -243,7 +352,9 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         try:
             processor = AutoImageProcessor.from_pretrained(spec, revision=revision)
         except (OSError, ValueError, KeyError) as exc:
-            raise ModelError(f"cannot load the image processor of {where}: {_short(exc)[:200]}") from None
+            if offline:
+                raise _Offline from None
+            raise ModelError(f"cannot load the image processor of {where}{_why(exc)}") from None
         return VisionAdapter(model=model, name=spec, device=dev, info=info, processor=processor,
                              dtype=DTYPES[dtype])
     from transformers import AutoTokenizer
@@ -253,7 +364,9 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"cannot load the tokenizer of {where}: {_short(exc)[:200]}") from None
+        if offline:
+            raise _Offline from None
+        raise ModelError(f"cannot load the tokenizer of {where}{_why(exc)}") from None
     return TextAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer, causal=causal)
 
 
@@ -298,8 +411,9 @@ def _load_timm(name, checkpoint, dev, dtype, allow_pickle):
             raise ActkitError("--checkpoint cannot be combined with a timm local directory")
         try:
             model = timm.create_model("local-dir:" + str(path), pretrained=True)
-        except (RuntimeError, ValueError, OSError, KeyError) as exc:
-            raise ModelError(f"cannot load timm model from {path}: {_short(exc)[:300]}") from None
+        except Exception as exc:  # noqa: BLE001 - safetensors errors are not OSErrors
+            raise (_weights_error(str(path), exc)
+                   or ModelError(f"cannot load timm model from {path}{_why(exc)}")) from None
         info.update(model=str(path), weights_sha256={p.name: sha256_file(p) for p in (safe or pickled)})
     else:
         base = name.split(".", 1)[0]
@@ -321,13 +435,7 @@ def _load_timm(name, checkpoint, dev, dtype, allow_pickle):
                 raise ModelError(f"checkpoint {ckpt} does not fit timm:{name}: {_short(exc)[:300]}") from None
             info.update(model=f"timm:{name}", checkpoint=str(ckpt), weights_sha256={ckpt.name: sha256_file(ckpt)})
         else:
-            try:
-                model = timm.create_model(name, pretrained=True)
-            except Exception as exc:  # network / cache errors come in many types
-                raise ModelError(
-                    f"cannot get pretrained weights for timm:{name} ({_short(exc)[:160]}); "
-                    "pass --checkpoint FILE.safetensors or use timm:local-dir:PATH"
-                ) from None
+            model = _timm_pretrained(timm, name)
             info.update(model=f"timm:{name}", weights_sha256={"state_dict": state_sha256(model)})
     model.eval().to(dev, DTYPES[dtype])
     info["model_class"] = type(model).__name__
@@ -344,7 +452,8 @@ def _read_checkpoint(path: Path, allow_pickle: bool) -> dict:
         try:
             return load_file(str(path), device="cpu")
         except Exception as exc:
-            raise ModelError(f"cannot read safetensors checkpoint {path}: {_short(exc)[:200]}") from None
+            raise (_weights_error(str(path), exc)
+                   or ModelError(f"cannot read safetensors checkpoint {path}{_why(exc)}")) from None
     if not allow_pickle:
         raise ModelError(
             f"checkpoint {path} is not safetensors; pickle checkpoints can run code when loaded. "
@@ -353,9 +462,30 @@ def _read_checkpoint(path: Path, allow_pickle: bool) -> dict:
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise ModelError(f"cannot read checkpoint {path}: {_short(exc)[:200]}") from None
+        raise (_weights_error(str(path), exc) or ModelError(f"cannot read checkpoint {path}{_why(exc)}")) from None
     for key in ("state_dict", "model", "state_dict_ema"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
             break
     return state
+
+
+def _timm_pretrained(timm, name):
+    """timm's own pretrained weights: from the cache without network, else one quick check
+    that the hub answers before timm's download (which retries for a minute when offline)."""
+    def create():
+        return timm.create_model(name, pretrained=True)
+
+    try:
+        with _cache_only():
+            return create()
+    except Exception:  # noqa: BLE001 - not cached (or not downloadable): see below
+        pass
+    reason = _hub_offline_reason()
+    if reason is not None:
+        raise _offline_error(f"timm:{name}", reason, timm=True) from None
+    try:
+        return create()
+    except Exception as exc:  # network / cache errors come in many types
+        raise ModelError(f"cannot get pretrained weights for timm:{name}{_why(exc, 200)}; pass --checkpoint "
+                         "FILE.safetensors or use timm:local-dir:PATH") from None

@@ -81,10 +81,14 @@ def test_unknown_model_and_missing_directory(text_file, tmp_path, capsys):
     base = ["--inputs", text_file, "--layers", "x", "--out", tmp_path / "x.h5"]
     assert "model directory not found" in _error(capsys, "extract", tmp_path / "no" / "model", *base)
     line = _error(capsys, "extract", "no-such-org/no-such-model-xyz", *base)
-    assert "cannot load model 'no-such-org/no-such-model-xyz'" in line
+    # offline (HF_HUB_OFFLINE=1 in the tests): one whole sentence saying what to do
+    assert line.endswith("(HF_HUB_OFFLINE is set); pass a local model folder (save_pretrained), "
+                         "or run once online to cache it")
+    assert "cannot load no-such-org/no-such-model-xyz: it is not in the local Hugging Face cache" in line
     assert "unknown timm model 'resnet_nope'" in _error(capsys, "extract", "timm:resnet_nope", *base)
     # timm:NAME without --checkpoint wants timm's pretrained weights: offline, a one-line error
-    assert "--checkpoint FILE.safetensors" in _error(capsys, "extract", "timm:resnet18", *base)
+    line = _error(capsys, "extract", "timm:resnet18", *base)
+    assert "--checkpoint FILE.safetensors" in line and line.endswith("or run once online to cache it")
     assert "model directory not found" in _error(capsys, "extract", f"timm:local-dir:{tmp_path}/nope", *base)
     (tmp_path / "noconfig").mkdir()
     assert "no config.json" in _error(capsys, "extract", tmp_path / "noconfig", *base)
