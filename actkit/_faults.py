@@ -5,6 +5,8 @@ named point in this process fail with ``ACTION``:
 
 ``kill``
     ``SIGKILL`` of this process (a real ``kill -9``: no cleanup, no ``finally``).
+``term``
+    ``SIGTERM`` to this process (what ``kill`` and schedulers send).
 ``enospc``
     ``OSError(ENOSPC)``, as a full disk gives it.
 
@@ -40,6 +42,8 @@ def fault(point: str) -> None:
         return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
     elif action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     else:  # pragma: no cover - a typo in a test

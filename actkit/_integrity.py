@@ -114,7 +114,7 @@ def h5_errors(path, action: str = "reading"):
     except StoreError:
         raise
     except FileNotFoundError:
-        raise StoreError(f"no such store: {path}") from None
+        raise StoreError(f"store {path} does not exist") from None
     except _H5_ERRORS as exc:
         if is_disk_full(exc):
             raise disk_full_error(path, action) from None

@@ -17,6 +17,7 @@ COMMANDS = [
     "extract",
     "layers",
     "info",
+    "verify",
     "whiten",
     "ica",
     "dictionary",
@@ -43,7 +44,64 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    for name, subparser in sub.choices.items():
+        subparser.formatter_class = HelpFormatter
+        _show_defaults(subparser)
     return parser
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps text to the terminal, except lines that start with a space (kept as written:
+    tables such as ``reproduce``'s list of experiments)."""
+
+    def _fill_text(self, text, width, indent):
+        out, para = [], []
+
+        def flush():
+            if para:
+                out.append(super(HelpFormatter, self)._fill_text(" ".join(para), width, indent))
+                para.clear()
+
+        for line in text.splitlines():
+            if line.startswith(" ") or not line.strip():
+                flush()
+                out.append(indent + line)
+            else:
+                para.append(line.strip())
+        flush()
+        return "\n".join(out)
+
+
+def _show_defaults(parser) -> None:
+    """Every option's help ends with its default (when it has one and does not say it)."""
+    for action in parser._actions:
+        if action.help in (None, argparse.SUPPRESS) or action.option_strings == [] and action.nargs in ("+", "*"):
+            continue
+        default = action.default
+        if default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._HelpAction):
+            continue
+        if "default" not in action.help.lower():
+            action.help += " (default: %(default)s)"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so the same cleanup runs."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings as ``actkit: warning: ...``, one line each, each distinct message once."""
+    text = " ".join(str(message).split())
+    if text in _SHOWN:
+        return
+    _SHOWN.add(text)
+    print(f"actkit: warning: {text}", file=sys.stderr if file is None else file)
+
+
+_SHOWN: set = set()
 
 
 def _user_errors():
@@ -63,10 +121,20 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    import signal
+    import warnings
+
+    resumable = "; rerun the same command to resume" if args.command in ("extract", "compare") else ""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         return int(args.func(args) or 0)
+    except Terminated:
+        print(f"actkit: terminated (SIGTERM){resumable}", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
-        print("actkit: interrupted", file=sys.stderr)
+        print(f"actkit: interrupted{resumable}", file=sys.stderr)
         return 130
     except _user_errors() as exc:
         if os.environ.get("ACTKIT_DEBUG"):
@@ -74,6 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"actkit: error: {message}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
+    finally:
+        warnings.showwarning = shown
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":  # pragma: no cover

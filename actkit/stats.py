@@ -76,6 +76,8 @@ def iter_row_blocks(X, block_rows: int | None = None, dtype=None, *, prefetch: b
         X = X.detach().cpu().numpy()
     if block_rows is None:
         block_rows = default_block_rows(int(X.shape[1]))
+    elif isinstance(block_rows, bool) or not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
+        raise ValueError(f"block_rows must be a positive integer, got {block_rows!r}")
     yield from _data.iter_blocks(X, block_rows=block_rows, dtype=dtype, prefetch=prefetch)
 
 

@@ -985,7 +985,7 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                 raise StoreIncompleteError(unfinished_message(path, progress))
             target = partial
         else:
-            raise StoreError(f"no such store: {path}")
+            raise StoreError(f"store {path} does not exist")
     if not _looks_like_hdf5(target):
         raise StoreError(f"{target} is not an HDF5 file")
     h5py = _h5py()

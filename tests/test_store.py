@@ -172,7 +172,7 @@ _write({str(p)!r}, n=300000, step=50)
 
 
 def test_bad_files(tmp_path):
-    with pytest.raises(StoreError, match="no such store"):
+    with pytest.raises(StoreError, match="missing.h5 does not exist"):
         open_store(tmp_path / "missing.h5")
     txt = tmp_path / "x.h5"
     txt.write_text("hello")

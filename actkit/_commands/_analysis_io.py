@@ -21,17 +21,30 @@ def add_common_arguments(p) -> None:
     p.add_argument("--out", required=True, metavar="OUT.h5", help="output store to write")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it holds another store")
     p.add_argument("--block-rows", type=int, default=None, help="rows read per block (default: ~32 MiB)")
+    add_verify_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
 
 
+def add_verify_argument(p) -> None:
+    p.add_argument("--verify", action="store_true",
+                   help="check the source store(s) against their checksums first (reads every row once)")
+
+
+def check_block_rows(value) -> None:
+    from actkit.errors import InputError
+
+    if value is not None and value < 1:
+        raise InputError(f"--block-rows must be a positive number of rows, got {value}")
+
+
 def open_layer(args):
-    """Open the source store and layer (one-line errors for missing/incomplete/unknown)."""
+    """Open the source store and layer (one-line errors for missing/incomplete/unknown/corrupt:
+    an unfinished source says how to resume it)."""
     import actkit
     from actkit.errors import InputError
 
-    if not os.path.exists(args.store):
-        raise InputError(f"store {args.store} does not exist")
-    store = actkit.open_store(args.store)
+    check_block_rows(args.block_rows)
+    store = actkit.open_store(args.store, verify=getattr(args, "verify", False))
     layer = store[args.layer]
     if len(layer) < 2:
         raise InputError(f"layer {args.layer} of {args.store} has {len(layer)} rows; need at least 2")
@@ -67,6 +80,7 @@ def write_derived(args, store, layer, *, transform, n_out, kind, params, setting
         What the fit reported (iterations, rank, errors...): provenance ``fit``.
     """
     import actkit
+    from actkit._faults import fault
     from actkit.stats import iter_row_blocks
     from actkit.store import LayerSpec, create_store
     from tqdm.auto import tqdm
@@ -105,6 +119,7 @@ def write_derived(args, store, layer, *, transform, n_out, kind, params, setting
             out = np.asarray(transform(block), dtype=np.float32)
             if not np.all(np.isfinite(out)):
                 raise ValueError(f"the {kind} output has non-finite values; check the input data")
+            fault("derived-rows")
             writer.append(args.layer, out)
             bar.update(len(block))
         bar.close()

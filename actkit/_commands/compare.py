@@ -71,6 +71,8 @@ def register(sub) -> None:
                         "stores' 'final_hidden' layer and 'unembedding' parameter, restricted "
                         "to these label (token) ids: comma-separated, or a file of ids")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--verify", action="store_true",
+                   help="check the stores against their checksums first (reads every row once)")
     p.set_defaults(func=run)
 
 
@@ -239,7 +241,7 @@ def _run_stores(args, paths, methods, display=None):
 
     display = display or paths
     with contextlib.ExitStack() as stack:
-        stores = [stack.enter_context(actkit.open_store(p)) for p in paths]
+        stores = [stack.enter_context(actkit.open_store(p, verify=args.verify)) for p in paths]
         _check_stores(stores, paths)
         if len(stores) > 2:
             pairs = _layer_pairs(args, stores[0], stores[1])

@@ -21,8 +21,8 @@ def register(sub) -> None:
                    help="none: a row per token/position; mean|last|cls: a row per sample (default: none)")
     p.add_argument("--revision", help="hub revision, e.g. step143000")
     p.add_argument("--checkpoint", help="weights file for timm:NAME (.safetensors)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-size", type=int, default=32, help="samples per forward pass")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu, cuda, cuda:1")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                    help="compute dtype (default float32)")
     p.add_argument("--storage-dtype", choices=["float32", "float16"], default=None,
@@ -33,7 +33,7 @@ def register(sub) -> None:
                    help="also store the final hidden state after the final norm (causal LMs)")
     p.add_argument("--unembedding", action="store_true",
                    help="store the unembedding (lm_head) matrix as the parameter 'unembedding'")
-    p.add_argument("--overwrite", action="store_true", help="replace a store made by a different command")
+    p.add_argument("--overwrite", action="store_true", help="replace a store made by a different request")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow models whose code comes from their repository")
     p.add_argument("--allow-pickle", action="store_true",
@@ -41,13 +41,16 @@ def register(sub) -> None:
     p.add_argument("--compression", choices=["gzip", "lzf"], default=None,
                    help="HDF5 compression (off by default: much slower writes)")
     p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="SECONDS",
-                   help="seconds between resume checkpoints (default 5)")
+                   help="seconds between resume checkpoints, 0 = after every batch (default 5)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    import sys
+
     from actkit._extract_api import extract
+    from extractors.extract import LAST_RUN
 
     path = extract(
         args.model, args.inputs, args.out, layers=args.layers, pool=args.pool, revision=args.revision,
@@ -58,5 +61,17 @@ def run(args) -> int:
         compression=args.compression, progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every,
     )
+    print(outcome_line(path, LAST_RUN), file=sys.stderr)
     print(path)
     return 0
+
+
+def outcome_line(path, run: dict) -> str:
+    """What extraction did, in words: written, resumed from N/M, or already complete."""
+    n = run.get("n_samples", "?")
+    outcome = run.get("outcome")
+    if outcome == "complete":
+        return f"{path} is already complete for this request ({n} samples); nothing to do"
+    if outcome == "resumed":
+        return f"resumed {path} from {run.get('resumed_from')}/{n} samples; it is complete now"
+    return f"wrote {path}: {n} samples"

@@ -9,6 +9,8 @@ def register(sub) -> None:
     p = sub.add_parser("info", help="describe a store: layers, shapes, provenance, completeness")
     p.add_argument("store", help="path to an actkit store (.h5)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--verify", action="store_true",
+                   help="also check every row block against its checksum (reads the whole store)")
     p.set_defaults(func=run)
 
 
@@ -17,6 +19,11 @@ def run(args) -> int:
 
     with open_store(args.store, allow_incomplete=True) as store:
         info = store.info()
+        if args.verify:
+            from actkit._commands.verify import verify_report
+
+            verified = verify_report(store, quiet=args.json)
+            info["verified"] = True
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=False, default=str))
         return 0
@@ -28,7 +35,7 @@ def run(args) -> int:
     print(f"  samples: {info['n_samples']}   created: {info['created_at']}")
     prov = info["provenance"]
     for key in ("model", "revision", "pool", "inputs", "source_store"):
-        if key in prov:
+        if prov.get(key) is not None:
             print(f"  {key}: {prov[key]}")
     print(f"  inputs fingerprint: {info['inputs_fingerprint'][:16]}")
     width = max([len(n) for n in info["layers"]] + [5])
@@ -38,4 +45,6 @@ def run(args) -> int:
         print(f"  {name.ljust(width)}  {rows:>10}  {feats:>8}  {layer['dtype']}")
     if info["params"]:
         print("  params: " + ", ".join(f"{k} {tuple(v['shape'])}" for k, v in info["params"].items()))
+    if args.verify:
+        print("  " + verified)
     return 0
