@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
+    _SHOWN.clear()
     try:
         return int(args.func(args) or 0)
     except Terminated:

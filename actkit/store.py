@@ -477,7 +477,9 @@ class StoreWriter:
         with _h5py().File(path, "r", locking=False) as f:
             w.n_samples = w.samples_done = w.resumed_from = int(f.attrs["n_samples"])
         # a run killed between the rename and removing its cursor leaves the cursor behind
-        progress_path(path).unlink(missing_ok=True)
+        progress = progress_path(path)
+        progress.unlink(missing_ok=True)
+        progress.with_name(progress.name + ".tmp").unlink(missing_ok=True)
         return w
 
     @classmethod
@@ -578,7 +580,9 @@ class StoreWriter:
             else:
                 os.replace(partial, self.path)
         fault("renamed")
-        progress_path(self.path).unlink(missing_ok=True)
+        progress = progress_path(self.path)
+        progress.unlink(missing_ok=True)
+        progress.with_name(progress.name + ".tmp").unlink(missing_ok=True)  # left by a kill mid-write
         self.complete = True
         return self.path
 
@@ -1009,9 +1013,17 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
             if not complete and not allow_incomplete:
                 raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that "
                                            "wrote it")
-            # sanity: every layer readable
-            for name in meta.get("layers", {}):
-                f[f"layers/{name}/data"].shape  # noqa: B018
+            # sanity: every layer there, with the shape and dtype the checksummed metadata says
+            for name, entry in meta.get("layers", {}).items():
+                rows, feats = int(entry["rows"]), int(entry["features"])
+                shapes = {"data": ((rows, feats), np.dtype(entry["dtype"])), "index": ((rows, 2), np.dtype(np.int64)),
+                          "checksums": ((integrity.n_blocks(rows, entry["block_rows"]), integrity.CHECKSUM_BYTES),
+                                        np.dtype(np.uint8))}
+                for key, (shape, dtype) in shapes.items():
+                    ds = f[f"layers/{name}/{key}"]
+                    if ds.shape != shape or ds.dtype != dtype:
+                        raise StoreError(f"cannot read {target}: the file is corrupt (/layers/{name}/{key} has "
+                                         f"shape {ds.shape} {ds.dtype}, its metadata says {shape} {dtype})")
         store = Store(path, f, complete, progress, meta)
         if verify:
             store.verify()
