@@ -173,7 +173,7 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         "quick", "seconds", "files": {...}}``; also written to ``out/report.json``.
     """
     import actkit
-    from actkit.report import compare_notes
+    from actkit.report import compare_notes, library_versions
 
     log = log or (lambda *_: None)
     t0 = time.perf_counter()
@@ -234,7 +234,7 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         "columns": list(COLUMNS),
         "conventions": {k: v for k, v in rows[0]["compare"].items() if k.startswith("convention")},
         "seconds": round(time.perf_counter() - t0, 1),
-        "versions": {"actkit": actkit.__version__},
+        "versions": {**library_versions(), "actkit": actkit.__version__},
     }
     fig_path = out / "table1.png"
     plot_demo(report, fig_path)

@@ -22,6 +22,21 @@ __all__ = ["format_table", "format_matrix", "plot_compare", "plot_errors",
            "plot_source_correlation", "plot_matrix"]
 
 _METHODS = ("permutation", "rigid", "linear", "ica")
+_VERSIONED = ("actkit", "numpy", "scipy", "scikit-learn", "torch", "transformers", "timm", "h5py", "matplotlib")
+
+
+def library_versions() -> dict:
+    """Installed versions of actkit and the libraries that shape its numbers (``None`` for a
+    library that is not installed), from package metadata (nothing is imported)."""
+    from importlib import metadata
+
+    out = {}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 def compare_notes(caught, result=None):

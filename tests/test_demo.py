@@ -29,6 +29,10 @@ def test_demo_quick_fills_every_row_and_column(demo_run):
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     assert report["quick"] is True
+    from importlib.metadata import version  # the versions the numbers came from
+
+    for lib in ("numpy", "scikit-learn", "torch", "actkit"):
+        assert report["versions"][lib] == version(lib)
     names = [r["name"] for r in report["rows"]]
     assert names == ["Pythia-tiny seed0->seed1", "MAE-tiny seed0->seed1",
                      "ResNet-tiny seed0->seed1", "ViT-tiny seed0->seed1"]
