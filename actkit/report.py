@@ -160,23 +160,40 @@ def _plt():
 
 
 def plot_errors(results, labels=None, ax=None):
-    """Held-out error of each method (lines) for each compared pair / layer (x axis)."""
+    """Held-out error of each method for each compared pair / layer.
+
+    Several pairs: one line per method across the pairs (x axis, in the given order, e.g. by
+    depth). One pair: one bar per method with its value written on it (a line needs two
+    points)."""
     plt = _plt()
     results = list(results)
     labels = _labels(results, labels)
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4, 1.2 * len(results) + 2), 3.5))
-    x = np.arange(len(results))
-    for m, marker in zip(_METHODS, "osD^"):
-        y = [_value(r, m) for r in results]
-        ax.plot(x, y, marker=marker, label=m)
-    ax.set_xticks(x)
-    ax.set_xticklabels(labels, rotation=30 if len(results) > 3 else 0, ha="right" if len(results) > 3 else "center",
-                       fontsize=8)
+    if len(results) == 1:
+        values = [_value(results[0], m) for m in _METHODS]
+        shown = [(m, v) for m, v in zip(_METHODS, values) if v is not None and np.isfinite(v)]
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        x = np.arange(len(shown))
+        bars = ax.bar(x, [v for _, v in shown], color=[colors[_METHODS.index(m)] for m, _ in shown])
+        ax.bar_label(bars, labels=[_fmt(v) for _, v in shown], fontsize=8, padding=2)
+        ax.set_xticks(x)
+        ax.set_xticklabels([m for m, _ in shown])
+        ax.set_xlabel(labels[0], fontsize=8)
+        ax.margins(y=0.15)
+    else:
+        x = np.arange(len(results))
+        for m, marker in zip(_METHODS, "osD^"):
+            y = [_value(r, m) for r in results]
+            y = [np.nan if v is None else v for v in y]
+            ax.plot(x, y, marker=marker, label=m)
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels, rotation=30 if len(results) > 3 else 0,
+                           ha="right" if len(results) > 3 else "center", fontsize=8)
+        ax.legend(fontsize=8, title="alignment", title_fontsize=8)
     ax.set_ylabel("held-out error / diam(B)")
     ax.set_ylim(bottom=0)
-    ax.set_title("alignment error per method")
-    ax.legend(fontsize=8)
+    ax.set_title("alignment error per method (lower: more alike)", fontsize=9)
     return ax
 
 
@@ -191,8 +208,12 @@ def plot_source_correlation(result, ax=None, *, max_components=64, title=None):
         ax.set_axis_off()
         return ax
     C = np.abs(C[:max_components, :max_components])
+    from matplotlib.ticker import MaxNLocator
+
     im = ax.imshow(C, vmin=0, vmax=1, cmap="viridis", interpolation="nearest")
-    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04).set_label("|correlation|", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # sources are numbered, not continuous
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("source of B (matched order)")
     ax.set_ylabel("source of A")
     k = result.source_correlation.shape[0]
@@ -210,15 +231,19 @@ def plot_matrix(matrix, labels=None, *, metric="", ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(1 + 0.8 * K, 0.8 * K + 0.8))
     im = ax.imshow(matrix, cmap="viridis", interpolation="nearest")
-    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04).set_label(metric.split(" [")[0] or "value", fontsize=8)
     ax.set_xticks(range(K))
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(K))
     ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel("B", fontsize=8)
+    ax.set_ylabel("A", fontsize=8)
     for i in range(K):
         for j in range(K):
             if np.isfinite(matrix[i, j]):
-                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7, color="w")
+                dark = im.norm(matrix[i, j]) > 0.6  # viridis is light at the top: dark text there
+                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="k" if dark else "w")
     ax.set_title(metric)
     return ax
 

@@ -122,24 +122,31 @@ def _plot(result, out):
     plt = pyplot()
     ce = [r for r in result.rows if r["part"] == "counterexample"]
     tr = [r for r in result.rows if r["part"] == "trained"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), layout="constrained")
     rho = [r["rho"] for r in ce]
-    axes[0].semilogy(rho, [max(r["d_kl"], 1e-12) for r in ce], marker="o", label="d_KL")
+    # (a) the KL divergence vanishes as rho grows ...
+    axes[0].semilogy(rho, [max(r["d_kl"], 1e-12) for r in ce], marker="o", c="C0", label="d_KL")
     axes[0].set_xlabel("unembedding norm rho")
-    axes[0].set_ylabel("d_KL (log)")
-    ax2 = axes[0].twinx()
-    ax2.plot(rho, [r["mean_cca"] for r in ce], c="C1", marker="s", label="mean CCA")
-    ax2.plot(rho, [r["d_svd_f"] for r in ce], c="C2", marker="^", label="d_SVD (f)")
-    ax2.set_ylim(-0.05, 1.05)
-    ax2.legend(loc="center right", fontsize=8)
-    axes[0].set_title("KL counterexample", fontsize=9)
+    axes[0].set_ylabel("d_KL (log scale)")
+    axes[0].legend(fontsize=8)
+    axes[0].set_title("(a) counterexample: KL -> 0 as rho grows", fontsize=9)
+    # (b) ... while the representations stay as different as they can be
+    axes[1].plot(rho, [r["mean_cca"] for r in ce], c="C1", marker="s", label="mean CCA (1 = same)")
+    axes[1].plot(rho, [r["d_svd_f"] for r in ce], c="C2", marker="^", label="d_SVD of f (0 = same)")
+    axes[1].set_ylim(-0.05, 1.05)
+    axes[1].set_xlabel("unembedding norm rho")
+    axes[1].set_ylabel("similarity / distance")
+    axes[1].legend(fontsize=8, loc="center right")
+    axes[1].set_title("(b) ... yet the representations differ", fontsize=9)
+    # (c) trained models: the measured distance stays under the d_LLV bound
     x = np.arange(len(tr))
-    axes[1].bar(x - 0.2, [max(r["d_svd_f"], r["d_svd_g"]) for r in tr], 0.4,
-                label="max d_SVD")
-    axes[1].bar(x + 0.2, [r["bound"] for r in tr], 0.4, label="2 M d_LLV")
-    axes[1].set_xticks(x, [r["setting"] for r in tr])
-    axes[1].set_yscale("log")
-    axes[1].legend(fontsize=8)
-    axes[1].set_title("trained softmax models (two seeds each)", fontsize=9)
+    axes[2].bar(x - 0.2, [max(r["d_svd_f"], r["d_svd_g"]) for r in tr], 0.4,
+                label="max(d_SVD f, d_SVD g)")
+    axes[2].bar(x + 0.2, [r["bound"] for r in tr], 0.4, label="bound 2 M d_LLV")
+    axes[2].set_xticks(x, [r["setting"] for r in tr])
+    axes[2].set_yscale("log")
+    axes[2].set_ylabel("distance (log scale)")
+    axes[2].legend(fontsize=8)
+    axes[2].set_title("(c) trained softmax models (two seeds each): d_SVD <= bound", fontsize=9)
     fig.suptitle(TITLE, fontsize=9)
     return [save_figure(fig, out / f"{NAME}.png")]
