@@ -130,8 +130,10 @@ def _plot(result, out):
         axes[0].errorbar(L, [r[key] for r in rows], yerr=[r[key + "_sd"] for r in rows],
                          marker="o", capsize=3, label=label)
     axes[0].set_ylabel("rigid alignment error (l2 / diameter)")
-    axes[0].legend()
+    axes[0].legend(title="mean +- sd over seeds", title_fontsize=8, fontsize=8)
+    axes[0].set_title("identifiability error (lower: better)", fontsize=9)
     axes[1].plot(L, [r["ica_mcc"] for r in rows], marker="o")
+    axes[1].set_title("sources recovered by ICA (MCC, higher: better)", fontsize=9)
     for ax in axes:
         ax.set_xscale("symlog", linthresh=1.0)
         ax.set_xlabel("bi-Lipschitz constant L (nominal, symlog)")
