@@ -356,6 +356,10 @@ _FIELD_NAMES = {"model": "model", "weights_sha256": "model weights", "inputs_fin
                 "compression": "--compression", "init_seed": "seed of randomly initialised weights"}
 
 
+#: request fields that are hashes or large documents: named, not shown
+_OPAQUE = ("inputs_fingerprint", "weights_sha256", "source_fingerprint", "preprocessing")
+
+
 def describe_difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str:
     """Which fields of two requests differ, as the user names them: ``'--pool: none here,
     mean in the store'`` (first three differences)."""
@@ -375,14 +379,20 @@ def describe_difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> s
 
     a, b = flat(ours), flat(theirs)
     diffs = []
-    for key in sorted(set(a) | set(b), key=lambda k: (k not in ("command", "model", "layers", "pool"), k)):
+    first = ("command", "model", "layers", "pool")
+    for key in sorted(set(a) | set(b), key=lambda k: (k in _OPAQUE, k not in first, k)):
         if a.get(key) != b.get(key):
             name = _FIELD_NAMES.get(key, "--" + key.replace("_", "-"))
             va, vb = show(a.get(key)), show(b.get(key))
-            diffs.append(f"{name}: {va} here, {vb} in the store" if va != vb else f"{name} differs")
+            if key in _OPAQUE or va == vb:
+                diffs.append(f"{name}: differ" if name.endswith("s") else f"{name}: differs")
+            else:
+                diffs.append(f"{name}: {va} here, {vb} in the store")
     if not diffs:
         return "its request differs"
-    more = f", and {len(diffs) - 3} more" if len(diffs) > 3 else ""
+    more = ""
+    if len(diffs) > 3:
+        more = f"; and {', '.join(d.split(':')[0] for d in diffs[3:])}"
     return "; ".join(diffs[:3]) + more
 
 

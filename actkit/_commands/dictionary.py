@@ -16,12 +16,13 @@ def register(sub) -> None:
                                    "and write every row's code and the dictionary to OUT.")
     add_common_arguments(p)
     p.add_argument("--n-atoms", type=int, required=True, help="number of atoms")
-    p.add_argument("--code", choices=["topk", "l1"], default="topk")
+    p.add_argument("--code", choices=["topk", "l1"], default="topk",
+                   help="sparse code: topk keeps the k largest responses, l1 solves a lasso per row")
     p.add_argument("--k", type=int, default=None, help="active atoms per row (topk; default features/10)")
     p.add_argument("--alpha", type=float, default=None, help="L1 penalty (l1; default 1.0)")
     p.add_argument("--positive", action="store_true", help="non-negative codes")
     p.add_argument("--n-epochs", type=int, default=1, help="passes over all rows after the warm-up")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random_state of the dictionary (initial atoms, row subsample)")
     p.add_argument("--device", default="cpu", help="torch device of the code/statistics steps, e.g. cuda")
     p.set_defaults(func=run)
 

@@ -20,10 +20,13 @@ def register(sub) -> None:
     p.add_argument("--n-components", type=int, default=None, help="number of sources (default: all)")
     p.add_argument("--fit-rows", type=int, default=None,
                    help="fit on this many random rows (default: all rows, streaming)")
-    p.add_argument("--algorithm", choices=["parallel", "deflation"], default="parallel")
+    p.add_argument("--algorithm", choices=["parallel", "deflation"], default="parallel",
+                   help="parallel: all sources at once (Picard-O solver); deflation: one after another")
     p.add_argument("--fun", choices=["logcosh", "exp", "cube"], default="logcosh", help="contrast function")
-    p.add_argument("--max-iter", type=int, default=200)
-    p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--max-iter", type=int, default=200, help="FastICA iterations at most")
+    p.add_argument("--tol", type=float, default=1e-4,
+                   help="parallel: stop when the largest gradient entry is below this; deflation: "
+                        "sklearn's |<w_new, w>| - 1 criterion")
     p.add_argument("--seed", type=int, default=0, help="random_state of FastICA and of --fit-rows")
     p.add_argument("--device", default="cpu", help="torch device of the solver, e.g. cuda")
     p.set_defaults(func=run)

@@ -16,8 +16,10 @@ def register(sub) -> None:
     p.add_argument("--inputs", help="probe on the first sample of these inputs instead of a dummy input")
     p.add_argument("--revision", help="hub revision")
     p.add_argument("--checkpoint", help="weights file for timm:NAME (.safetensors)")
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--allow-pickle", action="store_true")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow models whose code comes from their repository")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="allow pickle weight files (.bin/.pt), which can run code when loaded")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
