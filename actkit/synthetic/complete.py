@@ -272,35 +272,46 @@ def run(*, quick=False, device="cpu", random_state=0):
 
 
 def _plot(result, out):
+    from matplotlib.ticker import MaxNLocator
+
     plt = pyplot()
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.3))
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.5))
     sweep = [r for r in result.rows if r["regime"] in ("complete", "undercomplete")]
     ax = axes[0]
-    for r in sweep:
+    for i, r in enumerate(sweep):
         ax.plot([r["width"]] * len(r["linear_r2_per_seed"]), r["linear_r2_per_seed"], "k.",
-                alpha=0.5)
-    ax.plot([r["width"] for r in sweep], [r["linear_r2"] for r in sweep], marker="o")
-    ax.axvline(result.settings["n_latents"] - 0.5, ls="--", c="gray")
+                alpha=0.5, label="per seed" if i == 0 else None)
+    ax.plot([r["width"] for r in sweep], [r["linear_r2"] for r in sweep], marker="o", label="mean")
+    n_latents = result.settings["n_latents"]
+    ax.axvline(n_latents - 0.5, ls="--", c="gray", label=f"complete from M = {n_latents}")
     ax.set_xlabel("representation width M")
     ax.set_ylabel("linear identifiability R^2")
     ax.set_ylim(0, 1.02)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("latents linearly decodable", fontsize=9)
     gm = result.extra["grandmother"]
     ax = axes[1]
     n = len(gm["unconstrained"]["fraction_tuned_per_seed"])
     for i, label in enumerate(("unconstrained", "relu+energy")):
-        ax.bar(np.arange(n) + (i - 0.5) * 0.4, gm[label]["fraction_tuned_per_seed"], 0.4,
-               label=label)
+        values = gm[label]["fraction_tuned_per_seed"]
+        bars = ax.bar(np.arange(n) + (i - 0.5) * 0.4, values, 0.4, label=label)
+        ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], fontsize=7, padding=1)  # zeros show as 0.00
+    ax.set_xticks(np.arange(n))
     ax.set_xlabel("seed")
     ax.set_ylabel("fraction of tuned units")
-    ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=7)
+    ax.set_ylim(0, 1.1)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title("grandmother cells", fontsize=9)
     for ax, label in zip(axes[2:], ("unconstrained", "relu+energy")):
         im = ax.imshow(np.asarray(gm[label]["corr_seed0"]), vmin=0, vmax=1, cmap="viridis",
                        aspect="auto")
         ax.set_title(f"{label} (seed 0): |corr|", fontsize=9)
         ax.set_xlabel("latent")
         ax.set_ylabel("unit")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.colorbar(im, ax=axes[3], label="|corr|")
     fig.suptitle(TITLE, fontsize=9)
-    fig.subplots_adjust(wspace=0.45, top=0.85)
+    fig.subplots_adjust(wspace=0.45, top=0.83)
     return [save_figure(fig, out / f"{NAME}.png")]
