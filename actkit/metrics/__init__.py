@@ -7,8 +7,10 @@
 ``linear_cka``         linear CKA (Kornblith et al. 2019), ``debiased=`` option
 ``mean_cca``           mean canonical correlation (sklearn CCA convention)
 ``linear_r2``          linear-identifiability R^2 (affine map, held-out half)
+``canonical_correlations``
+                       canonical correlations from scatter matrices (sorted)
 ``infomec``            InfoM / InfoE / InfoC (Hsu et al. 2023)
-``softmax_distances``  d_KL, d_LLV, d_SVD (Nielsen et al. 2025)
+``softmax_distances``  d_KL, d_LLV, d_SVD (Nielsen et al. 2025); ``softmax_distances_from_stores``
 =====================  ==========================================================
 
 Formulas follow ``shared/spec/science.md``; each module cites its section.
@@ -25,8 +27,10 @@ _LAZY = {
     "linear_cka": "actkit.metrics._similarity",
     "mean_cca": "actkit.metrics._similarity",
     "linear_r2": "actkit.metrics._similarity",
+    "canonical_correlations": "actkit.metrics._similarity",
     "infomec": "actkit.metrics._infomec",
     "softmax_distances": "actkit.metrics._softmax",
+    "softmax_distances_from_stores": "actkit.metrics._softmax",
 }
 
 __all__ = sorted(_LAZY)
