@@ -21,7 +21,7 @@ transformers or timm until they are needed.
 
 from __future__ import annotations
 
-import importlib
+from actkit._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -55,20 +55,5 @@ _LAZY = {
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)
 _MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo")
 
-__all__ = sorted([*_LAZY, *_MODULES, "__version__"])
-
-
-def __getattr__(name: str):
-    if name in _MODULES:
-        return importlib.import_module(f"actkit.{name}")
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'actkit' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY, _MODULES)
+__all__ = sorted([*__all__, "__version__"])

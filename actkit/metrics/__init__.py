@@ -18,7 +18,7 @@ Formulas follow ``shared/spec/science.md``; each module cites its section.
 
 from __future__ import annotations
 
-import importlib
+from actkit._lazy import lazy_attributes
 
 _LAZY = {
     "amari_distance": "actkit.metrics._ica",
@@ -33,18 +33,4 @@ _LAZY = {
     "softmax_distances_from_stores": "actkit.metrics._softmax",
 }
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'actkit.metrics' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY)
