@@ -18,8 +18,8 @@ import sys
 import torch
 import transformers  # noqa: F401 - imported once, before forking
 
-import extractors.extract  # noqa: F401
-import extractors.registry  # noqa: F401
+import actkit.extractors.extract  # noqa: F401
+import actkit.extractors.registry  # noqa: F401
 from actkit.cli import main
 
 PARALLEL = 2

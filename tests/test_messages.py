@@ -119,7 +119,7 @@ def test_unfinished_store_message_names_how_to_resume(tmp_path, capsys):
     w.checkpoint(1, force=True)
     w.close()
     for command in (["ica", path, "--layer", "x", "--out", tmp_path / "o.h5"],
-                    ["dictionary", path, "--layer", "x", "--out", tmp_path / "o.h5", "--n-atoms", "2"],
+                    ["dictionary", path, "--layer", "x", "--out", tmp_path / "o.h5", "--n-components", "2"],
                     ["compare", path, path]):
         line = cli_error(capsys, *command)
         assert line == (f"actkit: error: store {path} is not finished (1/4 samples written); rerun the command "

@@ -52,7 +52,7 @@ ANALYSIS_KILLS = [
     ("ica-mid-transform", ["ica", "--fit-rows", "60", "--max-iter", "50"], "kill:derived-rows:2"),
     ("ica-finalisation", ["ica", "--fit-rows", "60", "--max-iter", "50"], "kill:finalize"),
     ("whiten-store-creation", ["whiten"], "kill:store-created"),
-    ("dictionary-after-cursor", ["dictionary", "--n-atoms", "8", "--k", "2"], "kill:cursor:1"),
+    ("dictionary-after-cursor", ["dictionary", "--n-components", "8", "--k", "2"], "kill:cursor:1"),
 ]
 
 
@@ -234,7 +234,7 @@ def test_disk_full_while_creating_leaves_nothing(tiny_gpt_neox, text_file, tmp_p
 
 
 def test_preflight_space_check_uses_readable_units(tmp_path, monkeypatch):
-    import actkit.store as store_mod
+    import actkit.store._create as store_mod
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(store_mod.shutil, "disk_usage", lambda p: usage._replace(free=3000))
@@ -449,7 +449,7 @@ def test_bad_inputs_are_one_line(refs, pickled_models, tiny_gpt_neox, text_file,
     cases = [
         (["ica", src, "--layer", SRC_LAYER, "--out", out, "--block-rows", "0"], "--block-rows must be a positive"),
         (["whiten", src, "--layer", SRC_LAYER, "--out", out, "--block-rows", "-5"], "got -5"),
-        (["dictionary", src, "--layer", SRC_LAYER, "--out", out, "--n-atoms", "4", "--block-rows", "0"],
+        (["dictionary", src, "--layer", SRC_LAYER, "--out", out, "--n-components", "4", "--block-rows", "0"],
          "--block-rows must be a positive"),
         (_extract_argv(tiny_gpt_neox, text_file, out, ["--checkpoint-every", "-1"]),
          "--checkpoint-every must be a number of seconds >= 0"),

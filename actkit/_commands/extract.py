@@ -49,8 +49,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import sys
 
-    from actkit._extract_api import extract
-    from extractors.extract import LAST_RUN
+    from actkit.extractors.extract import LAST_RUN, extract
 
     path = extract(
         args.model, args.inputs, args.out, layers=args.layers, pool=args.pool, revision=args.revision,

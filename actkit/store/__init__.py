@@ -1,0 +1,45 @@
+"""The actkit store: one HDF5 file per extraction (or analysis) run.
+
+This is the only module that knows the file layout (documented for plain h5py users in
+``docs/store-format.md``)::
+
+    /                       attrs: actkit_format, complete, n_samples, created_at,
+                                   fingerprint, inputs_fingerprint, request_hash
+    /meta                   uint8: UTF-8 JSON of request, provenance, layer order, layer
+                            attributes, checksums of indices and params; attr sha256
+    /provenance             attrs: one per provenance key (model id, revision, versions, ...)
+    /layers/<name>/data     (rows, features) float32 | float16, row-major
+    /layers/<name>/index    (rows, 2) int64: [sample, position]; position -1 = pooled row
+    /layers/<name>/checksums (blocks, 32) uint8: sha256 of each block of ``block_rows`` rows
+    /params/<name>          fitted parameters and model matrices (mean, whitening_, unembedding)
+
+Every string attribute is fixed-length (nothing in HDF5's global heap, see ``_integrity``),
+and every h5py/HDF5 error on reading becomes a one-line
+:class:`~actkit.errors.StoreError` naming the file.
+
+Crash safety.  A store is written to ``<path>.partial`` with every dataset allocated at its
+final size when the file is created; afterwards the writer only overwrites raw data in place,
+so the file's metadata never changes while rows stream in and a ``kill -9`` can never leave an
+unreadable file.  After each batch, :meth:`StoreWriter.checkpoint` flushes the data and then
+atomically replaces ``<path>.progress.json`` (the resume cursor).  The identical request
+resumes from the cursor; :meth:`StoreWriter.finalize` flips ``complete`` (in place: the
+attribute's bytes, never its header message) and renames the
+partial file onto ``<path>`` (a completed store only ever appears whole).  Files are
+bitwise reproducible: no HDF5 timestamps, and ``created_at`` honours ``SOURCE_DATE_EPOCH``.
+
+Layout: ``_format`` (names, canonical JSON, attributes, safe opening), ``_create``
+(:func:`create_store`), ``_writer`` (:class:`StoreWriter`), ``_layer`` (:class:`Layer`),
+``_reader`` (:class:`Store`, :func:`open_store`), ``_integrity`` (the ``/meta`` document,
+fixed-length attributes, block checksums and :func:`verify_store`, one-line errors).
+"""
+
+from actkit.store._create import LayerSpec, create_store
+from actkit.store._format import (FORMAT, PARTIAL_SUFFIX, PROGRESS_SUFFIX, partial_path,
+                                  progress_path, request_hash)
+from actkit.store._layer import Layer
+from actkit.store._integrity import verify_store
+from actkit.store._reader import Store, common_layers, open_store
+from actkit.store._writer import StoreWriter
+
+__all__ = ["open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store", "FORMAT",
+           "PARTIAL_SUFFIX", "PROGRESS_SUFFIX", "partial_path", "progress_path", "request_hash"]

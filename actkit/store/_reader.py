@@ -1,0 +1,270 @@
+"""Opening a store: :class:`Store` and :func:`open_store`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from actkit.errors import LayerError, StoreError, StoreIncompleteError
+from actkit.store import _integrity as integrity
+from actkit.store._format import (FORMAT, PARTIAL_SUFFIX, decode_attr, h5py_module, looks_like_hdf5, partial_path,
+                                  progress_path, read_json, unknown_name)
+from actkit.store._layer import Layer
+
+
+class Store:
+    """A store opened for reading (see :func:`open_store`).
+
+    Attributes
+    ----------
+    path : Path
+    layers : list of str
+        Layer names, in the order they were written.
+    complete : bool
+    provenance : dict
+    params : dict of str -> ndarray
+        Fitted parameters and model matrices (loaded on first access).
+    meta : dict
+        The checksummed metadata document (``/meta``).
+    """
+
+    def __init__(self, path: Path, file, complete: bool, progress: dict | None, meta: dict):
+        self.path = Path(path)
+        self.file = file
+        self.complete = complete
+        self.progress = progress
+        self.meta = meta
+        self._params = None
+        order = list(meta.get("layer_order", []))
+        with integrity.h5_errors(self.path):
+            present = list(file["layers"]) if "layers" in file else []
+        self.layers = [n for n in order if n in present and n in meta.get("layers", {})]
+
+    # --- metadata
+    @property
+    def attrs(self) -> dict:
+        keys = ("actkit_format", "n_samples", "created_at", "fingerprint", "inputs_fingerprint", "request_hash")
+        return {**{k: self.meta.get(k) for k in keys}, "complete": self.complete}
+
+    @property
+    def provenance(self) -> dict:
+        return dict(self.meta.get("provenance", {}))
+
+    @property
+    def request(self) -> dict:
+        return dict(self.meta.get("request", {}))
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.meta.get("fingerprint", ""))
+
+    @property
+    def inputs_fingerprint(self) -> str:
+        return str(self.meta.get("inputs_fingerprint", ""))
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.meta.get("n_samples", 0))
+
+    @property
+    def params(self) -> dict[str, np.ndarray]:
+        if self._params is None:
+            with integrity.h5_errors(self.path):
+                self._params = {k: v[()] for k, v in self.file["params"].items()} if "params" in self.file else {}
+        return self._params
+
+    # --- layers
+    def __getitem__(self, name: str) -> Layer:
+        if name not in self.layers:
+            raise LayerError(unknown_name(name, self.layers, f"store {self.path}"))
+        rows = None
+        if self.progress is not None:
+            rows = int(self.progress.get("rows_done", {}).get(name, 0))
+        return Layer(self, name, rows)
+
+    def __contains__(self, name) -> bool:
+        return name in self.layers
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __len__(self):
+        return len(self.layers)
+
+    def verify(self, on_progress=None) -> dict:
+        """Check every written row block, row index and parameter against its checksum.
+
+        Returns ``{"layers", "blocks", "bytes", "params"}`` (what was checked); raises
+        :class:`~actkit.errors.StoreError` naming the first block that does not match.
+        """
+        return integrity.verify_store(self, on_progress=on_progress)
+
+    def info(self) -> dict:
+        """The JSON-ready description printed by ``actkit info --json``."""
+        layers = {}
+        for name in self.layers:
+            layer = self[name]
+            entry = {
+                "dataset": layer.dataset_path,
+                "index": f"/layers/{name}/index",
+                "shape": list(layer.shape),
+                "dtype": str(layer.dtype),
+            }
+            entry.update({k: v for k, v in layer.attrs.items() if k not in ("rows", "features")})
+            layers[name] = entry
+        with integrity.h5_errors(self.path):
+            params = {k: {"dataset": f"/params/{k}", "shape": list(v.shape), "dtype": str(v.dtype)}
+                      for k, v in (self.file["params"].items() if "params" in self.file else [])}
+        out = {
+            "path": str(self.path),
+            "format": self.meta.get("actkit_format"),
+            "complete": bool(self.complete),
+            "n_samples": self.n_samples,
+            "created_at": self.meta.get("created_at"),
+            "fingerprint": self.fingerprint,
+            "inputs_fingerprint": self.inputs_fingerprint,
+            "layers": layers,
+            "params": params,
+            "provenance": self.provenance,
+        }
+        if self.progress is not None:
+            out["progress"] = {
+                "samples_done": int(self.progress.get("samples_done", 0)),
+                "n_samples": int(self.progress.get("n_samples", 0)),
+            }
+        return out
+
+    def close(self) -> None:
+        try:
+            self.file.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "complete" if self.complete else "INCOMPLETE"
+        return f"<actkit Store {str(self.path)!r} {state}, layers={self.layers}>"
+
+
+def unfinished_message(path: Path, progress: Mapping[str, Any] | None) -> str:
+    """``store X is not finished (3/10 samples written); rerun ...``: what every command says
+    about an unfinished store."""
+    progress = progress or {}
+    done, total = progress.get("samples_done", 0), progress.get("n_samples", "?")
+    return (f"store {path} is not finished ({done}/{total} samples written); rerun the command that "
+            "wrote it (the same command) to resume it")
+
+
+def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verify: bool = False) -> Store:
+    """Open a store for reading.
+
+    Parameters
+    ----------
+    path : str or Path
+        The store (``.h5``) as given to ``extract``/``whiten``/``ica``/...; its unfinished
+        ``.h5.partial`` file names the same store.
+    allow_incomplete : bool, default False
+        Open a store that is still being written (or whose writer was killed): its layers
+        then show only the rows written so far.  Without it such a store is refused with
+        :class:`~actkit.errors.StoreIncompleteError`.
+    verify : bool, default False
+        Check every row block against its checksum first (:meth:`Store.verify`).
+
+    Raises
+    ------
+    StoreError
+        Missing, non-HDF5, truncated, corrupt or foreign files (one line naming the file,
+        for every h5py/HDF5 error); stores in an older format.
+    """
+    path = Path(path)
+    if path.name.endswith(PARTIAL_SUFFIX) and progress_path(str(path)[: -len(PARTIAL_SUFFIX)]).exists():
+        path = Path(str(path)[: -len(PARTIAL_SUFFIX)])
+    partial = partial_path(path)
+    progress = None
+    target = path
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a store file")
+    if not path.exists():
+        if partial.exists():
+            progress = read_json(progress_path(path)) or {}
+            if not allow_incomplete:
+                raise StoreIncompleteError(unfinished_message(path, progress))
+            target = partial
+        else:
+            raise StoreError(f"store {path} does not exist")
+    if not looks_like_hdf5(target):
+        raise StoreError(f"{target} is not an HDF5 file")
+    h5py = h5py_module()
+    try:
+        f = h5py.File(target, "r", locking=False)
+    except Exception as exc:
+        raise StoreError(f"cannot read {target}: not a readable HDF5 file (truncated or corrupt)"
+                         f"{integrity._reason(exc)}") from None
+    try:
+        with integrity.h5_errors(target):
+            if "actkit_format" not in f.attrs:
+                raise StoreError(f"{target} is an HDF5 file but not an actkit store (it has no actkit_format)")
+            if integrity.is_variable_length_string(f.attrs, "actkit_format"):
+                raise StoreError(f"{target} was written by an older actkit (store format actkit-store/1); "
+                                 "rerun the command that wrote it with --overwrite to rewrite it")
+            fmt = decode_attr(f.attrs.get("actkit_format"))
+            if fmt != FORMAT:
+                raise StoreError(f"{target} is an HDF5 file but not an actkit store (format {fmt})")
+            meta = integrity.read_meta(f, target)
+            complete = bool(f.attrs.get("complete")) and target == path
+            if not complete and not allow_incomplete:
+                raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that "
+                                           "wrote it")
+            # sanity: every layer there, with the shape and dtype the checksummed metadata says
+            for name, entry in meta.get("layers", {}).items():
+                rows, feats = int(entry["rows"]), int(entry["features"])
+                shapes = {"data": ((rows, feats), np.dtype(entry["dtype"])), "index": ((rows, 2), np.dtype(np.int64)),
+                          "checksums": ((integrity.n_blocks(rows, entry["block_rows"]), integrity.CHECKSUM_BYTES),
+                                        np.dtype(np.uint8))}
+                for key, (shape, dtype) in shapes.items():
+                    ds = f[f"layers/{name}/{key}"]
+                    if ds.shape != shape or ds.dtype != dtype:
+                        raise StoreError(f"cannot read {target}: the file is corrupt (/layers/{name}/{key} has "
+                                         f"shape {ds.shape} {ds.dtype}, its metadata says {shape} {dtype})")
+        store = Store(path, f, complete, progress, meta)
+        if verify:
+            store.verify()
+    except StoreError:
+        f.close()
+        raise
+    except Exception as exc:
+        f.close()
+        raise StoreError(f"cannot read {target}: not a readable actkit store (truncated or corrupt)"
+                         f"{integrity._reason(exc)}") from None
+    return store
+
+
+def common_layers(store_a: Store, store_b: Store) -> list[tuple[str, str]]:
+    """The layer pairs to compare between two stores: every layer in common (in ``store_a``'s
+    order), or the two single layers when each store holds exactly one.
+
+    Returns
+    -------
+    list of (layer of store_a, layer of store_b)
+
+    Raises
+    ------
+    LayerError
+        No layer in common (and not one layer each).
+    """
+    common = [x for x in store_a.layers if x in store_b.layers]
+    if common:
+        return [(x, x) for x in common]
+    if len(store_a.layers) == 1 and len(store_b.layers) == 1:
+        return [(store_a.layers[0], store_b.layers[0])]
+    raise LayerError(f"the stores have no layer in common ({', '.join(store_a.layers)} vs "
+                     f"{', '.join(store_b.layers)}); choose with --layer-a and --layer-b")
