@@ -810,6 +810,10 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False) -> St
         complete = bool(f.attrs.get("complete")) and target == path
         if not complete and not allow_incomplete:
             raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that wrote it")
+        if "shards" in f.attrs:  # layers are virtual datasets over shard files (actkit.shards)
+            from actkit.shards import check_shards
+
+            check_shards(path, f)
         # sanity: every layer readable
         for name in f.get("layers", {}):
             f[f"layers/{name}/data"].shape  # noqa: B018

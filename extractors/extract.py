@@ -31,6 +31,7 @@ Pooled rows have index ``[sample, -1]``. A layer whose output has no sequence/sp
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import warnings
@@ -283,6 +284,12 @@ def extract(
     compression: str | None = None,
     progress: bool = True,
     checkpoint_every: float = 5.0,
+    column: str | None = None,
+    split: str | None = None,
+    config: str | None = None,
+    context_length: int | None = None,
+    max_tokens: int | None = None,
+    device_map: str | None = None,
 ) -> Path:
     """Extract layer activations of a pretrained model into an HDF5 store.
 
@@ -301,9 +308,13 @@ def extract(
         ``"architecture"``).
     inputs : str or path
         ``.txt`` (one sample per line), ``.jsonl`` (``"text"`` field), a folder of images
-        (recursive, sorted) or a uint8 ``.npy`` array of shape (N, H, W, 3).
+        (recursive, sorted), a uint8 ``.npy`` array of shape (N, H, W, 3), or a Hugging Face
+        dataset: a ``save_to_disk`` folder, a ``.parquet`` / ``.arrow`` file or glob, or
+        ``"hf:NAME"`` (``split``, ``config``; streamed when ``max_samples`` is given).
     out : str or path
-        The store to write (``.h5``).
+        The store to write (``.h5``). Under ``torchrun`` (``WORLD_SIZE`` > 1) every rank
+        writes its block of samples to ``OUT.shards/rank-R-of-K.h5`` and rank 0 then writes
+        ``out`` as virtual datasets over the shards (see :mod:`extractors.distributed`).
     layers : str or sequence of str
         Dotted module paths from ``model.named_modules()`` (comma-separated in a string);
         ``"final_hidden"`` (causal LMs) is the final hidden state after the final norm.
@@ -344,6 +355,20 @@ def extract(
         Show a tqdm bar (samples/s and rows written) when on a terminal.
     checkpoint_every : float
         Seconds between resume checkpoints.
+    column : str, optional
+        Dataset column of the samples (default ``text``, or ``image`` / ``img``).
+    split, config : str, optional
+        Dataset split (default ``train``) and configuration (``hf:NAME``).
+    context_length : int, optional
+        Pack the text stream into windows of exactly this many tokens (BOS first where the
+        tokenizer has one; :mod:`extractors.windows`); samples are then windows and the index
+        holds ``[window, position]``.
+    max_tokens : int, optional
+        With ``context_length``: at most ``max_tokens // context_length`` windows; texts are
+        tokenised only until they are filled.
+    device_map : str, optional
+        ``"auto"``: let ``accelerate`` spread a model too large for one device over the
+        available devices (transformers models; replaces ``device``; single process only).
 
     Returns
     -------
@@ -369,15 +394,26 @@ def extract(
     from .inputs import inputs_fingerprint, read_inputs
     from .registry import load_model
 
+    from . import distributed
+
     t0 = time.perf_counter()
     LAST_RUN.clear()
     store_dtype_name = _check_options(pool, batch_size, dtype, storage_dtype, compression)
+    _check_window_options(context_length, max_tokens, max_length)
     batch_size = int(batch_size)
     out = Path(out).expanduser()
     check_output_path(out)
-    data = read_inputs(inputs, max_samples=max_samples)
+    world = distributed.world_from_env()
+    device_arg = str(device)
+    if world is not None:
+        if device_map is not None:
+            raise ActkitError("--device-map spreads one model over the devices of one process; it does not "
+                              "combine with torchrun ranks")
+        device = world.device(device)
+        progress = progress and world.rank == 0
+    data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
     adapter = load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
-                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, device_map=device_map)
     t_load = time.perf_counter()
     if data.kind != adapter.kind:
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
@@ -406,8 +442,12 @@ def extract(
     if unembedding:
         params["unembedding"] = adapter.unembedding()
 
-    adapter.prepare(data, max_length)
-    n = len(data)
+    if context_length is not None:
+        adapter.prepare_windows(data, context_length, max_tokens, progress=progress)
+    else:
+        adapter.prepare(data, max_length)
+    packing = getattr(adapter, "packing", None) if context_length is not None else None
+    n = adapter.n_samples(data)
     lengths = adapter.lengths()
     with torch.inference_mode():
         probe = adapter.batch(data, 0, 1)
@@ -431,7 +471,13 @@ def extract(
     # different models on the same inputs agree, which `compare` checks); the model's own
     # preprocessing (tokenizer, image processor) goes into the request and the provenance
     preprocessing = adapter.preprocessing()
-    fingerprint = inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
+    if packing is None:
+        fingerprint = inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
+    else:  # the texts read and the windows cut from them (same tokenizer, same rows)
+        fingerprint = inputs_fingerprint(
+            data, {"kind": "token_windows", "context_length": packing["context_length"], "max_tokens": max_tokens,
+                   "windows_sha256": hashlib.sha256(adapter.windows.tobytes()).hexdigest()},
+            digest=data.rows_digest(packing["rows_used"]))
     request = {
         "model": adapter.info.get("model", adapter.name),
         "revision": revision,
@@ -445,9 +491,12 @@ def extract(
         "inputs_fingerprint": fingerprint,
         "preprocessing": preprocessing,
         "batch_size": batch_size,
-        "device": str(adapter.device),
+        "device": str(adapter.device) if world is None else device_arg,
         "unembedding": bool(unembedding),
     }
+    extra_request = {"packing": packing, "device_map": device_map,
+                     "world_size": None if world is None else world.world_size}
+    request.update({k: v for k, v in extra_request.items() if v is not None})
     provenance = {
         **{k: v for k, v in adapter.info.items() if k != "versions"},
         "versions": adapter.info.get("versions"),
@@ -462,10 +511,21 @@ def extract(
         "preprocessing": preprocessing,
         "max_length": max_length,
         "batch_size": batch_size,
-        "device": str(adapter.device),
+        "device": str(adapter.device) if world is None else device_arg,
         "final_hidden": bool(final_hidden),
         "unembedding": bool(unembedding),
     }
+    extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
+                        "packing": packing, "device_map": device_map}
+    provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
+    if world is not None:
+        run_args = (adapter, data, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name], progress,
+                    checkpoint_every)
+        path = _extract_sharded(world, out, specs, run_args, n=n, request=request, provenance=provenance,
+                                params=params, fingerprint=fingerprint, overwrite=overwrite,
+                                compression=compression)
+        LAST_RUN.update(load=t_load - t0, total=time.perf_counter() - t0)
+        return path
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
     if writer.complete:
@@ -486,11 +546,73 @@ def extract(
     return path
 
 
-def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every):
+def _check_window_options(context_length, max_tokens, max_length):
+    if max_tokens is not None and context_length is None:
+        raise ActkitError("--max-tokens bounds a run of token windows; give --context-length too")
+    if context_length is not None:
+        if not isinstance(context_length, (int, np.integer)) or context_length < 1:
+            raise ActkitError(f"--context-length must be a positive integer, got {context_length}")
+        if max_length is not None:
+            raise ActkitError("--max-length truncates texts; token windows (--context-length) have a fixed length")
+    if max_tokens is not None and (not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1):
+        raise ActkitError(f"--max-tokens must be a positive integer, got {max_tokens}")
+
+
+def _extract_sharded(world, out, specs, run_args, *, n, request, provenance, params, fingerprint, overwrite,
+                     compression):
+    """This rank's block into its shard; rank 0 then writes ``out`` over all shards."""
+    from actkit import shards as shard_store
+    from actkit.store import LayerSpec, _existing_request_hash, create_store, request_hash
+
+    from . import distributed
+
+    adapter = run_args[0]
+    distributed.init(world, str(adapter.device))
+    try:
+        distributed.agree(world, request)  # every rank refuses before anything is written
+        full_hash = request_hash({"request": dict(request), "compression": compression})
+        if out.exists() and not overwrite:
+            if _existing_request_hash(out) == full_hash:
+                return out  # the identical run is finished
+            raise ActkitError(f"{out} already holds a store made by a different command; pass --overwrite "
+                              "to replace it")
+        lo, hi = world.block(n)
+        shard_specs = []
+        for s in specs:
+            rows = np.searchsorted(s.index[:, 0], [lo, hi], side="left")
+            shard_specs.append(LayerSpec(s.name, int(rows[1] - rows[0]), s.features, dtype=s.dtype,
+                                         index=s.index[rows[0]:rows[1]], attrs=s.attrs))
+        path = world.shard_path(out)
+        path.parent.mkdir(exist_ok=True)
+        shard = {"rank": world.rank, "world_size": world.world_size, "samples": [int(lo), int(hi)]}
+        writer = create_store(path, shard_specs, n_samples=hi - lo, request={"run": request, **shard},
+                              provenance={**provenance, "shard": shard}, params=params,
+                              inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
+        if not writer.complete:
+            try:
+                _run(*run_args[:2], writer, *run_args[2:], first=lo, last=hi)
+            except BaseException:
+                writer.close()  # the shard and its cursor stay: the same command resumes
+                raise
+            writer.finalize()
+        distributed.barrier(world)
+        if world.rank == 0:
+            paths = [distributed.shard_path(out, r, world.world_size) for r in range(world.world_size)]
+            shard_store.write_virtual_store(out, paths, request=request, provenance=provenance, n_samples=n,
+                                            inputs_fingerprint=fingerprint, compression=compression)
+        distributed.barrier(world)
+    finally:
+        distributed.finish(world)
+    return out
+
+
+def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,
+         first=0, last=None):
+    """Stream samples ``first + writer.samples_done`` to ``last`` (default: all) into ``writer``."""
     from tqdm.auto import tqdm
 
-    n = len(data)
-    start = writer.samples_done
+    n = adapter.n_samples(data) if last is None else last
+    start = first + writer.samples_done
     buffers = {name: _RowBuffer(writer, name) for name in names}
     counter = {"rows": sum(writer.rows_done.values())}
     current = {}
@@ -502,7 +624,7 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
 
     cap = Capture(adapter.model, names, callback, stop_early=True, extra_modules=extra)
     last_checkpoint = time.monotonic()
-    bar = tqdm(total=n, initial=start, unit="samples", desc="extracting", dynamic_ncols=True,
+    bar = tqdm(total=n - first, initial=start - first, unit="samples", desc="extracting", dynamic_ncols=True,
                disable=None if progress else True, smoothing=0.1)
     try:
         with torch.inference_mode(), cap:
@@ -521,7 +643,7 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
                         buf.flush()
                     # ``every`` is the user's interval (0: every batch): the store's own
                     # throttle must not stretch it
-                    writer.checkpoint(hi, force=True)
+                    writer.checkpoint(hi - first, force=True)
                     last_checkpoint = time.monotonic()
     finally:
         bar.close()

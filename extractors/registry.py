@@ -59,6 +59,7 @@ def load_model(
     dtype: str = "float32",
     trust_remote_code: bool = False,
     allow_pickle: bool = False,
+    device_map: str | None = None,
 ):
     """Load the model named by ``spec`` with its preprocessing.
 
@@ -75,6 +76,10 @@ def load_model(
         Torch device, e.g. ``"cpu"``, ``"cuda:0"``.
     dtype : {"float32", "float16", "bfloat16"}
         Compute dtype.
+    device_map : str, optional
+        ``"auto"`` (or another ``from_pretrained`` device map): ``accelerate`` places the
+        layers over the available GPUs (then CPU); ``device`` is then ignored and the inputs
+        go to the device of the input embeddings. transformers models only.
 
     Returns
     -------
@@ -89,6 +94,13 @@ def load_model(
         raise ActkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     dev = resolve_device(device, error=ActkitError)
     spec = str(spec)
+    if device_map is not None:
+        if spec.startswith("timm:"):
+            raise ActkitError("--device-map applies to transformers models, not timm:NAME")
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise ActkitError("--device-map needs the accelerate package: pip install 'actkit[accelerate]'") from None
     if checkpoint is not None and not spec.startswith("timm:"):
         raise ActkitError("--checkpoint applies to timm:NAME models; transformers models load from their directory")
     if spec.startswith("timm:"):
@@ -103,6 +115,8 @@ def load_model(
             raise ModelError(f"model path {path} is not a directory (expected a saved model folder)")
         cfg = _read_config(path)
         if "architecture" in cfg and "model_type" not in cfg:
+            if device_map is not None:
+                raise ActkitError("--device-map applies to transformers models, not timm folders")
             return _load_timm("local-dir:" + str(path), None, dev, dtype, allow_pickle)
         if "auto_map" in cfg and not trust_remote_code:
             raise ModelError(
@@ -110,8 +124,9 @@ def load_model(
                 "pass --trust-remote-code if you trust it"
             )
         _check_safetensors_dir(path, allow_pickle)
-        return _load_hf(str(path), revision, dev, dtype, trust_remote_code, allow_pickle, local=path)
-    return _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local=None)
+        return _load_hf(str(path), revision, dev, dtype, trust_remote_code, allow_pickle, local=path,
+                        device_map=device_map)
+    return _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local=None, device_map=device_map)
 
 
 def _read_config(path: Path) -> dict:
@@ -145,7 +160,7 @@ def _remote_code_error(spec: str) -> ModelError:
     )
 
 
-def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
+def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, device_map=None):
     import logging
 
     from transformers.utils import logging as hf_logging
@@ -157,14 +172,14 @@ def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
     hub_level = hub_logger.level
     hub_logger.setLevel(logging.ERROR)
     try:
-        return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
+        return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, device_map)
     finally:
         hub_logger.setLevel(hub_level)
         if bars:
             hf_logging.enable_progress_bar()
 
 
-def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
+def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, device_map=None):
     import transformers
     from transformers import AutoConfig
 
@@ -195,6 +210,8 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     )
     if vision and getattr(config, "model_type", "") == "vit_mae":
         kwargs["mask_ratio"] = 0.0
+    if device_map is not None:
+        kwargs["device_map"] = device_map
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -225,7 +242,13 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             f"initialised ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
             stacklevel=2,
         )
-    model.eval().to(dev)
+    if device_map is None:
+        model.eval().to(dev)
+    else:  # accelerate placed the layers; inputs go where the embeddings are
+        model.eval()
+        emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        weight = getattr(emb, "weight", None)
+        dev = weight.device if weight is not None else next(model.parameters()).device
     info = {
         "model": spec,
         "source": "transformers",
@@ -235,6 +258,8 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         "randomly_initialised": random_init,
         "versions": library_versions(),
     }
+    if device_map is not None:
+        info["hf_device_map"] = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {}).items()}
     if vision:
         from transformers import AutoImageProcessor
 

@@ -1,0 +1,233 @@
+"""Sharded stores: one ordinary store per rank, and a store of virtual datasets over them.
+
+A ``torchrun`` extraction with K ranks leaves::
+
+    run.h5                       the store: /layers/<name>/data and /index are HDF5 virtual
+                                 datasets (VDS) that map, in rank order, onto the shards
+    run.h5.shards/rank-0-of-K.h5 ordinary stores, rank r holding samples [n r / K, n (r+1) / K)
+    ...
+
+To :func:`actkit.open_store`, to plain ``h5py`` and to every analysis command ``run.h5`` is an
+ordinary store (same attributes and layout as a single-process store; the provenance adds
+``shards`` and ``world_size``, the root attribute ``shards`` lists the shard files). Shard
+paths are stored relative to the folder of ``run.h5``, which HDF5 searches, so the pair can be
+moved together. A virtual dataset whose shard file is missing would read as fill values
+(NaN), so :func:`check_shards` (called by ``open_store``) refuses a store with a missing
+or unfinished shard. :func:`consolidate` copies a sharded store into one ordinary file.
+
+The virtual store is written to ``run.h5.partial`` and renamed into place; it is a pure
+function of the shards (``created_at`` is taken from shard 0), so rewriting it after a resumed
+run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from actkit.errors import StoreError
+
+SHARDS_ATTR = "shards"
+
+
+def _store():
+    from actkit import store
+
+    return store
+
+
+def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any],
+                        provenance: Mapping[str, Any], n_samples: int,
+                        inputs_fingerprint: str | None = None, compression: str | None = None) -> Path:
+    """Write ``out``: a store whose layers are virtual datasets over finished shard stores.
+
+    Parameters
+    ----------
+    out : path
+    shard_paths : sequence of path
+        Finished stores, in row order (rank order); every shard holds the same layers.
+    request : dict
+        The request of the whole run (the shards record it with their rank and block).
+    provenance : dict
+        The provenance of the whole run; ``shards`` and ``world_size`` are added.
+    n_samples : int
+    inputs_fingerprint : str, optional
+    compression : {None, "gzip", "lzf"}
+        The shards' compression (part of the request, as for a single store).
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    import h5py
+
+    st = _store()
+    out = Path(out)
+    shard_paths = [Path(p) for p in shard_paths]
+    rel = [os.path.relpath(p, out.parent if str(out.parent) else ".") for p in shard_paths]
+    shards = [h5py.File(p, "r") for p in shard_paths]
+    try:
+        for p, f in zip(shard_paths, shards):
+            if not bool(f.attrs.get("complete")):
+                raise StoreError(f"shard {p} is not finished")
+        first = shards[0]
+        names = json.loads(st._decode_attr(first.attrs["layer_order"]))
+        created_at = st._decode_attr(first.attrs["created_at"])
+        full_request = {"request": dict(request), "compression": compression}
+        rhash = st.request_hash(full_request)
+        prov = dict(provenance)
+        prov["shards"] = rel
+        prov["world_size"] = len(rel)
+        fingerprint = hashlib.sha256(
+            st._json({"request_hash": rhash, "inputs": inputs_fingerprint, "created_at": created_at}).encode()
+        ).hexdigest()
+        partial = st.partial_path(out)
+        with h5py.File(partial, "w", libver=("v110", "v110"), track_order=False) as f:
+            f.attrs["actkit_format"] = st.FORMAT
+            f.attrs["complete"] = True
+            f.attrs["n_samples"] = np.int64(n_samples)
+            f.attrs["created_at"] = created_at
+            f.attrs["fingerprint"] = fingerprint
+            f.attrs["inputs_fingerprint"] = inputs_fingerprint or ""
+            f.attrs["request"] = st._json(full_request)
+            f.attrs["request_hash"] = rhash
+            f.attrs["provenance"] = st._json(prov)
+            f.attrs["layer_order"] = st._json(names)
+            f.attrs[SHARDS_ATTR] = st._json(rel)
+            g = f.create_group("provenance")
+            for key in sorted(prov):
+                g.attrs[key] = st._attr_value(prov[key])
+            lg = f.create_group("layers")
+            for name in names:
+                src = first[f"layers/{name}"]
+                grp = lg.create_group(name)
+                rows = [int(s[f"layers/{name}/data"].shape[0]) for s in shards]
+                total = sum(rows)
+                for key, value in src.attrs.items():
+                    grp.attrs[key] = value
+                grp.attrs["rows"] = np.int64(total)
+                for what, fill in (("data", np.nan), ("index", np.iinfo(np.int64).min)):
+                    ds0 = src[what]
+                    width = int(ds0.shape[1])
+                    layout = h5py.VirtualLayout(shape=(total, width), dtype=ds0.dtype)
+                    start = 0
+                    for path, n in zip(rel, rows):
+                        if n:
+                            layout[start : start + n] = h5py.VirtualSource(path, f"layers/{name}/{what}",
+                                                                           shape=(n, width))
+                        start += n
+                    _create_virtual(grp, what, layout, fill)
+            pg = f.create_group("params")
+            for key in sorted(first["params"]) if "params" in first else []:
+                pg.create_dataset(key, data=first[f"params/{key}"][()])
+    finally:
+        for f in shards:
+            f.close()
+    os.replace(partial, out)
+    return out
+
+
+def _create_virtual(parent, name: str, layout, fill) -> None:
+    """``create_virtual_dataset`` without object timestamps (the file stays reproducible)."""
+    from h5py import h5d, h5s, h5t
+
+    dtype = np.dtype(layout.dtype)
+    dcpl = layout._get_dcpl(parent.file.filename)
+    dcpl.set_fill_value(np.array([fill], dtype=dtype))
+    dcpl.set_obj_track_times(False)
+    h5d.create(parent.id, name=name.encode(), tid=h5t.py_create(dtype, logical=1),
+               space=h5s.create_simple(tuple(layout.shape)), dcpl=dcpl)
+
+
+def shard_list(f) -> list[str] | None:
+    """The shard files (relative to the store's folder) of an open store, or None."""
+    value = f.attrs.get(SHARDS_ATTR)
+    if value is None:
+        return None
+    return json.loads(_store()._decode_attr(value))
+
+
+def check_shards(path, f) -> None:
+    """Refuse a sharded store whose shard files are missing or unfinished."""
+    import h5py
+
+    rel = shard_list(f)
+    if not rel:
+        return
+    base = Path(path).parent
+    for r in rel:
+        p = base / r
+        if not p.exists():
+            raise StoreError(f"store {path} is sharded and its shard {p} is missing; keep {path}.shards/ "
+                             f"next to it, or share a copy made by `actkit consolidate`")
+        try:
+            with h5py.File(p, "r", locking=False) as s:
+                ok = bool(s.attrs.get("complete"))
+        except OSError:
+            ok = False
+        if not ok:
+            raise StoreError(f"shard {p} of {path} is not a finished store; rerun the extraction")
+
+
+def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2**20) -> Path:
+    """Copy a (sharded) store into one ordinary file.
+
+    Attributes, provenance, layers, indices and parameters are copied as they are (so the
+    request and fingerprint stay those of the run); the root attribute ``shards`` is dropped
+    and the provenance gains ``consolidated_from``. Written to ``out.partial``, then renamed.
+
+    Raises
+    ------
+    StoreError
+        ``out`` exists (without ``overwrite``), equals ``src``, or ``src`` is not a finished store.
+    """
+    import h5py
+
+    st = _store()
+    src, out = Path(src), Path(out)
+    if out.resolve() == src.resolve():
+        raise StoreError("--out must differ from the store being consolidated")
+    if out.exists() and not overwrite:
+        raise StoreError(f"{out} already exists; pass --overwrite to replace it")
+    if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise StoreError(f"cannot write {out}: not a file in an existing folder")
+    with st.open_store(src):  # every check: format, complete, shards present
+        pass
+    partial = st.partial_path(out)
+    try:
+        with h5py.File(src, "r") as fin, h5py.File(partial, "w", libver="earliest", track_order=False) as fout:
+            for k, v in fin.attrs.items():
+                if k != SHARDS_ATTR:
+                    fout.attrs[k] = v
+            prov = json.loads(st._decode_attr(fin.attrs.get("provenance", "{}")))
+            prov["consolidated_from"] = str(src)
+            fout.attrs["provenance"] = st._json(prov)
+
+            def visit(name, obj):
+                if isinstance(obj, h5py.Group):
+                    g = fout.require_group(name)
+                    for k, v in obj.attrs.items():
+                        g.attrs[k] = v
+                    return
+                rows = obj.shape[0] if obj.ndim else 0
+                if name.startswith("layers/") and obj.ndim == 2:
+                    out_ds = st._create_preallocated(fout[os.path.dirname(name)], os.path.basename(name),
+                                                     tuple(obj.shape), obj.dtype)
+                    step = max(1, block_bytes // max(1, obj.shape[1] * obj.dtype.itemsize))
+                    for s in range(0, rows, step):
+                        out_ds[s : s + step] = obj[s : s + step]
+                else:
+                    fout.create_dataset(name, data=obj[()])
+
+            fin.visititems(visit)
+            fout["provenance"].attrs["consolidated_from"] = str(src)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, out)
+    return out
