@@ -31,8 +31,8 @@ def _is_torch(X) -> bool:
 
 
 def is_streaming(X) -> bool:
-    """True for sources read block by block (h5py datasets and store layers)."""
-    return isinstance(X, Layer) or _is_h5(X)
+    """True for sources read block by block (h5py datasets, store layers, embedding files)."""
+    return isinstance(X, Layer) or _is_h5(X) or bool(getattr(X, "actkit_streaming", False))
 
 
 def _shape(X) -> tuple[int, ...]:
@@ -69,7 +69,7 @@ def as_array(X, dtype=None) -> np.ndarray:
         if t.dtype == torch.bfloat16:
             t = t.float()
         arr = t.cpu().numpy()
-    elif isinstance(X, Layer):
+    elif isinstance(X, Layer) or getattr(X, "actkit_streaming", False):
         arr = X.to_numpy()
     elif _is_h5(X):
         arr = X[()]

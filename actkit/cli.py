@@ -21,6 +21,8 @@ COMMANDS = [
     "ica",
     "dictionary",
     "compare",
+    "import_matrix",
+    "consolidate",
     "demo",
     "reproduce",
 ]

@@ -1,5 +1,6 @@
-"""Shared plumbing of ``actkit whiten | ica | dictionary``: read a store layer, fit, write a
-derived store (transformed rows + fitted parameters) that every later command can read.
+"""Shared plumbing of ``actkit whiten | ica | dictionary``: read a store layer (or an embedding
+file, :mod:`actkit.matrix_files`), fit, write a derived store (transformed rows + fitted
+parameters) that every later command can read.
 
 The output keeps the source layer's name and row index, the source's ``n_samples`` and
 ``inputs_fingerprint`` (so ``compare`` can pair derived stores), and records the source
@@ -16,8 +17,13 @@ import numpy as np
 
 
 def add_common_arguments(p) -> None:
-    p.add_argument("store", metavar="STORE", help="source store (.h5) written by extract or another command")
-    p.add_argument("--layer", required=True, help="layer of the source store to analyse")
+    p.add_argument("store", metavar="STORE",
+                   help="source store (.h5) written by extract or another command, or an embedding file "
+                        "(.npy, .safetensors, .parquet)")
+    p.add_argument("--layer", help="layer of the source store to analyse (default: its only layer); for an "
+                                   "embedding file, the layer's name (default: embeddings)")
+    p.add_argument("--key", help="tensor of a .safetensors embedding file (needed when it holds several)")
+    p.add_argument("--column", help="list-of-floats column of a .parquet embedding file")
     p.add_argument("--out", required=True, metavar="OUT.h5", help="output store to write")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it holds another store")
     p.add_argument("--block-rows", type=int, default=None, help="rows read per block (default: ~32 MiB)")
@@ -26,12 +32,16 @@ def add_common_arguments(p) -> None:
 
 def open_layer(args):
     """Open the source store and layer (one-line errors for missing/incomplete/unknown)."""
-    import actkit
-    from actkit.errors import InputError
+    from actkit.errors import InputError, LayerError
+    from actkit.matrix_files import is_matrix_file, open_source
 
-    if not os.path.exists(args.store):
-        raise InputError(f"store {args.store} does not exist")
-    store = actkit.open_store(args.store)
+    store = open_source(args.store, key=args.key, column=args.column,
+                        layer=args.layer if is_matrix_file(args.store) else None)
+    if args.layer is None:
+        if len(store.layers) != 1:
+            raise LayerError(f"{args.store} has {len(store.layers)} layers ({', '.join(store.layers[:12])}); "
+                             "pick one with --layer")
+        args.layer = store.layers[0]
     layer = store[args.layer]
     if len(layer) < 2:
         raise InputError(f"layer {args.layer} of {args.store} has {len(layer)} rows; need at least 2")

@@ -27,7 +27,10 @@ def register(sub) -> None:
                     "held-out errors of the permutation, rigid, linear and ICA alignments "
                     "(Nelson et al., Table 1), ICA efficiency, linear CKA and mean CCA.")
     p.add_argument("sources", nargs="+", metavar="STORE_OR_MODEL",
-                   help="two or more stores (.h5); with --inputs, two or more models")
+                   help="two or more stores (.h5) or embedding files (.npy, .safetensors, .parquet); "
+                        "with --inputs, two or more models")
+    p.add_argument("--key", help="tensor of .safetensors embedding files (needed when one holds several)")
+    p.add_argument("--column", help="list-of-floats column of .parquet embedding files")
     p.add_argument("--layer-a", help="layer of the first store (default: layers in common)")
     p.add_argument("--layer-b", help="layer of the second store (default: same as --layer-a)")
     p.add_argument("--layers", help="comma-separated layers to compare (in every store); "
@@ -235,11 +238,12 @@ def _run_stores(args, paths, methods, display=None):
 
     import actkit
     from actkit.align import compare_many
+    from actkit.matrix_files import open_source
     from actkit.report import format_matrix, format_table, plot_compare, save_matrix_plot
 
     display = display or paths
     with contextlib.ExitStack() as stack:
-        stores = [stack.enter_context(actkit.open_store(p)) for p in paths]
+        stores = [stack.enter_context(open_source(p, key=args.key, column=args.column)) for p in paths]
         _check_stores(stores, paths)
         if len(stores) > 2:
             pairs = _layer_pairs(args, stores[0], stores[1])
