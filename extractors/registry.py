@@ -258,8 +258,9 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         "randomly_initialised": random_init,
         "versions": library_versions(),
     }
-    if device_map is not None:
-        info["hf_device_map"] = {k: str(v) for k, v in (getattr(model, "hf_device_map", None) or {}).items()}
+    if device_map is not None:  # where accelerate put each block (absent when all sit on one device)
+        placed = getattr(model, "hf_device_map", None) or {}
+        info["hf_device_map"] = {k: str(v) for k, v in placed.items()} or {"": str(dev)}
     if vision:
         from transformers import AutoImageProcessor
 
