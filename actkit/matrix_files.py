@@ -437,8 +437,16 @@ def _check_and_digest(reader, path) -> str:
     return h.hexdigest()
 
 
-def open_source(path, *, key=None, column=None, layer=None):
-    """A store or an embedding file, opened for reading (the analysis commands' one door)."""
+def open_source(path, *, key=None, column=None, layer=None, strict=True):
+    """A store or an embedding file, opened for reading (the analysis commands' one door).
+
+    With ``strict=False`` (``compare`` of several sources) ``key`` applies only to
+    ``.safetensors`` files and ``column`` only to ``.parquet`` files among them.
+    """
+    suffix = Path(str(path)).suffix.lower()
+    if not strict:
+        key = key if suffix == ".safetensors" else None
+        column = column if suffix == ".parquet" else None
     if is_matrix_file(path):
         return open_matrix(path, key=key, column=column, layer=layer)
     if key is not None or column is not None:

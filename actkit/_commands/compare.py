@@ -243,7 +243,7 @@ def _run_stores(args, paths, methods, display=None):
 
     display = display or paths
     with contextlib.ExitStack() as stack:
-        stores = [stack.enter_context(open_source(p, key=args.key, column=args.column)) for p in paths]
+        stores = [stack.enter_context(open_source(p, key=args.key, column=args.column, strict=False)) for p in paths]
         _check_stores(stores, paths)
         if len(stores) > 2:
             pairs = _layer_pairs(args, stores[0], stores[1])
