@@ -218,3 +218,25 @@ def test_device_map_auto_on_cpu_equals_device_cpu(tiny_gpt_neox, texts, tmp_path
             np.testing.assert_allclose(np.asarray(sa[name]), np.asarray(sb[name]), atol=1e-6)
         # on a CPU-only machine accelerate leaves everything on the CPU
         assert sb.provenance["device_map"] == "auto" and sb.provenance["hf_device_map"] == {"": "cpu"}
+
+
+def test_token_windows_from_parquet_over_two_ranks(tiny_gpt_neox, texts, tmp_path):
+    import datasets
+
+    parquet = tmp_path / "d.parquet"
+    datasets.Dataset.from_dict({"text": texts.read_text().splitlines()}).to_parquet(str(parquet))
+    out, single = tmp_path / "run.h5", tmp_path / "single.h5"
+    cmd = _torchrun("-m", "actkit", "extract", tiny_gpt_neox, "--inputs", parquet, "--layers", "gpt_neox.layers.1",
+                    "--context-length", "16", "--max-tokens", "600", "--batch-size", "4", "--out", out,
+                    "--no-progress")
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    actkit.extract(str(tiny_gpt_neox), parquet, single, layers="gpt_neox.layers.1", context_length=16,
+                   max_tokens=600, batch_size=5, progress=False)
+    with open_store(out) as a, open_store(single) as b:
+        assert a.n_samples == b.n_samples == 37  # 600 // 16 windows, split 18 + 19
+        la, lb = a["gpt_neox.layers.1"], b["gpt_neox.layers.1"]
+        np.testing.assert_array_equal(la.index, lb.index)
+        np.testing.assert_allclose(np.asarray(la), np.asarray(lb), atol=1e-5, rtol=0)
+        assert a.provenance["packing"] == b.provenance["packing"]
+        assert a.inputs_fingerprint == b.inputs_fingerprint
