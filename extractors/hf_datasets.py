@@ -215,7 +215,8 @@ def _load_hub(name, config, split, max_samples):
     if max_samples is not None:
         try:
             stream = datasets.load_dataset(name, config, split=split, streaming=True)
-            names = list(stream.column_names or [])
+            # column names without a download: from the features, else from the first row
+            names = list(stream.column_names or next(iter(stream)).keys())
         except Exception:  # offline / not streamable: try the local cache below
             stream, names = None, []
         if stream is not None and names:
