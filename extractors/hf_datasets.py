@@ -5,8 +5,8 @@
 * a folder written by ``Dataset.save_to_disk`` (or ``DatasetDict.save_to_disk``: ``--split``
   picks the split), opened with ``datasets.load_from_disk`` (memory-mapped, nothing copied);
 * a ``.arrow`` file (``Dataset.from_file``, memory-mapped) or a ``.parquet`` file, or a glob of
-  either (``'shards/*.parquet'``, sorted); parquet is read with pyarrow, only the one column
-  and, with ``--max-samples``, only the row groups needed;
+  either (``'shards/*.parquet'``, sorted); parquet is read with pyarrow, only the one column,
+  lazily, one row group at a time (:class:`ParquetColumn`);
 * ``hf:NAME`` (``--split``, default ``train``; ``--config``), loaded with
   ``datasets.load_dataset``, which serves a dataset from the local cache when offline. With
   ``--max-samples`` the dataset is streamed (``streaming=True``) and only the first rows are
@@ -152,24 +152,82 @@ def _load_parquet(files, max_samples):
     names = handles[0].schema_arrow.names
 
     def pick(col):
-        import pyarrow as pa
-
-        chunks, rows = [], 0
         for f, h in zip(files, handles):
             if col not in h.schema_arrow.names:
                 raise InputError(f"{f} has no column {col!r}; its columns are: {', '.join(h.schema_arrow.names)}")
-            for rg in range(h.num_row_groups):
-                if max_samples is not None and rows >= max_samples:
-                    break
-                part = h.read_row_group(rg, columns=[col]).column(0)
-                chunks.extend(part.chunks)
-                rows += len(part)
-        arr = pa.chunked_array(chunks, type=handles[0].schema_arrow.field(col).type) if chunks else None
-        if arr is None:
-            return pa.chunked_array([], type=handles[0].schema_arrow.field(col).type)
-        return arr if max_samples is None else arr.slice(0, max_samples)
+        return ParquetColumn(files, handles, col, max_samples)
 
     return names, pick
+
+
+class ParquetColumn:
+    """One column of parquet files, read lazily one row group at a time.
+
+    Offers what the readers need of a ``pyarrow.ChunkedArray``: ``len``, ``type``,
+    ``null_count`` (from the files' statistics, without reading data), ``slice(start, length)``
+    and ``[i]``. Only the row groups that hold the rows asked for are read (the last one is
+    cached), so token-window packing with ``--max-tokens`` touches the start of the corpus only.
+    """
+
+    def __init__(self, files, handles, column, limit=None):
+        self.files, self.handles, self.column = files, handles, column
+        self.type = handles[0].schema_arrow.field(column).type
+        groups, starts, total, nulls = [], [0], 0, 0
+        for fi, h in enumerate(handles):
+            meta = h.metadata
+            ci = h.schema_arrow.get_field_index(column)
+            for g in range(meta.num_row_groups):
+                rg = meta.row_group(g)
+                groups.append((fi, g))
+                total += rg.num_rows
+                starts.append(total)
+                stats = rg.column(ci).statistics if ci < rg.num_columns else None
+                if nulls is not None:
+                    nulls = nulls + stats.null_count if stats is not None and stats.has_null_count else None
+        self.groups, self.starts = groups, starts
+        self._len = total if limit is None else min(total, int(limit))
+        self._stats_nulls = nulls
+        self._cache = (None, None)
+
+    def __len__(self):
+        return self._len
+
+    @property
+    def null_count(self) -> int:
+        if self._stats_nulls is not None and self._len == self.starts[-1]:
+            return self._stats_nulls
+        n = 0
+        for start in range(0, self._len, 65536):
+            n += self.slice(start, 65536).null_count
+        return n
+
+    def _group(self, k):
+        if self._cache[0] != k:
+            fi, g = self.groups[k]
+            self._cache = (k, self.handles[fi].read_row_group(g, columns=[self.column]).column(0))
+        return self._cache[1]
+
+    def slice(self, start, length):
+        import bisect
+
+        import pyarrow as pa
+
+        stop = min(self._len, start + max(0, length))
+        chunks = []
+        k = bisect.bisect_right(self.starts, start) - 1
+        while start < stop and k < len(self.groups):
+            part = self._group(k)
+            lo, hi = start - self.starts[k], min(stop, self.starts[k + 1]) - self.starts[k]
+            chunks.extend(part.slice(lo, hi - lo).chunks)
+            start = self.starts[k] + hi
+            k += 1
+        return pa.chunked_array(chunks, type=self.type)
+
+    def __getitem__(self, i):
+        i = int(i)
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        return self.slice(i, 1)[0]
 
 
 def _dataset_pick(ds, max_samples):
@@ -296,7 +354,11 @@ def _to_inputs(values, col, source):
 def _first_null(arr):
     import pyarrow.compute as pc
 
-    return pc.index(pc.is_null(arr), True).as_py()
+    for start in range(0, len(arr), 65536):
+        part = arr.slice(start, 65536)
+        if part.null_count:
+            return start + pc.index(pc.is_null(part), True).as_py()
+    return 0
 
 
 class _ArrowImages:

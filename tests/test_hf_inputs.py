@@ -135,3 +135,32 @@ def test_image_column_equals_the_image_array(tiny_vit, image_ds, image_npy, tmp_
     with actkit.open_store(a) as sa, actkit.open_store(b) as sb:
         np.testing.assert_array_equal(np.asarray(sa["encoder.layer.1"]), np.asarray(sb["encoder.layer.1"]))
     assert read_inputs(image_ds / "saved").digest == read_inputs(image_ds / "imgs.parquet").digest
+
+
+def test_parquet_is_read_lazily_one_row_group_at_a_time(tiny_gpt_neox, tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from extractors import hf_datasets
+
+    texts = [SENTENCES[i % 7] + f" number {i}" for i in range(5000)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "big.parquet", row_group_size=100)
+    read = set()
+    real = hf_datasets.ParquetColumn._group
+
+    def spy(self, k):
+        read.add(k)
+        return real(self, k)
+
+    monkeypatch.setattr(hf_datasets.ParquetColumn, "_group", spy)
+    data = read_inputs(tmp_path / "big.parquet")
+    assert len(data) == 5000 and data.texts[4321] == texts[4321] and read == {43}
+    read.clear()
+    out = tmp_path / "w.h5"
+    actkit.extract(str(tiny_gpt_neox), tmp_path / "big.parquet", out, layers="gpt_neox.layers.0", context_length=16,
+                   max_tokens=320, progress=False)
+    assert actkit.open_store(out).n_samples == 20
+    assert max(read) <= 1  # the windows came from the first row groups; the other 48 were never read
+    pq.write_table(pa.table({"text": ["a", None, "b"]}), tmp_path / "null.parquet")
+    with pytest.raises(InputError, match="row 1 of column 'text' .* is empty"):
+        read_inputs(tmp_path / "null.parquet")
