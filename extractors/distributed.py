@@ -125,3 +125,58 @@ def finish(world: World) -> None:
     if world.owns_group and dist.is_initialized():
         dist.destroy_process_group()
         world.owns_group = False
+
+
+def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, request, provenance, params,
+                    fingerprint, overwrite, compression) -> Path:
+    """This rank's block of samples into its shard; rank 0 then writes ``out`` over all shards.
+
+    Parameters
+    ----------
+    specs : list of LayerSpec
+        The layers of the whole run (rows, index with global sample ids).
+    run_block : callable (writer, first, last)
+        Streams samples ``[first + writer.samples_done, last)`` into ``writer``.
+    """
+    import numpy as np
+
+    from actkit import shards as shard_store
+    from actkit.store import LayerSpec, _existing_request_hash, create_store, request_hash
+
+    init(world, device)
+    try:
+        agree(world, request)  # every rank refuses before anything is written
+        full_hash = request_hash({"request": dict(request), "compression": compression})
+        if out.exists() and not overwrite:
+            if _existing_request_hash(out) == full_hash:
+                return out  # the identical run is finished
+            raise ActkitError(f"{out} already holds a store made by a different command; pass --overwrite "
+                              "to replace it")
+        lo, hi = world.block(n)
+        shard_specs = []
+        for s in specs:
+            rows = np.searchsorted(s.index[:, 0], [lo, hi], side="left")
+            shard_specs.append(LayerSpec(s.name, int(rows[1] - rows[0]), s.features, dtype=s.dtype,
+                                         index=s.index[rows[0]:rows[1]], attrs=s.attrs))
+        path = world.shard_path(out)
+        path.parent.mkdir(exist_ok=True)
+        shard = {"rank": world.rank, "world_size": world.world_size, "samples": [int(lo), int(hi)]}
+        writer = create_store(path, shard_specs, n_samples=hi - lo, request={"run": request, **shard},
+                              provenance={**provenance, "shard": shard}, params=params,
+                              inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
+        if not writer.complete:
+            try:
+                run_block(writer, lo, hi)
+            except BaseException:
+                writer.close()  # the shard and its cursor stay: the same command resumes
+                raise
+            writer.finalize()
+        barrier(world)
+        if world.rank == 0:
+            paths = [shard_path(out, r, world.world_size) for r in range(world.world_size)]
+            shard_store.write_virtual_store(out, paths, request=request, provenance=provenance, n_samples=n,
+                                            inputs_fingerprint=fingerprint, compression=compression)
+        barrier(world)
+    finally:
+        finish(world)
+    return out

@@ -519,11 +519,13 @@ def extract(
                         "packing": packing, "device_map": device_map}
     provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
     if world is not None:
-        run_args = (adapter, data, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name], progress,
-                    checkpoint_every)
-        path = _extract_sharded(world, out, specs, run_args, n=n, request=request, provenance=provenance,
-                                params=params, fingerprint=fingerprint, overwrite=overwrite,
-                                compression=compression)
+        def run_block(writer, first, last):
+            _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name], progress,
+                 checkpoint_every, first=first, last=last)
+
+        path = distributed.extract_sharded(world, out, specs, run_block, device=str(adapter.device), n=n,
+                                           request=request, provenance=provenance, params=params,
+                                           fingerprint=fingerprint, overwrite=overwrite, compression=compression)
         LAST_RUN.update(load=t_load - t0, total=time.perf_counter() - t0)
         return path
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
@@ -556,54 +558,6 @@ def _check_window_options(context_length, max_tokens, max_length):
             raise ActkitError("--max-length truncates texts; token windows (--context-length) have a fixed length")
     if max_tokens is not None and (not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1):
         raise ActkitError(f"--max-tokens must be a positive integer, got {max_tokens}")
-
-
-def _extract_sharded(world, out, specs, run_args, *, n, request, provenance, params, fingerprint, overwrite,
-                     compression):
-    """This rank's block into its shard; rank 0 then writes ``out`` over all shards."""
-    from actkit import shards as shard_store
-    from actkit.store import LayerSpec, _existing_request_hash, create_store, request_hash
-
-    from . import distributed
-
-    adapter = run_args[0]
-    distributed.init(world, str(adapter.device))
-    try:
-        distributed.agree(world, request)  # every rank refuses before anything is written
-        full_hash = request_hash({"request": dict(request), "compression": compression})
-        if out.exists() and not overwrite:
-            if _existing_request_hash(out) == full_hash:
-                return out  # the identical run is finished
-            raise ActkitError(f"{out} already holds a store made by a different command; pass --overwrite "
-                              "to replace it")
-        lo, hi = world.block(n)
-        shard_specs = []
-        for s in specs:
-            rows = np.searchsorted(s.index[:, 0], [lo, hi], side="left")
-            shard_specs.append(LayerSpec(s.name, int(rows[1] - rows[0]), s.features, dtype=s.dtype,
-                                         index=s.index[rows[0]:rows[1]], attrs=s.attrs))
-        path = world.shard_path(out)
-        path.parent.mkdir(exist_ok=True)
-        shard = {"rank": world.rank, "world_size": world.world_size, "samples": [int(lo), int(hi)]}
-        writer = create_store(path, shard_specs, n_samples=hi - lo, request={"run": request, **shard},
-                              provenance={**provenance, "shard": shard}, params=params,
-                              inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
-        if not writer.complete:
-            try:
-                _run(*run_args[:2], writer, *run_args[2:], first=lo, last=hi)
-            except BaseException:
-                writer.close()  # the shard and its cursor stay: the same command resumes
-                raise
-            writer.finalize()
-        distributed.barrier(world)
-        if world.rank == 0:
-            paths = [distributed.shard_path(out, r, world.world_size) for r in range(world.world_size)]
-            shard_store.write_virtual_store(out, paths, request=request, provenance=provenance, n_samples=n,
-                                            inputs_fingerprint=fingerprint, compression=compression)
-        distributed.barrier(world)
-    finally:
-        distributed.finish(world)
-    return out
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,
