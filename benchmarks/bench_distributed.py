@@ -16,7 +16,7 @@ those). On a loaded, shared machine wall-clock speed-ups measure the scheduler's
 as actkit (two processes get more of a busy machine than one), so the CPU efficiency (net CPU
 of one process / net CPU of both ranks) is printed too: with a free core per rank the net
 speed-up is twice that. The VDS index cost is the
-time :func:`actkit.shards.write_virtual_store` takes on the finished shards, and the time to
+time :func:`actkit.store.write_virtual_store` takes on the finished shards, and the time to
 read the whole layer through ``run.h5`` against the consolidated single file.
 
 Usage::
@@ -67,7 +67,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=1, help="runs of each command (best is kept)")
     args = p.parse_args(argv)
     import actkit
-    from actkit.shards import consolidate, write_virtual_store
+    from actkit.store import consolidate, write_virtual_store
     from actkit.stats import iter_row_blocks
 
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",

@@ -55,8 +55,8 @@ def main(argv=None):
     import torch
 
     import actkit
-    from extractors.inputs import read_inputs
-    from extractors.registry import load_model
+    from actkit.extractors.inputs import read_inputs
+    from actkit.extractors.registry import load_model
 
     torch.set_num_threads(args.threads)
     L, N, bs = args.context_length, args.max_tokens, args.batch_size

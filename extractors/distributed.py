@@ -12,7 +12,7 @@ usual environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``...)
    ordinary crash-safe, resumable store whose request records the full request, the rank
    and the block (so a later run with another command is refused by the shard itself);
 4. waits for every rank; rank 0 then writes ``run.h5``, whose layers are HDF5 virtual
-   datasets over the shards (:func:`actkit.shards.write_virtual_store`); a last barrier.
+   datasets over the shards (:func:`actkit.store.write_virtual_store`); a last barrier.
 
 The process group (``gloo`` on CPU, ``nccl`` with CUDA; ``--device cuda`` puts rank r on
 ``cuda:LOCAL_RANK``) is created here unless the caller already made one, with a long timeout
@@ -140,15 +140,14 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
     """
     import numpy as np
 
-    from actkit import shards as shard_store
-    from actkit.store import LayerSpec, _existing_request_hash, create_store, request_hash
+    from actkit.store import LayerSpec, create_store, finished_request_hash, request_hash, write_virtual_store
 
     init(world, device)
     try:
         agree(world, request)  # every rank refuses before anything is written
         full_hash = request_hash({"request": dict(request), "compression": compression})
         if out.exists() and not overwrite:
-            if _existing_request_hash(out) == full_hash:
+            if finished_request_hash(out) == full_hash:
                 return out  # the identical run is finished
             raise ActkitError(f"{out} already holds a store made by a different command; pass --overwrite "
                               "to replace it")
@@ -174,7 +173,7 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
         barrier(world)
         if world.rank == 0:
             paths = [shard_path(out, r, world.world_size) for r in range(world.world_size)]
-            shard_store.write_virtual_store(out, paths, request=request, provenance=provenance, n_samples=n,
+            write_virtual_store(out, paths, request=request, provenance=provenance, n_samples=n,
                                             inputs_fingerprint=fingerprint, compression=compression)
         barrier(world)
     finally:

@@ -98,7 +98,7 @@ class TextAdapter(Adapter):
         self._ids = ids
 
     def prepare_windows(self, inputs, context_length, max_tokens=None, progress=True):
-        """Pack the texts into token windows (:func:`extractors.windows.pack_windows`)."""
+        """Pack the texts into token windows (:func:`actkit.extractors.windows.pack_windows`)."""
         from .windows import pack_windows
 
         self._windows, self.packing = pack_windows(self.tokenizer, inputs.texts, context_length, max_tokens,

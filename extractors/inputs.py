@@ -10,7 +10,7 @@ order of the rows in the store), and a content digest used for the inputs finger
   .tiff``), in sorted order of the path relative to the folder.
 * ``.npy`` -- a ``uint8`` array of shape ``(N, H, W, 3)`` (RGB images).
 * a ``save_to_disk`` folder, ``.parquet`` / ``.arrow`` files (or a glob), ``hf:NAME`` --
-  Hugging Face datasets, one column (``--column``); see :mod:`extractors.hf_datasets`.
+  Hugging Face datasets, one column (``--column``); see :mod:`actkit.extractors.hf_datasets`.
 """
 
 from __future__ import annotations

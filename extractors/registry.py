@@ -92,7 +92,7 @@ def load_model(
     """
     if dtype not in DTYPES:
         raise ActkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    dev = resolve_device(device, error=ActkitError)
+    dev = resolve_device(device)
     spec = str(spec)
     if device_map is not None:
         if spec.startswith("timm:"):

@@ -91,7 +91,7 @@ def test_whiten_and_dictionary_take_embedding_files(emb, tmp_path, capsys):
     assert run_cli(capsys, "whiten", root / "e.safetensors", "--key", "emb", "--out", tmp_path / "w.h5",
                    "--quiet")[0] == 0
     assert run_cli(capsys, "dictionary", root / "fixed.parquet", "--layer", "vecs", "--out", tmp_path / "d.h5",
-                   "--n-atoms", "8", "--k", "2", "--quiet")[0] == 0
+                   "--n-components", "8", "--k", "2", "--quiet")[0] == 0
     assert actkit.open_store(tmp_path / "d.h5").layers == ["vecs"]
 
 

@@ -12,7 +12,7 @@ import actkit
 from actkit.errors import InputError
 from cli_helpers import cli_error
 from conftest import SENTENCES, make_images
-from extractors.inputs import read_inputs
+from actkit.extractors.inputs import read_inputs
 
 import datasets  # noqa: E402  (a core dependency)
 
@@ -141,7 +141,7 @@ def test_parquet_is_read_lazily_one_row_group_at_a_time(tiny_gpt_neox, tmp_path,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from extractors import hf_datasets
+    from actkit.extractors import hf_datasets
 
     texts = [SENTENCES[i % 7] + f" number {i}" for i in range(5000)]
     pq.write_table(pa.table({"text": texts}), tmp_path / "big.parquet", row_group_size=100)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from actkit.errors import StoreError
-from actkit.shards import consolidate, write_virtual_store
+from actkit.store import consolidate, write_virtual_store
 from actkit.store import LayerSpec, create_store, open_store
 
 

@@ -11,7 +11,7 @@ import actkit
 from actkit.errors import InputError
 from cli_helpers import cli_error
 from conftest import SENTENCES
-from extractors.windows import pack_windows
+from actkit.extractors.windows import pack_windows
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

@@ -1,6 +1,6 @@
 """``actkit consolidate RUN.h5 --out SINGLE.h5``: a sharded store (torchrun) as one file.
 
-Only parsing and a call to :func:`actkit.shards.consolidate`.
+Only parsing and a call to :func:`actkit.store.consolidate`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from actkit.shards import consolidate
+    from actkit.store import consolidate
 
     print(consolidate(args.store, args.out, overwrite=args.overwrite))
     return 0

@@ -39,12 +39,8 @@ def run(args) -> int:
                   tol=args.tol, random_state=args.seed, device=args.device, block_rows=args.block_rows,
                   verbose=not args.quiet).fit(X)
     write_derived(
-        args, store, layer, transform=ica.transform, n_out=ica.n_components_, kind="ica",
-        params={"mean": ica.mean_, "whitening": ica.whitening_, "unmixing": ica.components_,
-                "mixing": ica.mixing_},
+        args, layer, ica,
         settings={"n_components": args.n_components, "fit_rows": args.fit_rows, "algorithm": args.algorithm,
                   "fun": args.fun, "max_iter": args.max_iter, "tol": args.tol, "seed": args.seed},
-        results={"n_components": int(ica.n_components_), "n_iter": int(ica.n_iter_),
-                 "converged": bool(ica.converged_)},
     )
     return 0

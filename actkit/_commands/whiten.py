@@ -30,11 +30,6 @@ def run(args) -> int:
     check_n_components(args.n_components, layer)
     w = Whitener(method=args.method, n_components=args.n_components, eps=args.eps, block_rows=args.block_rows,
                  verbose=not args.quiet).fit(layer)
-    write_derived(
-        args, store, layer, transform=w.transform, n_out=w.whitening_.shape[0], kind="whiten",
-        params={"mean": w.mean_, "whitening": w.whitening_, "dewhitening": w.dewhitening_,
-                "explained_variance": w.explained_variance_},
-        settings={"method": args.method, "n_components": args.n_components, "eps": args.eps},
-        results={"n_components": int(w.n_components_), "rank": int(w.rank_)},
-    )
+    write_derived(args, layer, w,
+                  settings={"method": args.method, "n_components": args.n_components, "eps": args.eps})
     return 0

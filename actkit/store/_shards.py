@@ -1,5 +1,8 @@
 """Sharded stores: one ordinary store per rank, and a store of virtual datasets over them.
 
+(Exported by :mod:`actkit.store`: ``write_virtual_store``, ``consolidate``, ``check_shards``,
+``shard_list``, ``finished_request_hash``.)
+
 A ``torchrun`` extraction with K ranks leaves::
 
     run.h5                       the store: /layers/<name>/data and /index are HDF5 virtual
@@ -31,14 +34,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from actkit.errors import StoreError
+from actkit.store._create import _create_preallocated, _existing_request_hash
+from actkit.store._format import (FORMAT, attr_value, canonical_json, decode_attr, h5py_module, partial_path,
+                                  request_hash)
 
 SHARDS_ATTR = "shards"
-
-
-def _store():
-    from actkit import store
-
-    return store
 
 
 def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any],
@@ -64,9 +64,8 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
     -------
     pathlib.Path
     """
-    import h5py
+    h5py = h5py_module()
 
-    st = _store()
     out = Path(out)
     shard_paths = [Path(p) for p in shard_paths]
     rel = [os.path.relpath(p, out.parent if str(out.parent) else ".") for p in shard_paths]
@@ -76,32 +75,32 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
             if not bool(f.attrs.get("complete")):
                 raise StoreError(f"shard {p} is not finished")
         first = shards[0]
-        names = json.loads(st._decode_attr(first.attrs["layer_order"]))
-        created_at = st._decode_attr(first.attrs["created_at"])
+        names = json.loads(decode_attr(first.attrs["layer_order"]))
+        created_at = decode_attr(first.attrs["created_at"])
         full_request = {"request": dict(request), "compression": compression}
-        rhash = st.request_hash(full_request)
+        rhash = request_hash(full_request)
         prov = dict(provenance)
         prov["shards"] = rel
         prov["world_size"] = len(rel)
         fingerprint = hashlib.sha256(
-            st._json({"request_hash": rhash, "inputs": inputs_fingerprint, "created_at": created_at}).encode()
+            canonical_json({"request_hash": rhash, "inputs": inputs_fingerprint, "created_at": created_at}).encode()
         ).hexdigest()
-        partial = st.partial_path(out)
+        partial = partial_path(out)
         with h5py.File(partial, "w", libver=("v110", "v110"), track_order=False) as f:
-            f.attrs["actkit_format"] = st.FORMAT
+            f.attrs["actkit_format"] = FORMAT
             f.attrs["complete"] = True
             f.attrs["n_samples"] = np.int64(n_samples)
             f.attrs["created_at"] = created_at
             f.attrs["fingerprint"] = fingerprint
             f.attrs["inputs_fingerprint"] = inputs_fingerprint or ""
-            f.attrs["request"] = st._json(full_request)
+            f.attrs["request"] = canonical_json(full_request)
             f.attrs["request_hash"] = rhash
-            f.attrs["provenance"] = st._json(prov)
-            f.attrs["layer_order"] = st._json(names)
-            f.attrs[SHARDS_ATTR] = st._json(rel)
+            f.attrs["provenance"] = canonical_json(prov)
+            f.attrs["layer_order"] = canonical_json(names)
+            f.attrs[SHARDS_ATTR] = canonical_json(rel)
             g = f.create_group("provenance")
             for key in sorted(prov):
-                g.attrs[key] = st._attr_value(prov[key])
+                g.attrs[key] = attr_value(prov[key])
             lg = f.create_group("layers")
             for name in names:
                 src = first[f"layers/{name}"]
@@ -149,12 +148,12 @@ def shard_list(f) -> list[str] | None:
     value = f.attrs.get(SHARDS_ATTR)
     if value is None:
         return None
-    return json.loads(_store()._decode_attr(value))
+    return json.loads(decode_attr(value))
 
 
 def check_shards(path, f) -> None:
     """Refuse a sharded store whose shard files are missing or unfinished."""
-    import h5py
+    h5py = h5py_module()
 
     rel = shard_list(f)
     if not rel:
@@ -186,9 +185,8 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
     StoreError
         ``out`` exists (without ``overwrite``), equals ``src``, or ``src`` is not a finished store.
     """
-    import h5py
+    h5py = h5py_module()
 
-    st = _store()
     src, out = Path(src), Path(out)
     if out.resolve() == src.resolve():
         raise StoreError("--out must differ from the store being consolidated")
@@ -196,17 +194,19 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
         raise StoreError(f"{out} already exists; pass --overwrite to replace it")
     if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise StoreError(f"cannot write {out}: not a file in an existing folder")
-    with st.open_store(src):  # every check: format, complete, shards present
+    from actkit.store._reader import open_store
+
+    with open_store(src):  # every check: format, complete, shards present
         pass
-    partial = st.partial_path(out)
+    partial = partial_path(out)
     try:
         with h5py.File(src, "r") as fin, h5py.File(partial, "w", libver="earliest", track_order=False) as fout:
             for k, v in fin.attrs.items():
                 if k != SHARDS_ATTR:
                     fout.attrs[k] = v
-            prov = json.loads(st._decode_attr(fin.attrs.get("provenance", "{}")))
+            prov = json.loads(decode_attr(fin.attrs.get("provenance", "{}")))
             prov["consolidated_from"] = str(src)
-            fout.attrs["provenance"] = st._json(prov)
+            fout.attrs["provenance"] = canonical_json(prov)
 
             def visit(name, obj):
                 if isinstance(obj, h5py.Group):
@@ -216,7 +216,7 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
                     return
                 rows = obj.shape[0] if obj.ndim else 0
                 if name.startswith("layers/") and obj.ndim == 2:
-                    out_ds = st._create_preallocated(fout[os.path.dirname(name)], os.path.basename(name),
+                    out_ds = _create_preallocated(fout[os.path.dirname(name)], os.path.basename(name),
                                                      tuple(obj.shape), obj.dtype)
                     step = max(1, block_bytes // max(1, obj.shape[1] * obj.dtype.itemsize))
                     for s in range(0, rows, step):
@@ -231,3 +231,8 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
         raise
     os.replace(partial, out)
     return out
+
+
+def finished_request_hash(path) -> str | None:
+    """The request hash of the finished store at ``path``, or None (missing, unfinished, foreign)."""
+    return _existing_request_hash(Path(path))
