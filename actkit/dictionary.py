@@ -401,6 +401,12 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         the code and statistics steps run there in torch (the n_atoms x n_atoms MOD solve
         stays on the CPU in float64).
     verbose : bool, default=False
+    scheduler : None, str or distributed.Client, optional
+        Dask: a dask array ``X`` is always fitted with every full pass (the warm-up sample,
+        the code + ``A'A``, ``A'X`` statistics of each epoch) as a map over its chunks +
+        exact merge on this scheduler (None: the active ``distributed.Client``, else Dask's
+        default); with a scheduler, store layers and h5py datasets are read by the workers
+        too (``docs/dask.md``). Warm-up epochs on the in-memory subsample run in this process.
 
     Attributes
     ----------
@@ -443,6 +449,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         random_state=None,
         device="cpu",
         verbose=False,
+        scheduler=None,
     ):
         self.n_atoms = n_atoms
         self.code = code
@@ -457,6 +464,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.scheduler = scheduler
 
     def _params(self, n_features):
         if isinstance(self.n_atoms, bool) or not isinstance(self.n_atoms, (int, np.integer)) or self.n_atoms < 1:
@@ -504,7 +512,19 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self
         """
         X = _as_input(X)
-        streaming = _is_streaming(X)
+        from actkit import _dask
+
+        Xd = _dask.as_dask(X, self.scheduler, self.batch_size)
+        if Xd is not None:
+            if _is_accelerator(self.device):
+                raise ValueError(f"device={self.device!r} with Dask: the passes run on the workers' CPUs; "
+                                 f"use device='cpu'")
+            with _dask.use_scheduler(self.scheduler) as runner:
+                return self._fit_rows(Xd, runner)
+        return self._fit_rows(X, None)
+
+    def _fit_rows(self, X, runner):
+        streaming = runner is not None or _is_streaming(X)
         if streaming:
             n, d = int(X.shape[0]), int(X.shape[1])
             self.n_features_in_ = d
@@ -520,7 +540,12 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             warm = min(n, max(10000, 40 * int(self.n_atoms)))  # the initial atoms come from rows in memory
         if warm:
             idx = np.sort(rng.choice(n, size=warm, replace=False))
-            Xs = np.asarray(X[idx] if not streaming else gather_rows(X, idx, self.batch_size), dtype=dtype)
+            if runner is not None:
+                from actkit._dask_passes import gather
+
+                Xs = np.asarray(gather(runner, X, idx, progress=False), dtype=dtype)
+            else:
+                Xs = np.asarray(X[idx] if not streaming else gather_rows(X, idx, self.batch_size), dtype=dtype)
         else:
             Xs = X
         if not np.all(np.isfinite(Xs)):
@@ -560,6 +585,14 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             # error and sparsity are those of the last pass (before its dictionary update)
             n_full = self.n_epochs if (warm or streaming) else 0
             for _ in range(n_full):
+                if runner is not None:
+                    from actkit._dask_passes import dictionary_epoch
+
+                    ep = dictionary_epoch(runner, X, D, p, keep, dtype, self.batch_size)
+                    D, _ = _update(D, ep, rng)
+                    if bar is not None:
+                        bar.update(1)
+                    continue
                 ep = _epoch(iter_row_blocks(X, self.batch_size, dtype=dtype), D, p, keep, self.device)
                 D, _ = _update(D, ep, rng)
                 if bar is not None:
@@ -600,9 +633,14 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Returns
         -------
         codes : ndarray of shape (n_samples, n_atoms), same float dtype as ``X``
+            (a lazy dask array for a dask ``X``)
         """
         check_is_fitted(self)
         X = _as_input(X)
+        from actkit import _dask
+
+        if _dask.is_dask(X) or (self.scheduler is not None and _is_streaming(X)):
+            return _dask.transform(self, X, self.n_atoms, self.scheduler, self.batch_size)
         if _is_streaming(X):
             return transform_blocks(self, X, self.batch_size, self.n_atoms)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)

@@ -100,7 +100,10 @@ def _contrast(fun, alpha):
 class _Source:
     """Whitened rows ``Z`` (N x k) as blocks, in memory or re-whitened from a stream.
 
-    On CPU blocks are numpy arrays; on other devices torch tensors."""
+    On CPU blocks are numpy arrays; on other devices torch tensors. ``remote`` (an
+    ``actkit._dask_passes.ICAPasses``) runs the passes on Dask instead."""
+
+    remote = None
 
     def __init__(self, *, Z=None, X=None, mean=None, K=None, block_rows=None, dtype=np.float32, device="cpu"):
         self.device = device
@@ -173,6 +176,8 @@ def _pass(source, W, f, need_loss=True):
     worker thread with single-threaded BLAS: numpy's contrast functions (tanh, exp, ...) are
     single-threaded, so this keeps every core busy for the whole pass, not only in the
     GEMMs. Partial sums are added in block order (the result does not depend on timing)."""
+    if source.remote is not None:
+        return source.remote.pass_stats(W, need_loss)
     k = W.shape[0]
     xp = source.xp
     Wt = source.to_backend(W.T)
@@ -397,7 +402,9 @@ def _data_init(source, rng, *, n_candidates=None, max_cos=0.5, chunk=256):
     m = min(n, n_candidates or 2 * k)
     best_rows = np.zeros((0, k), np.float64)
     best_norms = np.zeros(0)
-    for Zb in source.blocks():
+    if source.remote is not None:
+        best_rows, best_norms = source.remote.largest_rows(m)
+    for Zb in source.blocks() if source.remote is None else ():
         Zb = np.asarray(source.to_numpy(Zb), dtype=np.float64)
         nb = np.einsum("ij,ij->i", Zb, Zb)
         rows = np.concatenate([best_rows, Zb])
@@ -470,7 +477,9 @@ def _deflation(source, W_init, f, *, tol, max_iter, counter=None):
             wt = source.to_backend(w[:, None])
             acc = np.zeros(k)
             gp_sum = 0.0
-            for Zb in source.blocks():
+            if source.remote is not None:
+                acc, gp_sum = source.remote.deflation_sums(w)
+            for Zb in source.blocks() if source.remote is None else ():
                 y = Zb @ wt
                 _, g, sgp = f(y, xp, False)
                 acc += source.to_numpy(Zb.T @ g)[:, 0]
@@ -543,6 +552,12 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Rows per block in passes over the data.
     verbose : bool, default=False
         Progress bars (tqdm) over the covariance pass and the solver passes.
+    scheduler : None, str or distributed.Client, optional
+        Dask: a dask array ``X`` is always fitted with every pass over the rows (moments,
+        solver sums) as a map over its chunks + exact merge on this scheduler (None: the
+        active ``distributed.Client``, else Dask's default); with a scheduler, store layers
+        and h5py datasets are read by the workers too (``"local:N"``, an address, a
+        ``Client``; ``docs/dask.md``). The warm-up subsample is solved in this process.
 
     Attributes
     ----------
@@ -591,6 +606,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         device="cpu",
         block_rows=None,
         verbose=False,
+        scheduler=None,
     ):
         self.n_components = n_components
         self.algorithm = algorithm
@@ -607,6 +623,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.device = device
         self.block_rows = block_rows
         self.verbose = verbose
+        self.scheduler = scheduler
 
     # ------------------------------------------------------------------ validation
     def _validate_params_(self, n_features):
@@ -659,7 +676,19 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _fit(self, X):
         X = _as_input(X)
-        streaming = _is_streaming(X)
+        from actkit import _dask
+
+        Xd = _dask.as_dask(X, self.scheduler, self.block_rows)
+        if Xd is not None:
+            if _is_accelerator(self.device):
+                raise ValueError(f"device={self.device!r} with Dask: the passes run on the workers' CPUs; "
+                                 f"use device='cpu'")
+            with _dask.use_scheduler(self.scheduler) as runner:
+                return self._fit_rows(Xd, runner)
+        return self._fit_rows(X, None)
+
+    def _fit_rows(self, X, runner):
+        streaming = runner is not None or _is_streaming(X)
         if streaming:
             n, d = int(X.shape[0]), int(X.shape[1])
             if n < 2:
@@ -686,7 +715,8 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         sub_idx = np.sort(rng.choice(n, size=warm, replace=False)) if warm else None
         if self.whiten:
             moments, sub_rows = accumulate_moments(
-                X, block_rows=self.block_rows, verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx
+                X, block_rows=self.block_rows, verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx,
+                runner=runner,
             )
             p = whitening_from_moments(moments.mean_, moments.covariance(ddof=1), method="pca", n_components=k_req)
             mean, K, Kinv = p["mean"], p["whitening"], p["dewhitening"]
@@ -699,7 +729,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             mean, K, Kinv = np.zeros(d), np.eye(d), np.eye(d)
             sub_rows = None
             if streaming and sub_idx is not None:
-                _, sub_rows = accumulate_moments(X, block_rows=self.block_rows, collect_rows=sub_idx)
+                _, sub_rows = accumulate_moments(X, block_rows=self.block_rows, collect_rows=sub_idx, runner=runner)
         k = K.shape[0]
 
         def whitened(rows):
@@ -709,6 +739,11 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         if streaming:
             source = _Source(X=X, mean=mean, K=K, block_rows=self.block_rows, dtype=cdtype, device=device)
+            if runner is not None:
+                from actkit._dask_passes import ICAPasses
+
+                source.remote = ICAPasses(runner, X, mean, K, fun=self.fun, alpha=alpha, dtype=cdtype,
+                                          block_rows=source.block_rows, progress=False)
         else:
             source = _Source(Z=_on_device(whitened(X), device), block_rows=self.block_rows, dtype=cdtype,
                              device=device)
@@ -802,9 +837,14 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         S : ndarray of shape (n_samples, n_components_), same float dtype as ``X``
+            (a lazy dask array for a dask ``X``)
         """
         check_is_fitted(self)
         X = _as_input(X)
+        from actkit import _dask
+
+        if _dask.is_dask(X) or (self.scheduler is not None and _is_streaming(X)):
+            return _dask.transform(self, X, self.n_components_, self.scheduler, self.block_rows)
         if _is_streaming(X):
             return transform_blocks(self, X, self.block_rows, self.n_components_)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False, copy=copy)

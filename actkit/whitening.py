@@ -45,7 +45,7 @@ def _as_input(X):
 
 
 def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", collect_rows=None,
-                       precision="float64"):
+                       precision="float64", runner=None):
     """One pass over ``X``: float64 :class:`RunningMoments` (and optionally chosen raw rows).
 
     Parameters
@@ -53,6 +53,8 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     X : ndarray or streaming source of shape (N, D)
     collect_rows : ndarray of int, optional
         Sorted row indices to copy out during the pass (used for subsample fits).
+    runner : actkit._dask.Runner, optional
+        Run the pass on Dask (``X`` is then a dask array): a map over chunks + exact merge.
 
     Returns
     -------
@@ -62,6 +64,12 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     n, d = int(X.shape[0]), int(X.shape[1])
     if block_rows is None:
         block_rows = max(1024, min(65536, (2**22) // max(1, d)))  # ~16 MiB of float32 per block
+    if runner is not None:
+        from actkit._dask_passes import moments as dask_moments
+
+        return dask_moments(runner, X, block_rows=block_rows, collect_rows=collect_rows, desc=desc,
+                            precision="auto" if precision == "float32" else "float64",
+                            progress=None if verbose else False)
     moments = RunningMoments(d, precision="auto" if precision == "float32" else "float64")
     picked = [] if collect_rows is not None else None
     start = 0
@@ -181,6 +189,12 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         Rows per block when streaming (default: about 64 MiB per block).
     verbose : bool, default=False
         Show a progress bar over the covariance pass (tqdm; hidden when not on a terminal).
+    scheduler : None, str or distributed.Client, optional
+        Dask: a dask array ``X`` is always fitted as a map over its chunks + exact merge on
+        this scheduler (None: the active ``distributed.Client``, else Dask's default); with
+        a scheduler, store layers and h5py datasets are read by the workers too
+        (``"local:N"``, an address, a ``Client``; see ``docs/dask.md``). ``transform`` of a
+        dask array returns a lazy dask array.
 
     Attributes
     ----------
@@ -210,13 +224,14 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     """
 
     def __init__(self, method="pca", n_components=None, *, eps=1e-10, precision="float64", block_rows=None,
-                 verbose=False):
+                 verbose=False, scheduler=None):
         self.method = method
         self.n_components = n_components
         self.eps = eps
         self.precision = precision
         self.block_rows = block_rows
         self.verbose = verbose
+        self.scheduler = scheduler
 
     def fit(self, X, y=None):
         """Fit the mean and whitening matrix, streaming over row blocks.
@@ -231,7 +246,16 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         self
         """
         X = _as_input(X)
-        if _is_streaming(X):
+        from actkit import _dask
+
+        Xd = _dask.as_dask(X, self.scheduler, self.block_rows)
+        if Xd is not None:
+            with _dask.use_scheduler(self.scheduler) as runner:
+                return self._fit(Xd, runner)
+        return self._fit(X, None)
+
+    def _fit(self, X, runner):
+        if runner is not None or _is_streaming(X):
             n, d = int(X.shape[0]), int(X.shape[1])
             if n < 2:
                 raise ValueError(f"need at least 2 rows to whiten, got {n}")
@@ -243,7 +267,7 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
             dtype = X.dtype
         _check_params(self.method, self.n_components, self.eps, d, self.precision)
         moments, _ = accumulate_moments(X, block_rows=self.block_rows, verbose=self.verbose,
-                                        precision=self.precision)
+                                        precision=self.precision, runner=runner)
         self._set_from_moments(moments.mean_, moments.covariance(ddof=1), moments.n_samples_, dtype)
         return self
 
@@ -273,10 +297,15 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         Returns
         -------
         Z : ndarray of shape (n_samples, n_components_) for PCA, (n_samples, n_features) for ZCA
-            Same float dtype as ``X`` (float32 stays float32).
+            Same float dtype as ``X`` (float32 stays float32). A lazy dask array for a dask
+            ``X``.
         """
         check_is_fitted(self)
         X = _as_input(X)
+        from actkit import _dask
+
+        if _dask.is_dask(X) or (self.scheduler is not None and _is_streaming(X)):
+            return _dask.transform(self, X, self._n_features_out, self.scheduler, self.block_rows)
         if _is_streaming(X):
             return transform_blocks(self, X, self.block_rows, self._n_features_out)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
