@@ -32,7 +32,8 @@ from actkit.errors import ActkitError, SchedulerError, StoreError
 
 __all__ = ["is_dask", "to_dask", "from_h5", "as_dask", "use_scheduler", "Runner", "CONNECT_TIMEOUT"]
 
-CONNECT_TIMEOUT = 5.0  # seconds to reach a scheduler (and for it to have a worker)
+# seconds to reach a scheduler (and for it to have a worker); ACTKIT_DASK_TIMEOUT overrides
+CONNECT_TIMEOUT = float(os.environ.get("ACTKIT_DASK_TIMEOUT", "3"))
 _LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "processes")
 
 
@@ -380,7 +381,7 @@ class Runner:
         client = self.client
         futures = client.compute(parts)
         final = _tree(futures, lambda a, b: client.submit(merge, a, b))
-        done = as_completed(futures)
+        done = as_completed(futures, loop=client.loop)
         del futures  # a merged chunk's statistics are released as soon as they are merged
         for f in done:
             bar.update(1)

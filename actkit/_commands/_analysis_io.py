@@ -9,6 +9,7 @@ deleted (``writer.abort()``), so a failed command never leaves a half-written st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -22,6 +23,31 @@ def add_common_arguments(p) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it holds another store")
     p.add_argument("--block-rows", type=int, default=None, help="rows read per block (default: ~32 MiB)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+    add_scheduler_argument(p)
+
+
+def add_scheduler_argument(p) -> None:
+    p.add_argument("--scheduler", metavar="ADDRESS|local:N", default=None,
+                   help="run every pass on Dask: the address of a running scheduler (tcp://host:8786) "
+                        "or local:N for N local worker processes; the output is then one shard per "
+                        "worker plus a virtual-dataset index (docs/dask.md)")
+
+
+@contextlib.contextmanager
+def cluster(args):
+    """The Dask runner of ``--scheduler`` (None without it), kept for the whole command."""
+    if not getattr(args, "scheduler", None):
+        args.runner = None
+        yield None
+        return
+    from actkit._dask import use_scheduler
+
+    with use_scheduler(args.scheduler) as runner:
+        args.runner = runner
+        try:
+            yield runner
+        finally:
+            args.runner = None
 
 
 def open_layer(args):
@@ -89,6 +115,8 @@ def write_derived(args, store, layer, *, transform, n_out, kind, params, setting
     kw = dict(n_samples=int(store.n_samples) or int(layer.shape[0]), request=request, provenance=provenance,
               params={k: np.asarray(v) for k, v in params.items()},
               inputs_fingerprint=store.inputs_fingerprint or None, overwrite=args.overwrite)
+    if getattr(args, "runner", None) is not None:
+        return _write_sharded(args, store, layer, spec, transform, kind, kw)
     writer = create_store(args.out, [spec], **kw)
     if writer.complete:
         if not args.quiet:
@@ -116,6 +144,29 @@ def write_derived(args, store, layer, *, transform, n_out, kind, params, setting
     if not args.quiet:
         print(f"wrote {args.out}: layer {args.layer}, {layer.shape[0]} rows x {n_out} ({kind}); "
               f"params: {', '.join(sorted(params))}", file=sys.stderr)
+    return path
+
+
+def _write_sharded(args, store, layer, spec, transform, kind, kw):
+    """``write_derived`` on Dask: one shard per worker + a virtual-dataset index at OUT."""
+    from actkit._dask import H5Rows
+    from actkit._dask_passes import portable
+    from actkit._shards import shard_dir, write_sharded
+
+    est = getattr(transform, "__self__", None)
+    if est is not None:  # a bound estimator method: ship the estimator without its scheduler
+        transform = getattr(portable(est), transform.__name__)
+    f = store.file.filename
+    index = H5Rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
+    path = write_sharded(args.runner, layer.to_dask(args.block_rows), args.out, layer=spec.name,
+                         transform=transform, n_out=spec.features, n_samples=kw["n_samples"], request=kw["request"],
+                         provenance=kw["provenance"], params=kw["params"], index_reader=index,
+                         inputs_fingerprint=kw["inputs_fingerprint"], layer_attrs=spec.attrs,
+                         overwrite=args.overwrite, desc=f"{kind}: transform", progress=False if args.quiet else None)
+    if not args.quiet:
+        n = len(list(shard_dir(path).glob("rank-*.h5")))
+        print(f"wrote {args.out}: layer {args.layer}, {layer.shape[0]} rows x {spec.features} ({kind}) in {n} "
+              f"shard(s) under {shard_dir(path)}; params: {', '.join(sorted(kw['params']))}", file=sys.stderr)
     return path
 
 

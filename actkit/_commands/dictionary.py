@@ -7,7 +7,7 @@ Only parsing and calls to :class:`actkit.SparseDictionary`.
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import add_common_arguments, open_layer, write_derived
+from actkit._commands._analysis_io import add_common_arguments, cluster, open_layer, write_derived
 
 
 def register(sub) -> None:
@@ -31,20 +31,22 @@ def run(args) -> int:
     from actkit.errors import InputError
 
     store, layer = open_layer(args)
-    if args.n_atoms < 1:
-        raise InputError(f"--n-atoms must be positive, got {args.n_atoms}")
-    if args.k is not None and not 1 <= args.k <= args.n_atoms:
-        raise InputError(f"--k={args.k} must be between 1 and --n-atoms={args.n_atoms}")
-    kw = {"batch_size": args.block_rows} if args.block_rows else {}
-    sd = SparseDictionary(args.n_atoms, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
-                          n_epochs=args.n_epochs, random_state=args.seed, device=args.device, verbose=not args.quiet,
-                          **kw).fit(layer)
-    write_derived(
-        args, store, layer, transform=sd.transform, n_out=args.n_atoms, kind="dictionary",
-        params={"dictionary": sd.dictionary_},
-        settings={"n_atoms": args.n_atoms, "code": args.code, "k": args.k, "alpha": args.alpha,
-                  "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed,
-                  "device": args.device},
-        results={"reconstruction_error": float(sd.reconstruction_error_), "mean_active": float(sd.mean_active_)},
-    )
-    return 0
+    with cluster(args) as runner:
+        if args.n_atoms < 1:
+            raise InputError(f"--n-atoms must be positive, got {args.n_atoms}")
+        if args.k is not None and not 1 <= args.k <= args.n_atoms:
+            raise InputError(f"--k={args.k} must be between 1 and --n-atoms={args.n_atoms}")
+        kw = {"batch_size": args.block_rows} if args.block_rows else {}
+        sd = SparseDictionary(args.n_atoms, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
+                              n_epochs=args.n_epochs, random_state=args.seed, device=args.device, verbose=not args.quiet,
+                              scheduler=runner,
+                              **kw).fit(layer)
+        write_derived(
+            args, store, layer, transform=sd.transform, n_out=args.n_atoms, kind="dictionary",
+            params={"dictionary": sd.dictionary_},
+            settings={"n_atoms": args.n_atoms, "code": args.code, "k": args.k, "alpha": args.alpha,
+                      "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed,
+                      "device": args.device},
+            results={"reconstruction_error": float(sd.reconstruction_error_), "mean_active": float(sd.mean_active_)},
+        )
+        return 0
