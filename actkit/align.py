@@ -1072,7 +1072,7 @@ def _groups_for(A, B, groups):
     return groups
 
 
-def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwargs):
+def compare_many(sources, *, labels=None, metric="rigid", progress=None, scheduler=None, **kwargs):
     """Compare every pair of several representations of the same inputs.
 
     Each representation is read for its own moments, whitened and ICA-fitted **once** and
@@ -1086,6 +1086,11 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
     metric : str, default="rigid"
         Any numeric key of :meth:`CompareResult.to_dict` (e.g. ``"linear_cka"``, ``"ica"``,
         ``"mean_cca"``); the matrix holds it for (row -> column).
+    scheduler : None, str or distributed.Client, optional
+        Dask (``docs/dask.md``): each representation's statistics (moments, whitening and
+        ICA fits) are computed once, in one task per representation, and the K^2 pairs are
+        spread over the workers, each task opening the stores itself. ``"local:N"``, an
+        address or a ``Client``; sources must then be store layers or arrays.
     **kwargs
         Passed to :func:`compare`.
 
@@ -1096,6 +1101,41 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
         is the self-comparison's value.
     results : dict of (i, j) -> CompareResult
     """
+    if scheduler is not None:
+        from actkit._dask_compare import compare_many_dask
+
+        return compare_many_dask(sources, metric=metric, progress=progress, scheduler=scheduler, **kwargs)
+    K = len(sources)
+    sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = _many_setup(sources, kwargs)
+    sides = []
+    for i, X in enumerate(sources):
+        side = _Side(X, f"source {i}", eval_mask, sample_rows, diam_rows, dtype)
+        with _progress(_n_rows(X), f"moments {i + 1}/{K}", progress) as bar:
+            side.run(br, progress, bar)
+        sides.append(side)
+    matrix = np.full((K, K), np.nan)
+    results = {}
+    for i in range(K):
+        for j in range(K):
+            res = compare(sources[i], sources[j], groups=groups, progress=progress,
+                          _sides=(sides[i], sides[j]), **kwargs)
+            matrix[i, j] = _metric_value(res, metric)
+            results[(i, j)] = res
+    return matrix, results
+
+
+def _metric_value(res, metric):
+    d = res.to_dict()
+    if metric not in d or not isinstance(d[metric], (int, float, type(None))):
+        raise ValueError(f"unknown metric {metric!r}; use a numeric key of "
+                         f"CompareResult.to_dict(), e.g. linear_cka, rigid, ica")
+    return np.nan if d[metric] is None else d[metric]
+
+
+def _many_setup(sources, kwargs):
+    """What every pair of :func:`compare_many` shares: the sources, groups, the split, the
+    ICA and diameter rows, the compute dtype and the block size. ``kwargs`` loses
+    ``groups``."""
     K = len(sources)
     if K < 2:
         raise ValueError("compare_many needs at least two representations")
@@ -1121,25 +1161,7 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
         diam_rows = eval_rows
     dtype = _compute_dtype(*sources)
     br = kwargs.get("block_rows") or _default_block_rows(max(_n_features(X, "X") for X in sources))
-    sides = []
-    for i, X in enumerate(sources):
-        side = _Side(X, f"source {i}", eval_mask, sample_rows, diam_rows, dtype)
-        with _progress(n, f"moments {i + 1}/{K}", progress) as bar:
-            side.run(br, progress, bar)
-        sides.append(side)
-    matrix = np.full((K, K), np.nan)
-    results = {}
-    for i in range(K):
-        for j in range(K):
-            res = compare(sources[i], sources[j], groups=groups, progress=progress,
-                          _sides=(sides[i], sides[j]), **kwargs)
-            d = res.to_dict()
-            if metric not in d or not isinstance(d[metric], (int, float, type(None))):
-                raise ValueError(f"unknown metric {metric!r}; use a numeric key of "
-                                 f"CompareResult.to_dict(), e.g. linear_cka, rigid, ica")
-            matrix[i, j] = np.nan if d[metric] is None else d[metric]
-            results[(i, j)] = res
-    return matrix, results
+    return sources, groups, eval_mask, sample_rows, diam_rows, dtype, br
 
 
 # ``actkit.align`` names both this module and the function :func:`align`. Importing the
