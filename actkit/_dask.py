@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import socket
+import warnings
 
 import numpy as np
 
@@ -244,7 +245,8 @@ def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
         n = text.split(":", 1)[1]
         if not n.isdigit() or int(n) < 1:
             raise SchedulerError(f"--scheduler {text}: use local:N with N >= 1 worker processes")
-        with _quiet_logs():
+        with _quiet_logs(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "port 8787 in use" of a worker's HTTP server
             cluster = distributed.LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
                                                host="127.0.0.1", dashboard_address=None)
             client = distributed.Client(cluster, set_as_default=False)
