@@ -200,11 +200,11 @@ def run(args) -> int:
 
     if is_accelerator(args.device):
         resolve_device(args.device, error=ActkitError)   # a bad device fails before any work
-    if args.inputs:
-        return _run_models(args, methods)
     from actkit._commands._analysis_io import cluster
 
-    with cluster(args):
+    with cluster(args):   # --scheduler: the comparisons run on Dask (extraction stays here)
+        if args.inputs:
+            return _run_models(args, methods)
         return _run_stores(args, args.sources, methods)
 
 
