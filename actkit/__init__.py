@@ -7,6 +7,7 @@ The public API (everything a user needs fits on one screen)::
     actkit.Whitener, actkit.whiten                      # PCA / ZCA whitening (streaming)
     actkit.FastICA, actkit.fastica                      # FastICA (torch, streaming-aware)
     actkit.SparseDictionary, actkit.sparse_dictionary   # top-k / L1 dictionary learning
+    actkit.transform_store(est, layer, out, scheduler=)  # transform on Dask -> sharded store
     actkit.align(A, B, method=...)                      # permutation | rigid | linear | ica
     actkit.compare(A, B)                                # every alignment + similarity metric
     actkit.metrics                                      # amari_distance, mcc, linear_cka, infomec, ...
@@ -34,6 +35,7 @@ _LAZY = {
     "fastica": "actkit.ica",
     "SparseDictionary": "actkit.dictionary",
     "sparse_dictionary": "actkit.dictionary",
+    "transform_store": "actkit._shards",
     "align": "actkit.align",
     "compare": "actkit.align",
     "ActkitError": "actkit.errors",
