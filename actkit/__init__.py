@@ -3,13 +3,16 @@
 The public API (everything a user needs fits on one screen)::
 
     actkit.extract(model, inputs, out, layers=...)      # checkpoint -> HDF5 store
+    actkit.list_layers(model)                           # modules and their output shapes
     actkit.open_store(path)                             # store -> layers, array-like access
     actkit.Whitener, actkit.whiten                      # PCA / ZCA whitening (streaming)
     actkit.FastICA, actkit.fastica                      # FastICA (torch, streaming-aware)
     actkit.SparseDictionary, actkit.sparse_dictionary   # top-k / L1 dictionary learning
-    actkit.transform_store(est, layer, out, scheduler=)  # transform on Dask -> sharded store
+    actkit.transform_store(est, layer, out)             # fitted transform of a layer -> store
     actkit.align(A, B, method=...)                      # permutation | rigid | linear | ica
     actkit.compare(A, B)                                # every alignment + similarity metric
+    actkit.compare_many([A, B, C], metric=...)          # pairwise matrix -> (matrix, results)
+    actkit.RunningMoments, actkit.CrossMoments          # mergeable streaming moments
     actkit.metrics                                      # amari_distance, mcc, linear_cka, infomec, ...
 
 Names are imported lazily, so ``import actkit`` is cheap and never imports torch,
@@ -18,43 +21,39 @@ transformers or timm until they are needed.
 
 from __future__ import annotations
 
-import importlib
+from actkit._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
-    "extract": "actkit._extract_api",
+    "extract": "actkit.extractors.extract",
+    "list_layers": "actkit.extractors.layers",
     "open_store": "actkit.store",
     "Store": "actkit.store",
     "Layer": "actkit.store",
     "RunningMoments": "actkit.stats",
+    "CrossMoments": "actkit.stats",
     "Whitener": "actkit.whitening",
     "whiten": "actkit.whitening",
     "FastICA": "actkit.ica",
     "fastica": "actkit.ica",
     "SparseDictionary": "actkit.dictionary",
     "sparse_dictionary": "actkit.dictionary",
-    "transform_store": "actkit._shards",
-    "align": "actkit.align",
-    "compare": "actkit.align",
+    "transform_store": "actkit._derived",
+    "align": "actkit.alignment",
+    "compare": "actkit.alignment",
+    "compare_many": "actkit.alignment",
+    "CompareResult": "actkit.alignment",
+    "PermutationAlignment": "actkit.alignment",
+    "RigidAlignment": "actkit.alignment",
+    "LinearAlignment": "actkit.alignment",
+    "ICAAlignment": "actkit.alignment",
     "ActkitError": "actkit.errors",
 }
 
-__all__ = sorted([*_LAZY, "metrics", "__version__"])
+# sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)
+_MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo")
 
-
-def __getattr__(name: str):
-    if name == "metrics":
-        return importlib.import_module("actkit.metrics")
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'actkit' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY, _MODULES)
+__all__ = sorted([*__all__, "__version__"])

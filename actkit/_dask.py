@@ -119,7 +119,7 @@ def from_h5(path, dataset, shape, dtype, block_rows=None, token=""):
     import dask.array as da
     from dask.base import tokenize
 
-    from actkit.store import default_block_rows
+    from actkit._rows import block_rows as default_block_rows
 
     rows, d = int(shape[0]), int(shape[1])
     if block_rows is None:
@@ -138,7 +138,7 @@ def to_dask(layer, block_rows=None):
     ----------
     layer : Layer or h5py.Dataset of shape (n_rows, n_features)
     block_rows : int, optional
-        Rows per chunk (default: the store's row block, about 64 MiB).
+        Rows per chunk (default: the row block of every streamed pass, about 32 MiB).
 
     Returns
     -------
@@ -182,6 +182,28 @@ def as_dask(X, scheduler=None, block_rows=None):
     if _data.is_streaming(X):
         return to_dask(X, block_rows)
     return None
+
+
+@contextlib.contextmanager
+def on_dask(estimator, X, block_rows=None):
+    """``(rows, runner)`` for an estimator's fit: a dask array and the :class:`Runner` of
+    ``estimator.scheduler`` when ``X`` is a dask array (or a stream with a scheduler), else
+    ``(X, None)`` (the single-process path)."""
+    from actkit._data import as_input
+    from actkit._device import is_accelerator
+    from actkit.errors import ValidationError
+
+    X = as_input(X)
+    scheduler = getattr(estimator, "scheduler", None)
+    Xd = as_dask(X, scheduler, block_rows) if (scheduler is not None or is_dask(X)) else None
+    if Xd is None:
+        yield X, None
+        return
+    device = getattr(estimator, "device", "cpu")
+    if is_accelerator(device):
+        raise ValidationError(f"device={device!r} with Dask: the passes run on the workers' CPUs; use device='cpu'")
+    with use_scheduler(scheduler) as runner:
+        yield Xd, runner
 
 
 # ----------------------------------------------------------------------------- schedulers

@@ -1,6 +1,6 @@
 """Comparisons on Dask: pairs spread over the workers, per-side statistics computed once.
 
-:func:`compare_many_dask` is :func:`actkit.align.compare_many` with a ``scheduler``: one
+:func:`compare_many_dask` is :func:`actkit.compare_many` with a ``scheduler``: one
 task per representation computes its split-aware moments, diameter rows and the FastICA
 fits every pair will ask for (``_Side``, cached once), then one task per ordered pair
 (K^2, the diagonal included, as the serial version) computes the cross moments and the
@@ -34,19 +34,21 @@ class _Ref:
 
 
 def _ref(X, client):
+    import h5py
+
     from actkit import _dask
-    from actkit._data import _is_h5, _is_torch
+    from actkit._data import as_input
+    from actkit.errors import ValidationError
     from actkit.store import Layer
 
     if isinstance(X, Layer):
         return _Ref("layer", str(X.store.path), X.name)
-    if _is_h5(X):
+    if isinstance(X, h5py.Dataset):
         return _Ref("h5", X.file.filename, X.name)
     if _dask.is_dask(X):
-        raise ValueError("compare_many with a scheduler takes store layers, h5py datasets or arrays, not dask arrays")
-    if _is_torch(X):
-        X = X.detach().cpu().numpy()
-    X = np.asarray(X)
+        raise ValidationError("compare_many with a scheduler takes store layers, h5py datasets or arrays, "
+                              "not dask arrays")
+    X = np.asarray(as_input(X))
     return client.scatter(X, broadcast=False) if client is not None else X
 
 
@@ -55,13 +57,14 @@ def _open(ref):
 
 
 def _side_task(ref, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, random_state, ica_params):
-    from actkit.align import _Side
+    from actkit.alignment._ica_map import fit_ica_side
+    from actkit.alignment._sides import Side
 
-    side = _Side(_open(ref), name, eval_mask, sample_rows, diam_rows, dtype)
-    side.run(block_rows, False)
+    side = Side(_open(ref), name, eval_mask, sample_rows, diam_rows, dtype)
+    side.run(block_rows)
     for k in ica_ks:  # the fits the pairs will ask for, once
         try:
-            side.ica(k, random_state, ica_params)
+            side.ica(k, random_state, ica_params, fit_ica_side)
         except ValueError:
             pass  # too few rows etc.: the pair raises it with compare's own message
     side.X = None  # the pair tasks open the source themselves
@@ -69,7 +72,7 @@ def _side_task(ref, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, 
 
 
 def _pair_task(ref_a, ref_b, side_a, side_b, groups, kwargs):
-    from actkit.align import compare
+    from actkit.alignment import compare
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -79,7 +82,7 @@ def _pair_task(ref_a, ref_b, side_a, side_b, groups, kwargs):
 
 
 def _defaults():
-    from actkit.align import compare
+    from actkit.alignment import compare
 
     return {k: v.default for k, v in inspect.signature(compare).parameters.items()
             if v.default is not inspect.Parameter.empty}
@@ -116,22 +119,25 @@ def _rewarn(caught):
 
 
 def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None, **kwargs):
-    """:func:`actkit.align.compare_many` on Dask (same arguments and results)."""
+    """:func:`actkit.compare_many` on Dask (same arguments and results)."""
     from actkit import _dask
-    from actkit.align import METHODS, _ica_components, _many_setup, _metric_value, _n_features
+    from actkit.alignment._compare import many_setup
+    from actkit.alignment._ica_map import ica_components
+    from actkit.alignment._inputs import n_features
+    from actkit.alignment._result import METHODS
 
     kwargs = dict(kwargs)
     K = len(sources)
-    sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = _many_setup(list(sources), kwargs)
+    sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = many_setup(list(sources), kwargs)
     kwargs.pop("groups", None)
     d = {**_defaults(), **kwargs}
-    widths = [_n_features(X, "X") for X in sources]
+    widths = [n_features(X, "X") for X in sources]
     ica_params = {"fun": "logcosh", "max_iter": d["ica_max_iter"], "tol": d["ica_tol"], "device": str(d["device"])}
     with _dask.use_scheduler(scheduler) as runner:
         refs = [_ref(X, runner.client) for X in sources]
         tasks = []
         for i in range(K):
-            ks = sorted({_ica_components(d["n_components"], min(widths[i], widths[j])) for j in range(K)}) \
+            ks = sorted({ica_components(d["ica_n_components"], min(widths[i], widths[j])) for j in range(K)}) \
                 if "ica" in d.get("methods", METHODS) else []
             tasks.append((_side_task, (refs[i], f"source {i}", eval_mask, sample_rows, diam_rows, dtype, br, ks,
                                        d["random_state"], ica_params)))
@@ -143,7 +149,8 @@ def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None,
     results = {}
     for (i, j), (res, caught) in zip(pairs, out[K:]):
         _rewarn(caught)
-        matrix[i, j] = _metric_value(res, metric)
+        value = res.to_dict()[metric]
+        matrix[i, j] = np.nan if value is None else value
         results[(i, j)] = res
     return matrix, results
 

@@ -101,9 +101,9 @@ def _whitened(block, mean, Kt, dtype):
 
 
 def _ica_kernel(block, start, mean, Kt, Wt, fun, alpha, need_loss, sub_rows):
-    from actkit.ica import _contrast
+    from actkit.ica._contrast import contrast
 
-    f = _contrast(fun, alpha)
+    f = contrast(fun, alpha)
     k = Wt.shape[0]
     EG, M, Egp = np.zeros(k), np.zeros((k, k)), np.zeros(k)
     for b in _sub_blocks(block, sub_rows):
@@ -121,9 +121,9 @@ def _add3(a, b):
 
 
 def _deflation_kernel(block, start, mean, Kt, wt, fun, alpha, sub_rows):
-    from actkit.ica import _contrast
+    from actkit.ica._contrast import contrast
 
-    f = _contrast(fun, alpha)
+    f = contrast(fun, alpha)
     acc, gp = np.zeros(Kt.shape[1]), 0.0
     for b in _sub_blocks(block, sub_rows):
         Zb = _whitened(b, mean, Kt, wt.dtype)
@@ -199,13 +199,14 @@ class ICAPasses:
 
 # ----------------------------------------------------------------------------- dictionary
 def _dict_kernel(block, start, D, p, keep_worst, dtype, sub_rows):
-    from actkit.dictionary import _Epoch, _code_sparse
+    from actkit.dictionary._coding import code_sparse
+    from actkit.dictionary._epoch import Epoch
 
     G = D @ D.T
-    ep = _Epoch(D)
+    ep = Epoch(D)
     for b in _sub_blocks(block, sub_rows):
         Xb = np.asarray(b, dtype=dtype)
-        support, coef = _code_sparse(Xb, D, G, p)
+        support, coef = code_sparse(Xb, D, G, p)
         ep.add(Xb, support, coef, keep_worst)
     if ep.worst is not None:
         ep.worst = (ep.worst[0], ep.worst[1], ep.worst[2] + start)
@@ -214,10 +215,10 @@ def _dict_kernel(block, start, D, p, keep_worst, dtype, sub_rows):
 
 
 def _dict_merge(a, b):
-    from actkit.dictionary import _Epoch
+    from actkit.dictionary._epoch import Epoch
 
     (x, keep), (y, _) = a, b
-    out = _Epoch.__new__(_Epoch)
+    out = Epoch.__new__(Epoch)
     out.D = None
     out.AtA, out.AtX = x.AtA + y.AtA, x.AtX + y.AtX
     out.sq_res, out.sq_x = x.sq_res + y.sq_res, x.sq_x + y.sq_x
@@ -234,7 +235,7 @@ def _dict_merge(a, b):
 
 
 def dictionary_epoch(runner, X, D, p, keep_worst, dtype, batch_size, progress=False):
-    """One dictionary pass (codes with D, then the MOD statistics), as ``dictionary._epoch``."""
+    """One dictionary pass (codes with D, then the MOD statistics), as ``dictionary._epoch.epoch``."""
     ep, _ = runner.map_reduce(X, _dict_kernel, _dict_merge, args=(D, p, keep_worst, np.dtype(dtype), batch_size),
                               desc="dictionary: pass", progress=progress)
     ep.D = D
@@ -258,8 +259,10 @@ def transform(estimator, X, n_out):
     """Lazy ``estimator.transform`` of every chunk: a dask array (n_rows, n_out).
 
     float32 input gives float32 output, anything else float64 (as the estimators)."""
+    from actkit.errors import ValidationError
+
     if int(X.shape[1]) != estimator.n_features_in_:
-        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} was fitted on "
+        raise ValidationError(f"X has {X.shape[1]} features, but {type(estimator).__name__} was fitted on "
                          f"{estimator.n_features_in_}")
     dtype = np.dtype(np.float32) if X.dtype == np.float32 else np.dtype(np.float64)
     return X.map_blocks(_transform_kernel, portable(estimator), dtype, dtype=dtype,

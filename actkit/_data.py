@@ -9,12 +9,21 @@ thread so disk reads overlap with the caller's computation.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from typing import Iterator
 
 import numpy as np
 
-from actkit.store import Layer, default_block_rows
+from actkit._rows import block_rows as default_block_rows
+from actkit.errors import ValidationError
+
+
+def _is_layer(X) -> bool:
+    """A store :class:`~actkit.store.Layer` (checked without importing the store: a layer
+    exists only once ``actkit.store`` has been imported)."""
+    store = sys.modules.get("actkit.store")
+    return store is not None and isinstance(X, store.Layer)
 
 
 def _is_h5(X) -> bool:
@@ -32,7 +41,7 @@ def _is_torch(X) -> bool:
 
 def is_streaming(X) -> bool:
     """True for sources read block by block (h5py datasets and store layers)."""
-    return isinstance(X, Layer) or _is_h5(X)
+    return _is_layer(X) or _is_h5(X)
 
 
 def _shape(X) -> tuple[int, ...]:
@@ -48,7 +57,7 @@ def n_features(X) -> int:
     """Number of columns (features) of a 2-D source."""
     shape = _shape(X)
     if len(shape) != 2:
-        raise ValueError(f"expected a 2-D matrix (rows, features), got shape {shape}")
+        raise ValidationError(f"expected a 2-D matrix (rows, features), got shape {shape}")
     return shape[1]
 
 
@@ -69,7 +78,7 @@ def as_array(X, dtype=None) -> np.ndarray:
         if t.dtype == torch.bfloat16:
             t = t.float()
         arr = t.cpu().numpy()
-    elif isinstance(X, Layer):
+    elif _is_layer(X):
         arr = X.to_numpy()
     elif _is_h5(X):
         arr = X[()]
@@ -83,9 +92,11 @@ def iter_blocks(X, block_rows: int | None = None, dtype=None, *, start: int = 0,
     """Yield consecutive 2-D row blocks of ``X`` (rows ``start:stop``).
 
     In-memory sources yield views (no copy unless ``dtype`` differs); streaming sources
-    read ``block_rows`` rows at a time (default: about 64 MiB a block), one block ahead on
-    a background thread.
+    read ``block_rows`` rows at a time (default: :func:`actkit._rows.block_rows`, about
+    32 MiB a block), one block ahead on a background thread.
     """
+    if _is_torch(X):
+        X = as_array(X)
     n = n_rows(X)
     stop = n if stop is None else min(stop, n)
     f = n_features(X)
@@ -99,7 +110,7 @@ def iter_blocks(X, block_rows: int | None = None, dtype=None, *, start: int = 0,
             yield block if dtype is None else block.astype(dtype, copy=False)
         return
 
-    dataset = X.dataset if isinstance(X, Layer) else X
+    dataset = X.dataset if _is_layer(X) else X
 
     def read(s):
         block = dataset[s : min(stop, s + block_rows)]
@@ -147,3 +158,43 @@ def _prefetched(read, starts) -> Iterator[np.ndarray]:
                 q.get_nowait()
             except queue.Empty:
                 t.join(0.05)
+
+
+def gather_rows(X, idx, block_rows: int | None = None) -> np.ndarray:
+    """Rows ``idx`` (sorted, increasing) of any source, read in one sequential pass.
+
+    Returns
+    -------
+    ndarray of shape (len(idx), n_features)
+    """
+    idx = np.asarray(idx)
+    out = []
+    start = 0
+    for block in iter_blocks(X, block_rows):
+        lo, hi = np.searchsorted(idx, [start, start + len(block)])
+        if hi > lo:
+            out.append(np.asarray(block[idx[lo:hi] - start]))
+        start += len(block)
+    return np.concatenate(out) if out else np.empty((0, int(X.shape[1])))
+
+
+def transform_blocks(estimator, X, block_rows, n_out):
+    """Apply ``estimator.transform`` to a streaming source block by block.
+
+    Checks the feature count once (as scikit-learn's ``validate_data`` would) and returns
+    the stacked result, an ndarray of shape (n_samples, n_out).
+    """
+    if int(X.shape[1]) != estimator.n_features_in_:
+        raise ValidationError(
+            f"X has {X.shape[1]} features, but {type(estimator).__name__} was fitted on "
+            f"{estimator.n_features_in_}"
+        )
+    parts = [estimator.transform(b) for b in iter_blocks(X, block_rows)]
+    return np.concatenate(parts) if parts else np.empty((0, n_out))
+
+
+def as_input(X):
+    """Torch tensors become numpy arrays; streaming sources are returned unchanged."""
+    if hasattr(X, "detach") and hasattr(X, "cpu"):
+        return X.detach().cpu().numpy()
+    return X

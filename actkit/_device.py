@@ -6,6 +6,8 @@ any other torch device runs their torch kernels.
 
 from __future__ import annotations
 
+from actkit.errors import ValidationError
+
 __all__ = ["is_accelerator", "check_device", "resolve_device"]
 
 
@@ -14,8 +16,9 @@ def is_accelerator(device) -> bool:
     return str(device).split(":")[0] != "cpu"
 
 
-def resolve_device(device, error=ValueError):
-    """``torch.device`` for ``device`` (None means CPU), or a one-line ``error``.
+def resolve_device(device):
+    """``torch.device`` for ``device`` (None means CPU), or a one-line
+    :class:`~actkit.errors.ValidationError`.
 
     Refuses a string torch does not know, a CUDA device on a machine without one, and
     device types other than cpu, cuda and mps."""
@@ -25,15 +28,15 @@ def resolve_device(device, error=ValueError):
     try:
         dev = torch.device(name)
     except (RuntimeError, TypeError):
-        raise error(f"unknown device {name!r} (use 'cpu', 'cuda' or 'cuda:N')") from None
+        raise ValidationError(f"unknown device {name!r} (use 'cpu', 'cuda' or 'cuda:N')") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise error(f"device {name!r} requested but torch sees no CUDA GPU here; use 'cpu'")
+        raise ValidationError(f"device {name!r} requested but torch sees no CUDA GPU here; use 'cpu'")
     if dev.type not in ("cpu", "cuda", "mps"):
-        raise error(f"unsupported device {name!r} (use 'cpu' or 'cuda')")
+        raise ValidationError(f"unsupported device {name!r} (use 'cpu' or 'cuda')")
     return dev
 
 
 def check_device(device) -> None:
-    """:func:`resolve_device` for the estimators (``ValueError``); free for the CPU."""
+    """:func:`resolve_device`, free for the CPU (the estimators call it in ``fit``)."""
     if is_accelerator(device):
         resolve_device(device)

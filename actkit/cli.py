@@ -47,14 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _user_errors():
+    """Exactly the user mistakes: :class:`~actkit.errors.ActkitError` and its subclasses (any
+    other exception is a bug in actkit and shows its traceback)."""
     from actkit.errors import ActkitError
 
-    errors = [ActkitError, ValueError, FileNotFoundError, PermissionError, IsADirectoryError]
-    try:
-        import h5py  # noqa: F401
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(errors)
+    return (ActkitError,)
 
 
 def main(argv: list[str] | None = None) -> int:

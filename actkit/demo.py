@@ -18,14 +18,14 @@ same protocol on hub checkpoints, give :func:`run_demo` your own :class:`DemoPai
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from actkit._atomic import write_json_atomic
 from actkit.errors import ActkitError
 
 __all__ = ["DemoPair", "PAPER_TABLE1", "zoo_pairs", "run_demo", "format_table", "plot_demo"]
@@ -173,7 +173,6 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         "quick", "seconds", "files": {...}}``; also written to ``out/report.json``.
     """
     import actkit
-    from actkit.report import compare_notes
 
     log = log or (lambda *_: None)
     t0 = time.perf_counter()
@@ -204,13 +203,13 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         B = actkit.open_store(path_b)[layer_b]
         log(f"[{i}/{len(pairs)}] {pair.name}: {A.shape[0]} rows, {A.shape[1]} -> {B.shape[1]} "
             "features; fitting permutation, rigid, linear, whitening + ICA")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")     # logged as one note each, below
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # the result's notes, logged below
             res = actkit.compare(A, B, random_state=random_state, progress=show,
                                  ica_max_iter=50 if quick else 200,
                                  ica_max_rows=2000 if quick else 10000)
         d = res.to_dict()
-        notes = compare_notes(caught, d)
+        notes = list(res.notes)
         for note in notes:
             log(f"[{i}/{len(pairs)}] {pair.name}: note: {note}")
         ours = {c: d.get(c) for c in COLUMNS}
@@ -241,25 +240,8 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
     json_path = out / "report.json"
     report["files"] = {"report": str(json_path), "figure": str(fig_path),
                        "stores": str(out / "stores")}
-    tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=1, default=_jsonable) + "\n", encoding="utf-8")
-    os.replace(tmp, json_path)
+    write_json_atomic(json_path, report, indent=1)
     return report
-
-
-def _jsonable(x):
-    try:
-        import numpy as np
-
-        if isinstance(x, np.generic):
-            return x.item()
-        if isinstance(x, np.ndarray):
-            return x.tolist()
-    except ImportError:  # pragma: no cover
-        pass
-    if hasattr(x, "__dataclass_fields__"):
-        return asdict(x)
-    return str(x)
 
 
 def _fmt(x, pct=False) -> str:

@@ -12,126 +12,17 @@ backend, so ``import actkit.report`` stays cheap and works without a display.
 
 from __future__ import annotations
 
-import math
 import os
-from typing import Sequence
 
 import numpy as np
+
+from actkit._atomic import save_figure_atomic
+from actkit.alignment import format_matrix, format_table, row_labels, value_of
 
 __all__ = ["format_table", "format_matrix", "plot_compare", "plot_errors",
            "plot_source_correlation", "plot_matrix"]
 
 _METHODS = ("permutation", "rigid", "linear", "ica")
-
-
-def compare_notes(caught, result=None):
-    """Short notes for what ``compare`` warned about, one per distinct message.
-
-    ``caught`` are the warnings recorded around one ``compare`` call; FastICA's per-side
-    ``ConvergenceWarning``s become one note from ``result`` (its ``to_dict()``), when given.
-    Used by ``actkit compare`` and ``actkit demo`` to print one line per note."""
-    from sklearn.exceptions import ConvergenceWarning
-
-    notes = []
-    if result is not None and result.get("ica_converged") is False:
-        notes.append(f"FastICA did not converge within {result['ica_max_iter']} iterations on at "
-                     f"least one side; the ica error is not that of converged sources")
-    for w in caught:
-        msg = str(w.message)
-        if not issubclass(w.category, ConvergenceWarning) and msg not in notes:
-            notes.append(msg)
-    return notes
-
-
-def _value(res, key):
-    d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
-    v = d.get(key)
-    return float("nan") if v is None else float(v)
-
-
-def _fmt(x, digits=3):
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _labels(results, labels):
-    if labels is not None:
-        labels = [str(x) for x in labels]
-        if len(labels) != len(results):
-            raise ValueError(f"{len(labels)} labels for {len(results)} results")
-        return labels
-    out = []
-    for i, r in enumerate(results):
-        d = r.to_dict() if hasattr(r, "to_dict") else dict(r)
-        a, b = d.get("layer_a"), d.get("layer_b")
-        out.append(f"{a} -> {b}" if a and b else f"pair {i + 1}")
-    return out
-
-
-def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 3,
-                 title: str | None = None) -> str:
-    """A Table-1-style text table: one row per compared pair.
-
-    Columns: permutation, rigid, linear (held-out mean l2 error / diam(B)), ICA with its
-    efficiency in parentheses (as in Nelson et al., Table 1), linear CKA and mean CCA.
-
-    Parameters
-    ----------
-    results : list of CompareResult (or of their ``to_dict()`` dicts)
-    labels : list of str, optional
-        Row labels, e.g. ``"gpt_neox.layers.3"`` or ``"seed0 -> seed1"``; default from the
-        results' layer names.
-    digits : int, default=3
-    title : str, optional
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> print(format_table([{"permutation": .219, "rigid": .150, "linear": .131,
-    ...                      "ica": .202, "ica_efficiency": .25, "linear_cka": .9,
-    ...                      "mean_cca": .8}], ["Pythia-160M-0 -> 1"]))  # doctest: +NORMALIZE_WHITESPACE
-    pair                Permutation  Rigid  Linear  ICA (% eff.)    CKA    CCA
-    ------------------  -----------  -----  ------  ------------  -----  -----
-    Pythia-160M-0 -> 1        0.219  0.150   0.131   0.202 (25%)  0.900  0.800
-    """
-    results = list(results)
-    labels = _labels(results, labels)
-    header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA"]
-    rows = []
-    for lab, r in zip(labels, results):
-        eff = _value(r, "ica_efficiency")
-        ica = _fmt(_value(r, "ica"), digits)
-        if not math.isnan(eff) and ica != "-":
-            ica = f"{ica} ({eff:.0%})"
-        rows.append([lab, _fmt(_value(r, "permutation"), digits), _fmt(_value(r, "rigid"), digits),
-                     _fmt(_value(r, "linear"), digits), ica, _fmt(_value(r, "linear_cka"), digits),
-                     _fmt(_value(r, "mean_cca"), digits)])
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-    def line(cells):
-        first = cells[0].ljust(widths[0])
-        return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]).rstrip()
-    out = [] if title is None else [title]
-    out += [line(header), "  ".join("-" * w for w in widths)]
-    out += [line(row) for row in rows]
-    return "\n".join(out)
-
-
-def format_matrix(matrix, labels: Sequence[str] | None = None, *, metric: str = "",
-                  digits: int = 3) -> str:
-    """Text rendering of a (K, K) pairwise matrix (rows: A, columns: B)."""
-    matrix = np.asarray(matrix, dtype=float)
-    K = matrix.shape[0]
-    labels = [str(x) for x in (labels or [str(i + 1) for i in range(K)])]
-    cells = [[_fmt(v, digits) for v in row] for row in matrix]
-    w0 = max(len(metric), *(len(x) for x in labels))
-    w = max(max(len(x) for x in labels), digits + 3)
-    out = [metric.ljust(w0) + "  " + "  ".join(x.rjust(w) for x in labels)]
-    for lab, row in zip(labels, cells):
-        out.append(lab.ljust(w0) + "  " + "  ".join(c.rjust(w) for c in row))
-    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------------ figures
@@ -148,12 +39,12 @@ def plot_errors(results, labels=None, ax=None):
     """Held-out error of each method (lines) for each compared pair / layer (x axis)."""
     plt = _plt()
     results = list(results)
-    labels = _labels(results, labels)
+    labels = row_labels(results, labels)
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4, 1.2 * len(results) + 2), 3.5))
     x = np.arange(len(results))
     for m, marker in zip(_METHODS, "osD^"):
-        y = [_value(r, m) for r in results]
+        y = [value_of(r, m) for r in results]
         ax.plot(x, y, marker=marker, label=m)
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=30 if len(results) > 3 else 0, ha="right" if len(results) > 3 else "center",
@@ -187,7 +78,7 @@ def plot_source_correlation(result, ax=None, *, max_components=64, title=None):
 
 
 def plot_matrix(matrix, labels=None, *, metric="", ax=None):
-    """Heat map of a pairwise matrix from :func:`actkit.align.compare_many`."""
+    """Heat map of a pairwise matrix from :func:`actkit.alignment.compare_many`."""
     plt = _plt()
     matrix = np.asarray(matrix, dtype=float)
     K = matrix.shape[0]
@@ -210,16 +101,7 @@ def plot_matrix(matrix, labels=None, *, metric="", ax=None):
 
 def _save(fig, path):
     """Write atomically: a half-written PNG never appears at ``path``."""
-    path = os.fspath(path)
-    tmp = f"{path}.partial.png"
-    try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        _plt().close(fig)
-    return path
+    return save_figure_atomic(fig, os.fspath(path), dpi=120)
 
 
 def plot_compare(results, labels=None, path=None, *, max_matrices=4, max_components=64):
@@ -238,7 +120,7 @@ def plot_compare(results, labels=None, path=None, *, max_matrices=4, max_compone
     """
     plt = _plt()
     results = list(results)
-    labels = _labels(results, labels)
+    labels = row_labels(results, labels)
     mats = [r for r in results if getattr(r, "source_correlation", None) is not None][:max_matrices]
     mat_labels = [lab for lab, r in zip(labels, results)
                   if getattr(r, "source_correlation", None) is not None][:max_matrices]

@@ -17,12 +17,18 @@ Two levels share one implementation: :class:`Whitener` (scikit-learn estimator) 
 from __future__ import annotations
 
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
 
-from actkit.stats import transform_blocks, RunningMoments, _is_streaming, iter_row_blocks, small_linalg
+from actkit._data import as_input, iter_blocks
+from actkit._params import (Interval, StrOptions, check_fitted, check_input_array, fit_input,
+                            transform_input, validate_params)
+from actkit._rows import block_rows as default_block_rows
+from actkit._threads import small_linalg
+from actkit.stats import RunningMoments
+from actkit.errors import ValidationError
 
 __all__ = ["Whitener", "whiten", "RankDeficientWarning"]
 
@@ -35,13 +41,6 @@ def _progress(iterable, total, desc, verbose):
     from tqdm.auto import tqdm
 
     return tqdm(iterable, total=total, desc=desc, unit="block", disable=None if verbose else True, leave=False)
-
-
-def _as_input(X):
-    """Torch tensors become numpy arrays; streaming sources are returned unchanged."""
-    if hasattr(X, "detach") and hasattr(X, "cpu"):
-        return X.detach().cpu().numpy()
-    return X
 
 
 def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", collect_rows=None,
@@ -63,7 +62,7 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     """
     n, d = int(X.shape[0]), int(X.shape[1])
     if block_rows is None:
-        block_rows = max(1024, min(65536, (2**22) // max(1, d)))  # ~16 MiB of float32 per block
+        block_rows = default_block_rows(d)
     if runner is not None:
         from actkit._dask_passes import moments as dask_moments
 
@@ -74,7 +73,7 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     picked = [] if collect_rows is not None else None
     start = 0
     n_blocks = -(-n // block_rows)
-    for block in _progress(iter_row_blocks(X, block_rows), n_blocks, desc, verbose):
+    for block in _progress(iter_blocks(X, block_rows), n_blocks, desc, verbose):
         moments.add(block)
         if picked is not None:
             lo, hi = np.searchsorted(collect_rows, [start, start + len(block)])
@@ -111,7 +110,7 @@ def whitening_from_moments(mean, cov, *, method="pca", n_components=None, eps=1e
     evals, evecs = _eigh_desc(cov)
     lmax = max(float(evals[0]), 0.0)
     if lmax <= 0.0:
-        raise ValueError("the data have zero variance in every feature; nothing to whiten")
+        raise ValidationError("the data have zero variance in every feature; nothing to whiten")
     rank = int(np.sum(evals > eps * lmax))
     if n_components is None:
         k = rank
@@ -125,7 +124,7 @@ def whitening_from_moments(mean, cov, *, method="pca", n_components=None, eps=1e
     else:
         k = int(n_components)
         if k > rank:
-            raise ValueError(
+            raise ValidationError(
                 f"n_components={k} exceeds the rank of the data ({rank} of {d} features have "
                 f"variance above eps={eps:g} x the largest); use n_components<={rank}"
             )
@@ -151,20 +150,11 @@ def whitening_from_moments(mean, cov, *, method="pca", n_components=None, eps=1e
     }
 
 
-def _check_params(method, n_components, eps, n_features, precision="float64"):
-    if method not in ("pca", "zca"):
-        raise ValueError(f"method must be 'pca' or 'zca', got {method!r}")
-    if precision not in ("float64", "float32"):
-        raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
-    if not (isinstance(eps, (int, float, np.floating)) and 0 <= float(eps) < 1):
-        raise ValueError(f"eps must be a float in [0, 1), got {eps!r}")
-    if n_components is not None:
-        if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)):
-            raise ValueError(f"n_components must be a positive int or None, got {n_components!r}")
-        if not 1 <= int(n_components) <= n_features:
-            raise ValueError(
-                f"n_components={n_components} must be between 1 and the number of features ({n_features})"
-            )
+def _check_n_components(n_components, n_features):
+    if n_components is not None and not int(n_components) <= n_features:
+        raise ValidationError(
+            f"n_components={n_components} must be between 1 and the number of features ({n_features})"
+        )
 
 
 class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -190,11 +180,11 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     verbose : bool, default=False
         Show a progress bar over the covariance pass (tqdm; hidden when not on a terminal).
     scheduler : None, str or distributed.Client, optional
-        Dask: a dask array ``X`` is always fitted as a map over its chunks + exact merge on
-        this scheduler (None: the active ``distributed.Client``, else Dask's default); with
-        a scheduler, store layers and h5py datasets are read by the workers too
-        (``"local:N"``, an address, a ``Client``; see ``docs/dask.md``). ``transform`` of a
-        dask array returns a lazy dask array.
+        Dask: a dask array ``X`` is always fitted with every pass over the rows as a map
+        over its chunks + exact merge on this scheduler (None: the active
+        ``distributed.Client``, else Dask's default); with a scheduler, store layers and
+        h5py datasets are read by the workers too (``"local:N"``, an address, a ``Client``;
+        ``docs/dask.md``). ``transform`` of a dask array returns a lazy dask array.
 
     Attributes
     ----------
@@ -223,6 +213,16 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     True
     """
 
+    _parameter_constraints: dict = {
+        "method": [StrOptions({"pca", "zca"})],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "eps": [Interval(Real, 0.0, 1.0, closed="left")],
+        "precision": [StrOptions({"float64", "float32"})],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "verbose": ["verbose"],
+        "scheduler": "no_validation",
+    }
+
     def __init__(self, method="pca", n_components=None, *, eps=1e-10, precision="float64", block_rows=None,
                  verbose=False, scheduler=None):
         self.method = method
@@ -245,29 +245,14 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         -------
         self
         """
-        X = _as_input(X)
-        from actkit import _dask
+        from actkit._dask import on_dask
 
-        Xd = _dask.as_dask(X, self.scheduler, self.block_rows)
-        if Xd is not None:
-            with _dask.use_scheduler(self.scheduler) as runner:
-                return self._fit(Xd, runner)
-        return self._fit(X, None)
-
-    def _fit(self, X, runner):
-        if runner is not None or _is_streaming(X):
-            n, d = int(X.shape[0]), int(X.shape[1])
-            if n < 2:
-                raise ValueError(f"need at least 2 rows to whiten, got {n}")
-            self.n_features_in_ = d
-            dtype = np.float32 if np.dtype(X.dtype) == np.float32 else np.float64
-        else:
-            X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
-            d = X.shape[1]
-            dtype = X.dtype
-        _check_params(self.method, self.n_components, self.eps, d, self.precision)
-        moments, _ = accumulate_moments(X, block_rows=self.block_rows, verbose=self.verbose,
-                                        precision=self.precision, runner=runner)
+        with on_dask(self, X, self.block_rows) as (X, runner):
+            X, _, _, d, dtype = fit_input(self, X, min_rows=2, purpose="to whiten")
+            validate_params(self)
+            _check_n_components(self.n_components, d)
+            moments, _ = accumulate_moments(X, block_rows=self.block_rows, verbose=self.verbose,
+                                            precision=self.precision, runner=runner)
         self._set_from_moments(moments.mean_, moments.covariance(ddof=1), moments.n_samples_, dtype)
         return self
 
@@ -297,18 +282,11 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         Returns
         -------
         Z : ndarray of shape (n_samples, n_components_) for PCA, (n_samples, n_features) for ZCA
-            Same float dtype as ``X`` (float32 stays float32). A lazy dask array for a dask
-            ``X``.
+            Same float dtype as ``X`` (float32 stays float32).
         """
-        check_is_fitted(self)
-        X = _as_input(X)
-        from actkit import _dask
-
-        if _dask.is_dask(X) or (self.scheduler is not None and _is_streaming(X)):
-            return _dask.transform(self, X, self._n_features_out, self.scheduler, self.block_rows)
-        if _is_streaming(X):
-            return transform_blocks(self, X, self.block_rows, self._n_features_out)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X, streamed = transform_input(self, X, self.block_rows, self._n_features_out)
+        if streamed is not None:
+            return streamed
         W = self.whitening_.astype(X.dtype, copy=False)
         return (X - self.mean_.astype(X.dtype, copy=False)) @ W.T
 
@@ -324,13 +302,12 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         X : ndarray of shape (n_samples, n_features)
             Exact for data in the kept subspace.
         """
-        check_is_fitted(self)
-        Z = _as_input(Z)
-        from sklearn.utils import check_array
+        check_fitted(self)
+        Z = as_input(Z)
 
-        Z = check_array(Z, dtype=[np.float64, np.float32])
+        Z = check_input_array(Z, dtype=[np.float64, np.float32])
         if Z.shape[1] != self.dewhitening_.shape[1]:
-            raise ValueError(f"Z has {Z.shape[1]} columns, expected {self.dewhitening_.shape[1]}")
+            raise ValidationError(f"Z has {Z.shape[1]} columns, expected {self.dewhitening_.shape[1]}")
         Winv = self.dewhitening_.astype(Z.dtype, copy=False)
         return Z @ Winv.T + self.mean_.astype(Z.dtype, copy=False)
 

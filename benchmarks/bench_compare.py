@@ -71,7 +71,7 @@ def run_baseline(A, B, groups, ica_rows, skip_ica=False):
     from sklearn.linear_model import LinearRegression
     from sklearn.metrics import pairwise_distances_chunked
 
-    from actkit.align import _split
+    from actkit.alignment import split as _split
 
     times = {}
     c0 = time.process_time()

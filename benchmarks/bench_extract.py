@@ -83,7 +83,7 @@ def _texts(n, tokens, tokenizer):
 
 def _with_adapter(adapter, fn):
     """Run ``fn`` with ``extractors.registry.load_model`` returning the already loaded adapter."""
-    import extractors.registry as registry
+    import actkit.extractors.registry as registry
 
     real = registry.load_model
     registry.load_model = lambda *a, **k: adapter
@@ -98,8 +98,8 @@ def bench_pythia(args, work: Path):
     import torch
 
     import actkit
-    from extractors.inputs import read_inputs
-    from extractors.registry import load_model
+    from actkit.extractors.inputs import read_inputs
+    from actkit.extractors.registry import load_model
 
     model_dir = work / "pythia70m-shaped"
     build_pythia(model_dir)
@@ -169,8 +169,8 @@ def bench_resnet(args, work: Path):
     from safetensors.torch import save_file
 
     import actkit
-    from extractors.inputs import read_inputs
-    from extractors.registry import load_model
+    from actkit.extractors.inputs import read_inputs
+    from actkit.extractors.registry import load_model
 
     torch.manual_seed(0)
     ckpt = work / "resnet18.safetensors"
@@ -238,7 +238,7 @@ def bench_resnet(args, work: Path):
 
 def _record_stream(run):
     """Keep the best streaming-loop time of an actkit run (extraction minus set-up/finalise)."""
-    from extractors.extract import LAST_RUN
+    from actkit.extractors.extract import LAST_RUN
 
     run.stream = min(getattr(run, "stream", float("inf")), LAST_RUN["stream"])
     run.stream_cpu = min(getattr(run, "stream_cpu", float("inf")), LAST_RUN["stream_cpu"])

@@ -5,7 +5,7 @@ Generator of ``bench_compare.py`` (Laplace sources, a random Gaussian mixing sca
 (defaults, ``max_iter``) is fitted on the first ``ratio * k`` rows and scored by the mean
 matched |correlation| (Hungarian) between its sources and the true ones on 20,000 held-out
 rows, beside a least-squares oracle that sees the sources (the ceiling set by the noise).
-The table in docs/compare.md ("How many rows ICA needs") and ``actkit.align.ica_min_rows``
+The table in docs/compare.md ("How many rows ICA needs") and ``actkit.alignment.ica_min_rows``
 come from this script::
 
     python benchmarks/bench_ica_rows.py --ks 64,128,256 --ratios 10,25,50,100,200

@@ -1,8 +1,12 @@
-"""Model adapters that turn checkpoints into activation stores.
+"""Model adapters that turn checkpoints into activation stores (installed as ``actkit.extractors``).
+
+The folder ``extractors/`` sits at the top of the repository; setuptools' ``package-dir``
+installs it as :mod:`actkit.extractors`.
 
 This package is the only place that imports ``transformers`` and ``timm``; it writes
 through :mod:`actkit.store` and nothing on the analysis side imports it. The entry point
-is :func:`extractors.extract.extract` (exposed as :func:`actkit.extract`).
+is :func:`actkit.extractors.extract.extract` (exposed as :func:`actkit.extract`), and
+:func:`actkit.extractors.layers.list_layers` (exposed as :func:`actkit.list_layers`).
 
 Modules
 -------
@@ -12,5 +16,9 @@ hf_vision     ViT and ViTMAE (ordered noise: every patch, in patch order)
 timm_vision   timm models (resnet*, vit_*, MAE-pretrained ViTs)
 _hooks        capture by dotted module path, stop the forward after the deepest layer
 inputs        text files, jsonl, image folders, uint8 ``.npy`` arrays; inputs fingerprint
-extract       the driver: row counts up front, pooling, batching, resume, progress
+extract       the driver: row counts up front, batching, resume, progress
+_options      pooling and dtype options, the output path
+_plan         layer plans: module outputs -> store rows (pooling)
+_buffer       rows buffered per layer into large appends
+layers        list_layers: every module with its output shape
 """

@@ -3,7 +3,7 @@
 Order of work (everything that can fail on a user mistake fails before the store exists):
 
 1. validate options and the output path; read the inputs (all of them are checked);
-2. load the model (:mod:`extractors.registry`) and resolve the layer names;
+2. load the model (:mod:`actkit.extractors.registry`) and resolve the layer names;
 3. tokenise all text (exact row counts) and probe the layers on the first sample (output
    shapes, each module runs exactly once);
 4. create (or resume) the store with exact row counts and row indices;
@@ -29,27 +29,22 @@ Pooled rows have index ``[sample, -1]``. A layer whose output has no sequence/sp
 (shape ``(B, C)``) gives one row per sample whatever ``pool`` is.
 """
 
+
 from __future__ import annotations
 
-import os
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from actkit.errors import ActkitError, InputError, LayerError
+from actkit.errors import InputError, LayerError
 
 from ._base import DTYPES
-from ._hooks import Capture, probe_all, resolve_layers
-
-POOLS = ("none", "mean", "last", "cls")
-STORAGE_DTYPES = ("float32", "float16")
-FINAL_HIDDEN = "final_hidden"
-_APPEND_BYTES = 16 * 2**20  # buffer rows per layer up to this size before writing
-_DIRECT_BYTES = 2**20  # blocks at least this big are written as they come
+from ._buffer import RowBuffer
+from ._hooks import Capture, resolve_layers
+from ._options import FINAL_HIDDEN, check_options, check_output_path
+from ._plan import plan_layers, rows_and_index, to_rows
 
 #: Wall-clock seconds of the phases of the last :func:`extract` call in this process
 #: (``load``, ``prepare``, ``stream``, ``finalize``; ``stream_cpu``: CPU seconds of this
@@ -57,207 +52,6 @@ _DIRECT_BYTES = 2**20  # blocks at least this big are written as they come
 #: benchmark. Never written into the store (stores are bitwise reproducible).
 LAST_RUN: dict = {}
 
-
-@dataclass
-class LayerPlan:
-    """How one layer's output becomes rows.
-
-    Attributes
-    ----------
-    name : str
-    geometry : {"seq", "map", "vec"}
-        ``(B, T, C)`` sequence, ``(B, C, H, W)`` map, or ``(B, C)`` vector output.
-    features : int
-    positions : int
-        Rows per sample with ``pool="none"`` (images; text uses token counts).
-    shape : tuple
-        Output shape for one sample (batch axis dropped).
-    module_type : str
-    """
-
-    name: str
-    geometry: str
-    features: int
-    positions: int
-    shape: tuple
-    module_type: str
-
-
-def _check_options(pool, batch_size, dtype, storage_dtype, compression):
-    if pool not in POOLS:
-        raise ActkitError(f"unknown pool {pool!r}; choose one of {', '.join(POOLS)}")
-    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ActkitError(f"--batch-size must be a positive integer, got {batch_size}")
-    if dtype not in DTYPES:
-        raise ActkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    if storage_dtype is None:
-        storage_dtype = dtype if dtype in STORAGE_DTYPES else "float32"
-    if storage_dtype not in STORAGE_DTYPES:
-        raise ActkitError(f"unknown storage dtype {storage_dtype!r}; choose float32 or float16")
-    if compression not in (None, "gzip", "lzf"):
-        raise ActkitError(f"unknown compression {compression!r}; choose gzip or lzf")
-    return storage_dtype
-
-
-def check_output_path(out: Path) -> None:
-    """Fail early (before loading a model) when ``out`` cannot be written."""
-    if out.is_dir():
-        raise ActkitError(f"output path {out} is a directory; give a file name like {out}/store.h5")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise ActkitError(f"cannot write {out}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ActkitError(f"cannot write {out}: folder {parent} is not writable")
-    if out.exists() and not os.access(out, os.W_OK):
-        raise ActkitError(f"cannot write {out}: the file is not writable")
-
-
-def plan_layers(adapter, names, probe_batch, extra_modules=None) -> dict:
-    """Probe the layers on one sample: output geometry and feature count of each.
-
-    Raises
-    ------
-    LayerError
-        A module does not run, runs more than once per forward pass, returns no tensor,
-        or returns a shape that cannot be laid out as rows.
-    """
-    modules = dict(adapter.model.named_modules())
-    modules.update(extra_modules or {})
-    seen = {}
-
-    def callback(name, tensor):
-        n, shape = seen.get(name, (0, None))
-        seen[name] = (n + 1, shape if n else (None if tensor is None else tuple(tensor.shape)))
-
-    # a full forward (no early stop), so a shared module that runs again later is caught
-    cap = Capture(adapter.model, names, callback, stop_early=False, extra_modules=extra_modules)
-    with torch.inference_mode(), cap:
-        cap.run(lambda: adapter.forward(probe_batch))
-    width = None if probe_batch.mask is None else int(probe_batch.mask.shape[1])
-    plans = {}
-    for name in names:
-        calls, shape = seen.get(name, (0, None))
-        if calls == 0:
-            raise LayerError(f"layer {name!r} does not run in the forward pass of {adapter.name}")
-        if calls > 1:
-            raise LayerError(
-                f"layer {name!r} runs {calls} times per forward pass (a shared module); "
-                "pick a module that runs once, e.g. its parent block"
-            )
-        if shape is None:
-            raise LayerError(f"layer {name!r} returns no tensor; pick another module")
-        mtype = type(modules[name]).__name__
-        if len(shape) == 3 and (width is None or shape[1] == width):
-            plan = LayerPlan(name, "seq", shape[2], shape[1], shape[1:], mtype)
-        elif len(shape) == 4 and adapter.kind == "image":
-            plan = LayerPlan(name, "map", shape[1], shape[2] * shape[3], shape[1:], mtype)
-        elif len(shape) == 2:
-            plan = LayerPlan(name, "vec", shape[1], 1, shape[1:], mtype)
-        else:
-            raise LayerError(
-                f"layer {name!r} outputs shape {list(shape)}, which is not (batch, tokens, features), "
-                "(batch, channels, height, width) or (batch, features); pick another module"
-            )
-        plans[name] = plan
-    return plans
-
-
-def _rows_and_index(plan: LayerPlan, pool: str, n: int, lengths):
-    """Row count and ``[sample, position]`` index of one layer."""
-    if plan.geometry == "vec" or pool != "none":
-        if pool == "cls" and plan.geometry == "map":
-            raise ActkitError(f"--pool cls needs a token sequence; layer {plan.name} outputs a feature map")
-        index = np.stack([np.arange(n, dtype=np.int64), np.full(n, -1, np.int64)], 1)
-        return n, index
-    if lengths is not None:
-        total = int(lengths.sum())
-        sample = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        starts = np.cumsum(lengths) - lengths
-        position = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
-    else:
-        per = plan.positions
-        total = n * per
-        sample = np.repeat(np.arange(n, dtype=np.int64), per)
-        position = np.tile(np.arange(per, dtype=np.int64), n)
-    return total, np.stack([sample, position], 1)
-
-
-def to_rows(x: torch.Tensor, plan: LayerPlan, pool: str, batch, store_dtype: torch.dtype) -> np.ndarray:
-    """Turn one layer output into the rows the store keeps (pooling in torch, one copy).
-
-    Parameters
-    ----------
-    x : torch.Tensor
-        Module output, ``(B, T, C)``, ``(B, C, H, W)`` or ``(B, C)``.
-    batch : Batch
-        Supplies ``mask`` (B, T) and ``lengths`` (B,) for text.
-
-    Returns
-    -------
-    ndarray of shape (rows, features), C-contiguous, dtype ``store_dtype``, owning its memory.
-    """
-    x = x.detach()
-    src = x
-    if x.dtype != torch.float32 and (pool == "mean" or x.dtype == torch.bfloat16):
-        x = x.float()
-    g = plan.geometry
-    if g == "vec":
-        rows = x
-    elif g == "seq":
-        mask, lengths = batch.mask, batch.lengths
-        if pool == "none":
-            rows = x[mask] if mask is not None else x.reshape(-1, x.shape[-1])
-        elif pool == "mean":
-            if mask is not None:
-                w = mask.to(x.dtype)
-                rows = torch.bmm(w.unsqueeze(1), x).squeeze(1) / lengths.to(x.dtype).unsqueeze(1)
-            else:
-                rows = x.mean(1)
-        elif pool == "last":
-            if lengths is not None:
-                rows = x[torch.arange(x.shape[0], device=x.device), lengths - 1]
-            else:
-                rows = x[:, -1]
-        else:  # cls
-            rows = x[:, 0]
-    else:  # map (B, C, H, W)
-        if pool == "none":
-            rows = x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])
-        elif pool == "mean":
-            rows = x.mean((2, 3))
-        else:  # last
-            rows = x[:, :, -1, -1]
-    if rows.dtype != store_dtype:
-        rows = rows.to(store_dtype)
-    if rows.device.type != "cpu":
-        rows = rows.to("cpu")
-    elif rows.untyped_storage().data_ptr() == src.untyped_storage().data_ptr():
-        rows = rows.clone(memory_format=torch.contiguous_format)
-    return rows.contiguous().numpy()
-
-
-class _RowBuffer:
-    """Collects row blocks of one layer and writes them in large appends."""
-
-    def __init__(self, writer, name):
-        self.writer, self.name = writer, name
-        self.blocks, self.nbytes = [], 0
-
-    def add(self, rows: np.ndarray):
-        if not self.blocks and rows.nbytes >= _DIRECT_BYTES:
-            self.writer.append(self.name, rows)  # already a big block: no concatenation copy
-            return
-        self.blocks.append(rows)
-        self.nbytes += rows.nbytes
-        if self.nbytes >= _APPEND_BYTES:
-            self.flush()
-
-    def flush(self):
-        if not self.blocks:
-            return
-        rows = self.blocks[0] if len(self.blocks) == 1 else np.concatenate(self.blocks)
-        self.writer.append(self.name, rows)
-        self.blocks, self.nbytes = [], 0
 
 
 def extract(
@@ -371,7 +165,7 @@ def extract(
 
     t0 = time.perf_counter()
     LAST_RUN.clear()
-    store_dtype_name = _check_options(pool, batch_size, dtype, storage_dtype, compression)
+    store_dtype_name = check_options(pool, batch_size, dtype, storage_dtype, compression)
     batch_size = int(batch_size)
     out = Path(out).expanduser()
     check_output_path(out)
@@ -416,7 +210,7 @@ def extract(
     specs = []
     for name in names:
         plan = plans[name]
-        rows, index = _rows_and_index(plan, pool, n, lengths)
+        rows, index = rows_and_index(plan, pool, n, lengths)
         module_path = aliases.get(name, "<final hidden state>" if name == FINAL_HIDDEN else name)
         attrs = {
             "module": module_path,
@@ -491,7 +285,7 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
 
     n = len(data)
     start = writer.samples_done
-    buffers = {name: _RowBuffer(writer, name) for name in names}
+    buffers = {name: RowBuffer(writer, name) for name in names}
     counter = {"rows": sum(writer.rows_done.values())}
     current = {}
 
@@ -525,64 +319,3 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
                     last_checkpoint = time.monotonic()
     finally:
         bar.close()
-
-
-def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="cpu", dtype="float32",
-                trust_remote_code=False, allow_pickle=False) -> list[dict]:
-    """Every module of ``model`` with its output shape, from one probe forward pass.
-
-    The probe runs on the first sample of ``inputs`` or, without inputs, on a dummy input
-    (a short sentence, a grey image of the model's input size).
-
-    Returns
-    -------
-    list of dict
-        ``{"name", "type", "shape" (one sample, batch axis dropped, or None), "calls",
-        "extractable", "note"}``, in ``named_modules()`` order; causal LMs end with
-        ``final_hidden``.
-    """
-    from .inputs import read_inputs
-    from .registry import load_model
-
-    adapter = load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
-                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
-    if inputs is not None:
-        data = read_inputs(inputs, max_samples=1)
-        if data.kind != adapter.kind:
-            raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
-        adapter.prepare(data, None)
-        with torch.inference_mode():
-            batch = adapter.batch(data, 0, 1)
-    else:
-        with torch.inference_mode():
-            batch = adapter.dummy_batch()
-    with torch.inference_mode():
-        seen = probe_all(adapter.model, lambda: adapter.forward(batch))
-    width = None if batch.mask is None else int(batch.mask.shape[1])
-    result = []
-    for name, module in adapter.model.named_modules():
-        if not name:
-            continue
-        calls, shape, mtype = seen.get(name, (0, None, type(module).__name__))
-        note, ok = "", True
-        if calls == 0:
-            note, ok = "does not run", False
-        elif calls > 1:
-            note, ok = f"runs {calls} times per forward", False
-        elif shape is None:
-            note, ok = "returns no tensor", False
-        elif not (
-            (len(shape) == 3 and (width is None or shape[1] == width))
-            or (len(shape) == 4 and adapter.kind == "image")
-            or len(shape) == 2
-        ):
-            note, ok = "shape not storable as rows", False
-        result.append({"name": name, "type": mtype, "shape": None if shape is None else list(shape[1:]),
-                       "calls": calls, "extractable": ok, "note": note})
-    if getattr(adapter, "causal", False):
-        base = adapter.final_module()
-        base_name = next(n for n, m in adapter.model.named_modules() if m is base)
-        entry = next((x for x in result if x["name"] == base_name), None)
-        result.append({"name": FINAL_HIDDEN, "type": "final hidden state (after the final norm)",
-                       "shape": entry["shape"] if entry else None, "calls": 1, "extractable": True, "note": ""})
-    return result

@@ -87,7 +87,7 @@ def load_model(
     """
     if dtype not in DTYPES:
         raise ActkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    dev = resolve_device(device, error=ActkitError)
+    dev = resolve_device(device)
     spec = str(spec)
     if checkpoint is not None and not spec.startswith("timm:"):
         raise ActkitError("--checkpoint applies to timm:NAME models; transformers models load from their directory")

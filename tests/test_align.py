@@ -12,16 +12,16 @@ from scipy.stats import ortho_group
 from sklearn.linear_model import LinearRegression, Ridge
 
 import actkit
-from actkit.align import (
+from actkit.alignment import (
     ICAAlignment,
     LinearAlignment,
     PermutationAlignment,
     RigidAlignment,
-    _split,
     compare,
     compare_many,
     diameter,
 )
+from actkit.alignment import split as _split
 
 N, D = 2000, 6
 
@@ -154,7 +154,7 @@ def test_fitted_alignment_maps_new_rows():
     new = rng.normal(size=(50, D))
     assert np.allclose(h.transform(new), new @ Q + 2, atol=1e-9)
     assert h.transform(new.astype(np.float32)).dtype == np.float32
-    assert h.error(new, new @ Q + 2) < 1e-9
+    assert h.score(new, new @ Q + 2) < 1e-9
     assert np.allclose(new @ h.coef_ + h.intercept_, new @ Q + 2, atol=1e-9)
     p = PermutationAlignment().fit(A, -A[:, ::-1])
     assert sorted(p.pairs_[:, 1].tolist()) == list(range(D))
@@ -236,13 +236,13 @@ def test_split_keeps_groups_together_and_is_seeded():
 def test_ica_on_torch_kernels_matches_numpy(monkeypatch):
     # device="cuda" runs FastICA's torch kernels; here they run on CPU tensors (no GPU in CI)
     # and must give the numpy fit: same sources, same alignment, same errors
-    import actkit.ica as ica_mod
+    import actkit.ica._source as ica_mod
 
     rng, S = _sources(8, n=3000)
     A = S @ rng.normal(size=(D, D))
     B = S @ rng.normal(size=(D, D)) + 1.0
     ref = compare(A, B, methods=["permutation", "rigid", "ica"], ica_tol=1e-6)
-    monkeypatch.setattr(ica_mod, "_is_accelerator", lambda device: True)
+    monkeypatch.setattr(ica_mod, "is_accelerator", lambda device: True)
     got = compare(A, B, methods=["permutation", "rigid", "ica"], ica_tol=1e-6)
     assert got.to_dict()["ica_device"] == "cpu"
     assert got.errors["ica"] == pytest.approx(ref.errors["ica"], abs=1e-5)
@@ -255,7 +255,7 @@ def test_source_sd_is_undefined_below_rounding():
     # held-out source variances come from float32 moments: a source that does not vary
     # there (its variance is rounding noise, possibly negative) has no correlation (NaN),
     # which once showed up as |r| ~ 1e146 in the matched correlations
-    from actkit.align import _source_sd
+    from actkit.alignment._ica_map import source_sd as _source_sd
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(500, 4)).astype(np.float32)
@@ -284,7 +284,7 @@ def test_matched_correlations_are_correlations():
 
 
 def test_ica_rows_rule_and_warning():
-    from actkit.align import ica_min_rows, ica_rows
+    from actkit.alignment import ica_min_rows, ica_rows
 
     assert ica_min_rows(6) == 300 and ica_min_rows(256) == 16384
     assert ica_rows("auto", 64) == 20000            # small k: the 20000-row floor
@@ -310,7 +310,7 @@ def test_bad_n_components_is_one_clear_error(bad):
     rng = np.random.default_rng(0)
     A, B = rng.normal(size=(300, 4)), rng.normal(size=(300, 5))
     with pytest.raises(ValueError, match=r"n_components must be an int in \[1, 4\]"):
-        compare(A, B, n_components=bad)
+        compare(A, B, ica_n_components=bad)
 
 
 def test_unavailable_device_fails_before_any_work():

@@ -78,7 +78,7 @@ def test_ica_recovers_sources_and_stores_params(source, tmp_path, capsys):
 def test_dictionary_command(source, tmp_path, capsys):
     path, X, _ = source
     out = tmp_path / "d.h5"
-    code, err = _run(capsys, "dictionary", path, "--layer", "blocks.1", "--out", out, "--n-atoms", 10, "--k", 2,
+    code, err = _run(capsys, "dictionary", path, "--layer", "blocks.1", "--out", out, "--n-components", 10, "--k", 2,
                      "--quiet")
     assert code == 0, err
     st = actkit.open_store(out)
@@ -95,9 +95,9 @@ def test_user_errors_are_one_line_and_leave_nothing(source, tmp_path, capsys):
         (["whiten", path, "--layer", "nope", "--out", out], "nope"),
         (["ica", path, "--layer", "blocks.1", "--out", out, "--n-components", 9], "between 1 and"),
         (["whiten", tmp_path / "missing.h5", "--layer", "blocks.1", "--out", out], "does not exist"),
-        (["dictionary", path, "--layer", "blocks.1", "--out", out, "--n-atoms", 4, "--k", 5], "--k"),
+        (["dictionary", path, "--layer", "blocks.1", "--out", out, "--n-components", 4, "--k", 5], "--k"),
         (["ica", path, "--layer", "blocks.1", "--out", out, "--device", "gpu0"], "unknown device"),
-        (["dictionary", path, "--layer", "blocks.1", "--out", out, "--n-atoms", 4, "--device", "gpu0"],
+        (["dictionary", path, "--layer", "blocks.1", "--out", out, "--n-components", 4, "--device", "gpu0"],
          "unknown device"),
     ]
     for argv, needle in cases:

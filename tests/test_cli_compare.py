@@ -97,10 +97,10 @@ def test_too_few_ica_rows_is_noted(stores, capsys):
     assert code == 0 and "spurious" not in err
     # fewer components need fewer rows
     code, out, err = _run(capsys, "compare", a, b, "--layers", "l1", "--ica-max-rows", "150",
-                          "--ica-components", "3", "--quiet", "--json", tmp / "k3.json")
+                          "--ica-n-components", "3", "--quiet", "--json", tmp / "k3.json")
     assert code == 0 and "spurious" not in err, err
     assert json.loads((tmp / "k3.json").read_text())["ica_n_components"] == 3
-    assert "n_components" in _error(capsys, "compare", a, b, "--layers", "l1", "--ica-components", "9")
+    assert "n_components" in _error(capsys, "compare", a, b, "--layers", "l1", "--ica-n-components", "9")
 
 
 def test_user_mistakes_one_line(stores, capsys, tmp_path):

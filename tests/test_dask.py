@@ -84,7 +84,7 @@ def test_to_dask_one_chunk_per_row_block_and_no_h5py_handle_in_the_graph(ica_sto
 
 def test_nothing_of_dask_is_imported_unless_used():
     code = ("import sys, actkit, actkit.whitening, actkit.ica, actkit.dictionary, actkit.stats, actkit.store, "
-            "actkit.align; import numpy as np; actkit.Whitener().fit(np.random.default_rng(0).normal(size=(50, 3)));"
+            "actkit.alignment; import numpy as np; actkit.Whitener().fit(np.random.default_rng(0).normal(size=(50, 3)));"
             "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], 'dask imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -197,7 +197,7 @@ def test_a_worker_killed_mid_pass_is_retried_and_the_result_is_unchanged(client)
 
 # ----------------------------------------------------------------------------- sharded output
 def test_transform_store_writes_one_shard_per_worker_and_a_virtual_index(client, ica_store, tmp_path):
-    from actkit._shards import transform_store
+    from actkit import transform_store
 
     layer = ica_store["l"]
     ica = actkit.FastICA(random_state=0).fit(layer)
@@ -210,7 +210,7 @@ def test_transform_store_writes_one_shard_per_worker_and_a_virtual_index(client,
     np.testing.assert_array_equal(s["l"].index, layer.index)
     np.testing.assert_array_equal(s["l"].groups, layer.groups)
     assert s.n_samples == ica_store.n_samples
-    np.testing.assert_array_equal(s.params["components"], ica.components_)
+    np.testing.assert_array_equal(s.params["unmixing"], ica.components_)
     halves = [actkit.open_store(tmp_path / "sources.h5.shards" / n)["l"].shape[0] for n in shards]
     assert sum(halves) == 30000 and min(halves) > 0
 
@@ -229,7 +229,7 @@ def test_cli_whiten_and_ica_with_scheduler_write_shards_equal_to_single_process(
     from actkit.cli import main
 
     src = str(ica_store.path)
-    for cmd in (["whiten", "--method", "zca"], ["ica"], ["dictionary", "--n-atoms", "8", "--k", "2"]):
+    for cmd in (["whiten", "--method", "zca"], ["ica"], ["dictionary", "--n-components", "8", "--k", "2"]):
         one, many = tmp_path / f"{cmd[0]}-1.h5", tmp_path / f"{cmd[0]}-k.h5"
         assert main([cmd[0], src, "--layer", "l", "--out", str(one), "--quiet", *cmd[1:]]) == 0
         assert main([cmd[0], src, "--layer", "l", "--out", str(many), "--quiet", *cmd[1:],
@@ -265,7 +265,7 @@ def three_stores(tmp_path_factory):
 
 
 def test_compare_many_on_the_cluster_equals_serial(client, three_stores):
-    from actkit.align import compare_many
+    from actkit import compare_many
 
     layers = [s["l"] for s in three_stores]
     with warnings.catch_warnings():
@@ -282,7 +282,7 @@ def test_compare_many_on_the_cluster_equals_serial(client, three_stores):
 
 
 def test_compare_many_raises_worker_warnings_on_the_client(client, three_stores):
-    from actkit.align import compare_many
+    from actkit import compare_many
 
     layers = [s["l"] for s in three_stores[:2]]
     with pytest.warns(UserWarning, match="ICA had"):  # too few rows per component on purpose

@@ -5,7 +5,8 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import actkit
-from actkit.dictionary import SparseDictionary, _batched_spd_solve, sparse_dictionary
+from actkit.dictionary import SparseDictionary, sparse_dictionary
+from actkit.dictionary._coding import _batched_spd_solve
 
 
 def planted(n=4000, d=24, n_atoms=48, k=3, seed=0, positive=False, noise=0.01):
@@ -28,8 +29,9 @@ def recovery(D_true, D_est, thr=0.95):
 
 # Every scikit-learn estimator check runs and passes (no expected_failed_checks); the only
 # one not run is check_array_api_input, which scikit-learn skips itself unless SCIPY_ARRAY_API=1.
+# (k=1: scikit-learn's checks refit with n_components=1, and k <= n_components)
 @parametrize_with_checks(
-    [SparseDictionary(6, k=2, random_state=0), SparseDictionary(5, code="l1", alpha=0.1, random_state=0)],
+    [SparseDictionary(6, k=1, random_state=0), SparseDictionary(5, code="l1", alpha=0.1, random_state=0)],
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
@@ -97,7 +99,7 @@ def test_function_and_errors():
     X, D, _ = planted(n=1500, seed=5)
     codes, dictionary = sparse_dictionary(X, 48, k=3, random_state=0)
     assert codes.shape == (1500, 48) and dictionary.shape == (48, 24)
-    with pytest.raises(ValueError, match="n_atoms"):
+    with pytest.raises(ValueError, match="n_components"):
         SparseDictionary(0).fit(X)
     with pytest.raises(ValueError, match="k must"):
         SparseDictionary(4, k=5).fit(X)
@@ -123,12 +125,14 @@ def test_batched_solver():
 def test_torch_backend_matches_numpy(monkeypatch, kw):
     # device="cuda" runs the torch kernels; here they run on CPU tensors (no GPU in CI) and
     # must give the numpy kernels' dictionary, codes and statistics
-    import actkit.dictionary as dm
+    import actkit.dictionary._epoch as dm_epoch
+    import actkit.dictionary._estimator as dm_estimator
 
     X, D, _ = planted(n=3000, seed=7, positive=kw.get("positive", False))
     X = X.astype(np.float64)
     ref = SparseDictionary(48, random_state=0, max_iter=8, **kw).fit(X)
-    monkeypatch.setattr(dm, "_is_accelerator", lambda device: True)
+    for dm in (dm_epoch, dm_estimator):   # training epochs and transform
+        monkeypatch.setattr(dm, "is_accelerator", lambda device: True)
     got = SparseDictionary(48, random_state=0, max_iter=8, **kw).fit(X)
     np.testing.assert_allclose(got.dictionary_, ref.dictionary_, atol=1e-8)
     assert got.reconstruction_error_ == pytest.approx(ref.reconstruction_error_, rel=1e-8)

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from actkit.errors import LayerError
-from extractors._base import Adapter, Batch
-from extractors._hooks import Capture, first_tensor, resolve_layers
-from extractors.extract import plan_layers
+from actkit.extractors._base import Adapter, Batch
+from actkit.extractors._hooks import Capture, first_tensor, resolve_layers
+from actkit.extractors._plan import plan_layers
 
 
 class Toy(torch.nn.Module):

@@ -79,7 +79,7 @@ def test_pooled_rows(tiny_gpt_neox, text_file, tmp_path, reference, pool):
 
 
 def test_forward_stops_after_deepest_layer(tiny_gpt_neox, text_file, tmp_path, monkeypatch):
-    import extractors.registry as registry
+    import actkit.extractors.registry as registry
 
     calls = {"layers.1": 0, "layers.2": 0, "embed_out": 0, "layers.0": 0}
     real = registry.load_model

@@ -162,7 +162,7 @@ def test_timm_vit_local_dir_equals_forward_intermediates(tiny_timm_vit, image_di
 def test_timm_local_dir_prefix_and_early_stop(tiny_timm_resnet, image_npy, tmp_path, monkeypatch):
     import timm
 
-    import extractors.registry as registry
+    import actkit.extractors.registry as registry
 
     calls = {"layer2": 0, "layer3": 0, "fc": 0}
     real = registry.load_model

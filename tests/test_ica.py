@@ -78,10 +78,12 @@ def test_attributes_and_round_trip():
     full = FastICA(random_state=0).fit(X)
     Y = full.transform(X)
     np.testing.assert_allclose(full.inverse_transform(Y), X, atol=1e-8)
-    np.testing.assert_allclose(np.cov(Y, rowvar=False), np.eye(6), atol=1e-6)
+    # whiten="unit-variance" (scikit-learn's default): np.std(S) == 1 (ddof=0)
+    np.testing.assert_allclose(np.cov(Y, rowvar=False, ddof=0), np.eye(6), atol=1e-6)
     K, W, S2 = fastica(X, random_state=0)
     np.testing.assert_allclose(S2, Y, atol=1e-10)
-    np.testing.assert_allclose(W @ K, full.components_, atol=1e-10)
+    n = X.shape[0]
+    np.testing.assert_allclose(np.sqrt(n / (n - 1)) * W @ K, full.components_, atol=1e-10)
 
 
 def test_deterministic_and_float32():
@@ -132,22 +134,25 @@ def test_streaming_store_equals_in_memory(tmp_path):
 
 def test_torch_backend_matches_numpy():
     # the torch kernels (used on GPUs) give the numpy (CPU) result
-    from actkit import ica as ica_mod
+    from actkit.ica._contrast import contrast
+    from actkit.ica._picard import picard_o
+    from actkit.ica._rotations import sym_decorrelation
+    from actkit.ica._source import WhitenedSource, data_pass
 
     X, S, A = _mixture(n=2000, seed=6)
-    f = ica_mod._contrast("logcosh", 1.0)
+    f = contrast("logcosh", 1.0)
     Z = np.ascontiguousarray(actkit.Whitener().fit_transform(X), dtype=np.float64)
-    W = ica_mod._sym_decorrelation(np.random.default_rng(0).normal(size=(6, 6)))
-    src_np = ica_mod._Source(Z=Z, dtype=np.float64)
-    src_t = ica_mod._Source(Z=Z, dtype=np.float64)
+    W = sym_decorrelation(np.random.default_rng(0).normal(size=(6, 6)))
+    src_np = WhitenedSource(Z=Z, dtype=np.float64)
+    src_t = WhitenedSource(Z=Z, dtype=np.float64)
     import torch
 
     src_t.use_torch = True
     src_t.Z = torch.from_numpy(Z)
-    for a, b in zip(ica_mod._pass(src_np, W, f), ica_mod._pass(src_t, W, f)):
+    for a, b in zip(data_pass(src_np, W, f), data_pass(src_t, W, f)):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
-    Wa, *_ = ica_mod._picard_o(src_np, W, f, tol=1e-6, max_iter=100)
-    Wb, *_ = ica_mod._picard_o(src_t, W, f, tol=1e-6, max_iter=100)
+    Wa, *_ = picard_o(src_np, W, f, tol=1e-6, max_iter=100)
+    Wb, *_ = picard_o(src_t, W, f, tol=1e-6, max_iter=100)
     np.testing.assert_allclose(Wa, Wb, atol=1e-8)
 
 

@@ -39,7 +39,7 @@ def test_rotation_keeps_infoe_drops_infom_infoc_and_ica_restores(data):
     rot = _scores(infomec(s, zr))
     assert rot[1] == pytest.approx(base[1], abs=0.02)       # InfoE: linear decodability kept
     assert rot[0] < base[0] - 0.3 and rot[2] < base[2] - 0.2
-    zi = actkit.FastICA(whiten=True, random_state=0).fit_transform(zr)
+    zi = actkit.FastICA(whiten="unit-variance", random_state=0).fit_transform(zr)
     ica = _scores(infomec(s, zi))
     assert ica[0] > rot[0] + 0.25 and ica[2] > rot[2] + 0.2
     assert ica[1] == pytest.approx(base[1], abs=0.02)

@@ -8,7 +8,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
 from actkit.metrics import linear_cka, linear_r2, mean_cca
-from actkit.metrics._similarity import PairedMoments
+from actkit.stats import CrossMoments
 
 
 # --- reference implementations in sample space (N x N Gram matrices) ---------------------
@@ -72,14 +72,14 @@ def test_cka_invariances(debiased):
 
 def test_cka_streaming_matches_in_memory_float32():
     X, Y = _data(5, n=1000)
-    m = PairedMoments()
+    m = CrossMoments()
     for s in range(0, 1000, 128):
         m.add(X[s:s + 128].astype(np.float32), Y[s:s + 128].astype(np.float32))
     assert m.cka() == pytest.approx(linear_cka(X, Y), rel=1e-4)
     assert m.cka(debiased=True) == pytest.approx(linear_cka(X, Y, debiased=True), rel=1e-3)
     # merge of two halves equals the whole
-    a = PairedMoments().add(X[:300], Y[:300])
-    b = PairedMoments(shift_x=a.shift_x, shift_y=a.shift_y).add(X[300:], Y[300:])
+    a = CrossMoments().add(X[:300], Y[:300])
+    b = CrossMoments(shift_x=a.shift_x, shift_y=a.shift_y).add(X[300:], Y[300:])
     assert a.merge(b).cka(debiased=True) == pytest.approx(linear_cka(X, Y, debiased=True), rel=1e-9)
 
 

@@ -62,7 +62,7 @@ def test_sigkill_then_resume_is_bitwise_identical(tiny_gpt_neox, many_texts, tmp
     assert 10 <= state["samples_done"] < 500
 
     # the identical command resumes: only the remaining batches are computed
-    import extractors.registry as registry
+    import actkit.extractors.registry as registry
 
     batches = []
     real = registry.load_model

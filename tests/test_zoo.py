@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from actkit import zoo
-from actkit.synthetic import shapes
+from actkit.zoo import _corpus, _fitting, shapes
+from actkit.zoo.__main__ import main as zoo_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,7 +115,7 @@ def test_zoo_lists_every_model_and_data_is_small():
     lines = zoo.text_inputs().read_text(encoding="utf-8").splitlines()
     assert 200 <= len(lines) <= 1000 and all(lines)
     corpus = set((zoo.zoo_dir() / "corpus" / "python_reference.txt").read_text().splitlines())
-    train_lines, held = zoo._split_corpus(zoo.zoo_dir() / "corpus" / "python_reference.txt")
+    train_lines, held = _corpus.split_corpus(zoo.zoo_dir() / "corpus" / "python_reference.txt")
     assert held == lines and not set(held) & set(train_lines) and set(held) <= corpus
 
 
@@ -128,7 +129,7 @@ def test_zoo_models_are_genuinely_trained():
         k = max(5, len(curve) // 10)
         first, last = curve[:5].mean(), curve[-k:].mean()
         assert last < 0.7 * first, f"{name}: loss {first:.3f} -> {last:.3f}"
-        assert m["weights_sha256"] == zoo._sha256(zoo.model_path(name) / "model.safetensors")
+        assert m["weights_sha256"] == _fitting.sha256(zoo.model_path(name) / "model.safetensors")
     for seed in zoo.SEEDS:
         h = meta[f"pythia-tiny-seed{seed}"]["heldout"]
         assert h["loss_per_token"] < h["uniform_loss"] - 2.0
@@ -158,7 +159,7 @@ def test_shipped_weights_reproduce_recorded_accuracy():
     factors, _ = zoo.image_factors()
     with torch.no_grad():
         logits = model(**proc(list(images), return_tensors="pt")).logits
-    acc = zoo._factor_accuracy(logits, torch.from_numpy(factors))
+    acc = _fitting.factor_accuracy(logits, torch.from_numpy(factors))
     recorded = zoo.load_metadata()["models"]["vit-tiny-seed1"]["heldout"]["factor_accuracy"]
     for k in acc:
         assert abs(acc[k] - recorded[k]) <= 2 / len(images), (k, acc[k], recorded[k])
@@ -294,7 +295,7 @@ def test_retraining_reproduces_shipped_weights(tmp_path):
     from safetensors.numpy import load_file
 
     name = "resnet-tiny-seed0"
-    assert zoo.main(["train", "--only", name, "--out", str(tmp_path), "--threads", "1"]) == 0
+    assert zoo_main(["train", "--only", name, "--out", str(tmp_path), "--threads", "1"]) == 0
     new = load_file(tmp_path / name / "model.safetensors")
     old = load_file(zoo.model_path(name) / "model.safetensors")
     assert new.keys() == old.keys()

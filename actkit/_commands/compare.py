@@ -7,16 +7,17 @@ Forms::
     actkit compare MODEL_A MODEL_B --inputs PATH --layers L1,L2       # extract, then compare
 
 Only parsing and calls to the public API (:func:`actkit.compare`,
-:func:`actkit.align.compare_many`, :func:`actkit.extract`, :mod:`actkit.report`).
+:func:`actkit.alignment.compare_many`, :func:`actkit.extract`, :mod:`actkit.report`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import warnings
+
+from actkit.errors import InputError
 
 
 def register(sub) -> None:
@@ -56,11 +57,13 @@ def register(sub) -> None:
     p.add_argument("--ica-max-rows", type=_ica_rows_arg, default="auto",
                    help="FastICA fits on at most this many rows per side (default auto: "
                         "max(20000, 50 k, k^2/4) for k components, at most 1 GiB per side)")
-    p.add_argument("--ica-components", type=int, metavar="K",
+    p.add_argument("--ica-n-components", "--ica-components", dest="ica_n_components", type=int, metavar="K",
                    help="ICA components per side (default min(Da, Db)); fewer need fewer rows "
                         "and less time")
     p.add_argument("--ica-max-iter", type=int, default=200,
                    help="FastICA iterations per side (default 200); non-convergence is noted")
+    p.add_argument("--ica-tol", type=float, default=1e-4,
+                   help="FastICA tolerance (largest gradient entry; default 1e-4)")
     p.add_argument("--diameter-max-rows", type=int, default=10000,
                    help="diam(B) is exact up to this many held-out rows, else estimated on a "
                         "random subset of that size (recorded); 0 = always exact")
@@ -82,7 +85,7 @@ def _split_list(text):
 
 
 def _layer_pairs(args, store_a, store_b):
-    from actkit.errors import LayerError
+    from actkit.store import common_layers
 
     if args.layer_a or args.layer_b:
         la = args.layer_a or args.layer_b
@@ -90,13 +93,7 @@ def _layer_pairs(args, store_a, store_b):
         return [(la, lb)]
     if args.layers:
         return [(x, x) for x in _split_list(args.layers)]
-    common = [x for x in store_a.layers if x in store_b.layers]
-    if common:
-        return [(x, x) for x in common]
-    if len(store_a.layers) == 1 and len(store_b.layers) == 1:
-        return [(store_a.layers[0], store_b.layers[0])]
-    raise LayerError(f"the stores have no layer in common ({', '.join(store_a.layers)} vs "
-                     f"{', '.join(store_b.layers)}); choose with --layer-a and --layer-b")
+    return common_layers(store_a, store_b)
 
 
 def _check_stores(stores, paths):
@@ -118,25 +115,9 @@ def _check_layer_rows(la, lb, name_a, name_b):
 
 
 def _write_json(path, obj):
-    tmp = f"{path}.partial"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, allow_nan=False, default=_json_default)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from actkit._atomic import write_json_atomic
 
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    write_json_atomic(path, obj, indent=2, allow_nan=False)
 
 
 def _check_outputs(args):
@@ -144,9 +125,9 @@ def _check_outputs(args):
         if path:
             folder = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(folder):
-                raise FileNotFoundError(f"cannot write {path}: folder {folder} does not exist")
+                raise InputError(f"cannot write {path}: folder {folder} does not exist")
             if os.path.isdir(path):
-                raise IsADirectoryError(f"{path} is a directory; give a file name")
+                raise InputError(f"{path} is a directory; give a file name")
 
 
 def _labels_ids(text):
@@ -168,23 +149,10 @@ def _labels_ids(text):
 
 
 def _softmax(args, store_a, store_b, path_a, path_b):
-    import numpy as np
+    from actkit.metrics import softmax_distances_from_stores
 
-    from actkit.errors import StoreError
-    from actkit.metrics import softmax_distances
-
-    ids = _labels_ids(args.softmax_labels)
-    fg = []
-    for store, path in ((store_a, path_a), (store_b, path_b)):
-        if "final_hidden" not in store.layers or "unembedding" not in store.params:
-            raise StoreError(f"{path} lacks the 'final_hidden' layer or the 'unembedding' "
-                             f"parameter; extract with --layers final_hidden --unembedding")
-        g = store.params["unembedding"]
-        if ids.min() < 0 or ids.max() >= g.shape[0]:
-            raise StoreError(f"--softmax-labels ids must be in [0, {g.shape[0]}) for {path}")
-        fg.append((np.asarray(store["final_hidden"], dtype=np.float64), g[ids].astype(np.float64)))
-    (f1, g1), (f2, g2) = fg
-    return softmax_distances(f1, g1, f2, g2, random_state=args.seed)
+    return softmax_distances_from_stores(store_a, store_b, _labels_ids(args.softmax_labels),
+                                         random_state=args.seed)
 
 
 def run(args) -> int:
@@ -199,10 +167,10 @@ def run(args) -> int:
     from actkit._device import is_accelerator, resolve_device
 
     if is_accelerator(args.device):
-        resolve_device(args.device, error=ActkitError)   # a bad device fails before any work
+        resolve_device(args.device)   # a bad device fails before any work
     from actkit._commands._analysis_io import cluster
 
-    with cluster(args):   # --scheduler: the comparisons run on Dask (extraction stays here)
+    with cluster(args):   # --scheduler: the comparisons run on Dask (an extraction stays here)
         if args.inputs:
             return _run_models(args, methods)
         return _run_stores(args, args.sources, methods)
@@ -211,7 +179,7 @@ def run(args) -> int:
 def _compare_kwargs(args, methods):
     return dict(eval_fraction=args.eval_fraction, random_state=args.seed, alpha=args.alpha,
                 ica_max_rows=args.ica_max_rows, ica_max_iter=args.ica_max_iter, methods=methods,
-                n_components=args.ica_components,
+                ica_n_components=args.ica_n_components, ica_tol=args.ica_tol,
                 diameter_max_rows=args.diameter_max_rows or None, device=args.device,
                 progress=False if args.quiet else None)
 
@@ -228,19 +196,21 @@ def _ica_rows_arg(text):
     return value
 
 
-def _note_warnings(caught, layer, result=None):
-    """One ``note:`` line on stderr per note of :func:`actkit.report.compare_notes`."""
-    from actkit.report import compare_notes
-
-    for note in compare_notes(caught, result):
-        print(f"note: {layer}: {note}", file=sys.stderr)
+def _print_notes(layer, results):
+    """One ``note:`` line on stderr per distinct note of the results (``CompareResult.notes``)."""
+    seen = []
+    for res in results:
+        for note in res.notes:
+            if note not in seen:
+                seen.append(note)
+                print(f"note: {layer}: {note}", file=sys.stderr)
 
 
 def _run_stores(args, paths, methods, display=None):
     import contextlib
 
     import actkit
-    from actkit.align import compare_many
+    from actkit.alignment import compare_many
     from actkit.report import format_matrix, format_table, plot_compare, save_matrix_plot
 
     display = display or paths
@@ -254,11 +224,11 @@ def _run_stores(args, paths, methods, display=None):
                 layers = [s[la] for s in stores]
                 for lay, p in zip(layers[1:], paths[1:]):
                     _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    matrix, _ = compare_many(layers, metric=args.metric, scheduler=getattr(args, "runner", None),
-                                             **_compare_kwargs(args, methods))
-                _note_warnings(caught, la)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")        # the results' notes, printed below
+                    matrix, many = compare_many(layers, metric=args.metric, scheduler=getattr(args, "runner", None),
+                                                **_compare_kwargs(args, methods))
+                _print_notes(la, many.values())
                 print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
                 print()
                 out[la] = {"metric": args.metric, "labels": list(display),
@@ -280,20 +250,17 @@ def _run_stores(args, paths, methods, display=None):
 
             for la, lb in pairs:
                 _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
-            remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs], scheduler=args.runner,
-                                        return_warnings=True, **_compare_kwargs(args, methods)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")        # the results' notes, printed below
+                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs],
+                                            scheduler=args.runner, **_compare_kwargs(args, methods)))
         for la, lb in pairs:
             A, B = store_a[la], store_b[lb]
             _check_layer_rows(A, B, f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")        # noted in one line below instead
-                if remote is not None:
-                    res, raised = next(remote)
-                    for category, message in raised:
-                        warnings.warn(message, category)
-                else:
-                    res = actkit.compare(A, B, **_compare_kwargs(args, methods))
-            _note_warnings(caught, la, res.to_dict())
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")        # the result's notes, printed below
+                res = next(remote) if remote is not None else actkit.compare(A, B, **_compare_kwargs(args, methods))
+            _print_notes(la, [res])
             results.append(res)
             labels.append(la if la == lb else f"{la} -> {lb}")
         print(format_table(results, labels, title=f"{display[0]} -> {display[1]}  "

@@ -1,13 +1,13 @@
-"""``actkit dictionary STORE --layer L --out OUT.h5 --n-atoms K [--k N | --code l1 --alpha A]``
+"""``actkit dictionary STORE --layer L --out OUT.h5 --n-components K [--k N | --code l1 --alpha A]``
 
 Sparse dictionary learning on one layer (streaming passes), then the sparse code of every
-row written to a new store with the ``dictionary`` (n_atoms x features, unit-norm atoms).
+row written to a new store with the ``dictionary`` (n_components x features, unit-norm atoms).
 Only parsing and calls to :class:`actkit.SparseDictionary`.
 """
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import add_common_arguments, cluster, open_layer, write_derived
+from actkit._commands._analysis_io import cluster, add_common_arguments, open_layer, write_derived
 
 
 def register(sub) -> None:
@@ -15,7 +15,7 @@ def register(sub) -> None:
                        description="Learn an (overcomplete) dictionary with top-k or L1 sparse codes "
                                    "and write every row's code and the dictionary to OUT.")
     add_common_arguments(p)
-    p.add_argument("--n-atoms", type=int, required=True, help="number of atoms")
+    p.add_argument("--n-components", type=int, required=True, help="number of atoms")
     p.add_argument("--code", choices=["topk", "l1"], default="topk")
     p.add_argument("--k", type=int, default=None, help="active atoms per row (topk; default features/10)")
     p.add_argument("--alpha", type=float, default=None, help="L1 penalty (l1; default 1.0)")
@@ -27,26 +27,27 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
+        return _run(args, runner)
+
+
+def _run(args, runner) -> int:
     from actkit import SparseDictionary
     from actkit.errors import InputError
 
     store, layer = open_layer(args)
-    with cluster(args) as runner:
-        if args.n_atoms < 1:
-            raise InputError(f"--n-atoms must be positive, got {args.n_atoms}")
-        if args.k is not None and not 1 <= args.k <= args.n_atoms:
-            raise InputError(f"--k={args.k} must be between 1 and --n-atoms={args.n_atoms}")
-        kw = {"batch_size": args.block_rows} if args.block_rows else {}
-        sd = SparseDictionary(args.n_atoms, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
-                              n_epochs=args.n_epochs, random_state=args.seed, device=args.device, verbose=not args.quiet,
-                              scheduler=runner,
-                              **kw).fit(layer)
-        write_derived(
-            args, store, layer, transform=sd.transform, n_out=args.n_atoms, kind="dictionary",
-            params={"dictionary": sd.dictionary_},
-            settings={"n_atoms": args.n_atoms, "code": args.code, "k": args.k, "alpha": args.alpha,
-                      "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed,
-                      "device": args.device},
-            results={"reconstruction_error": float(sd.reconstruction_error_), "mean_active": float(sd.mean_active_)},
-        )
-        return 0
+    if args.n_components < 1:
+        raise InputError(f"--n-components must be positive, got {args.n_components}")
+    if args.k is not None and not 1 <= args.k <= args.n_components:
+        raise InputError(f"--k={args.k} must be between 1 and --n-components={args.n_components}")
+    kw = {"batch_size": args.block_rows} if args.block_rows else {}
+    sd = SparseDictionary(args.n_components, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
+                          n_epochs=args.n_epochs, random_state=args.seed, device=args.device, verbose=not args.quiet,
+                          scheduler=runner, **kw).fit(layer)
+    write_derived(
+        args, layer, sd,
+        settings={"n_components": args.n_components, "code": args.code, "k": args.k, "alpha": args.alpha,
+                  "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed,
+                  "device": args.device},
+    )
+    return 0

@@ -47,7 +47,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from actkit._extract_api import extract
+    from actkit.extractors.extract import extract
 
     path = extract(
         args.model, args.inputs, args.out, layers=args.layers, pool=args.pool, revision=args.revision,

@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from extractors.extract import list_layers
+    from actkit.extractors.layers import list_layers
 
     layers = list_layers(args.model, inputs=args.inputs, revision=args.revision, checkpoint=args.checkpoint,
                          trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle)

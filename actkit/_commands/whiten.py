@@ -7,7 +7,7 @@ store. Only parsing and calls to :class:`actkit.Whitener`.
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import add_common_arguments, cluster, check_n_components, open_layer, write_derived
+from actkit._commands._analysis_io import cluster, add_common_arguments, check_n_components, open_layer, write_derived
 
 
 def register(sub) -> None:
@@ -24,18 +24,17 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
+        return _run(args, runner)
+
+
+def _run(args, runner) -> int:
     from actkit import Whitener
 
     store, layer = open_layer(args)
-    with cluster(args) as runner:
-        check_n_components(args.n_components, layer)
-        w = Whitener(method=args.method, n_components=args.n_components, eps=args.eps, block_rows=args.block_rows,
-                     verbose=not args.quiet, scheduler=runner).fit(layer)
-        write_derived(
-            args, store, layer, transform=w.transform, n_out=w.whitening_.shape[0], kind="whiten",
-            params={"mean": w.mean_, "whitening": w.whitening_, "dewhitening": w.dewhitening_,
-                    "explained_variance": w.explained_variance_},
-            settings={"method": args.method, "n_components": args.n_components, "eps": args.eps},
-            results={"n_components": int(w.n_components_), "rank": int(w.rank_)},
-        )
-        return 0
+    check_n_components(args.n_components, layer)
+    w = Whitener(method=args.method, n_components=args.n_components, eps=args.eps, block_rows=args.block_rows,
+                 verbose=not args.quiet, scheduler=runner).fit(layer)
+    write_derived(args, layer, w,
+                  settings={"method": args.method, "n_components": args.n_components, "eps": args.eps})
+    return 0

@@ -7,8 +7,10 @@
 ``linear_cka``         linear CKA (Kornblith et al. 2019), ``debiased=`` option
 ``mean_cca``           mean canonical correlation (sklearn CCA convention)
 ``linear_r2``          linear-identifiability R^2 (affine map, held-out half)
+``canonical_correlations``
+                       canonical correlations from scatter matrices (sorted)
 ``infomec``            InfoM / InfoE / InfoC (Hsu et al. 2023)
-``softmax_distances``  d_KL, d_LLV, d_SVD (Nielsen et al. 2025)
+``softmax_distances``  d_KL, d_LLV, d_SVD (Nielsen et al. 2025); ``softmax_distances_from_stores``
 =====================  ==========================================================
 
 Formulas follow ``shared/spec/science.md``; each module cites its section.
@@ -16,7 +18,7 @@ Formulas follow ``shared/spec/science.md``; each module cites its section.
 
 from __future__ import annotations
 
-import importlib
+from actkit._lazy import lazy_attributes
 
 _LAZY = {
     "amari_distance": "actkit.metrics._ica",
@@ -25,22 +27,10 @@ _LAZY = {
     "linear_cka": "actkit.metrics._similarity",
     "mean_cca": "actkit.metrics._similarity",
     "linear_r2": "actkit.metrics._similarity",
+    "canonical_correlations": "actkit.metrics._similarity",
     "infomec": "actkit.metrics._infomec",
     "softmax_distances": "actkit.metrics._softmax",
+    "softmax_distances_from_stores": "actkit.metrics._softmax",
 }
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'actkit.metrics' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY)

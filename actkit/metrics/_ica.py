@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit.errors import ValidationError
+
 __all__ = ["amari_distance", "mcc", "hoyer_sparsity"]
 
 
@@ -17,9 +19,9 @@ def _as_2d_float(X, name: str) -> np.ndarray:
         X = X.detach().cpu().numpy()
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array, got shape {X.shape}")
+        raise ValidationError(f"{name} must be a 2-D array, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise ValidationError(f"{name} contains NaN or infinite values")
     return X
 
 
@@ -53,17 +55,17 @@ def amari_distance(W, A) -> float:
     W = _as_2d_float(W, "W")
     A = _as_2d_float(A, "A")
     if W.shape[1] != A.shape[0]:
-        raise ValueError(f"W has {W.shape[1]} columns but A has {A.shape[0]} rows; W @ A is undefined")
+        raise ValidationError(f"W has {W.shape[1]} columns but A has {A.shape[0]} rows; W @ A is undefined")
     P = np.abs(W @ A)
     if P.shape[0] != P.shape[1]:
-        raise ValueError(f"W @ A must be square, got shape {P.shape}")
+        raise ValidationError(f"W @ A must be square, got shape {P.shape}")
     n = P.shape[0]
     if n < 2:
         return 0.0
     rmax = P.max(axis=1)
     cmax = P.max(axis=0)
     if np.any(rmax == 0) or np.any(cmax == 0):
-        raise ValueError("W @ A has an all-zero row or column; the Amari distance is undefined")
+        raise ValidationError("W @ A has an all-zero row or column; the Amari distance is undefined")
     rows = (P.sum(axis=1) / rmax - 1.0).sum()
     cols = (P.sum(axis=0) / cmax - 1.0).sum()
     return float((rows + cols) / (2.0 * n * (n - 1)))
@@ -94,9 +96,9 @@ def mcc(Z_true, Z_est, *, return_matching: bool = False):
     Zt = _as_2d_float(Z_true, "Z_true")
     Ze = _as_2d_float(Z_est, "Z_est")
     if Zt.shape[0] != Ze.shape[0]:
-        raise ValueError(f"Z_true has {Zt.shape[0]} rows but Z_est has {Ze.shape[0]}; they must match")
+        raise ValidationError(f"Z_true has {Zt.shape[0]} rows but Z_est has {Ze.shape[0]}; they must match")
     if Zt.shape[0] < 2:
-        raise ValueError("mcc needs at least 2 samples")
+        raise ValidationError("mcc needs at least 2 samples")
     Zt = Zt - Zt.mean(axis=0)
     Ze = Ze - Ze.mean(axis=0)
     nt = np.linalg.norm(Zt, axis=0)
@@ -133,12 +135,12 @@ def hoyer_sparsity(X, *, axis: int = -1, reduce: str | None = "mean"):
         X = X.detach().cpu().numpy()
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 0:
-        raise ValueError("hoyer_sparsity needs a vector or a 2-D array, got a scalar")
+        raise ValidationError("hoyer_sparsity needs a vector or a 2-D array, got a scalar")
     if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinite values")
+        raise ValidationError("X contains NaN or infinite values")
     n = X.shape[axis]
     if n < 2:
-        raise ValueError(f"hoyer_sparsity needs vectors of length >= 2, got {n}")
+        raise ValidationError(f"hoyer_sparsity needs vectors of length >= 2, got {n}")
     l1 = np.abs(X).sum(axis=axis)
     l2 = np.sqrt((X * X).sum(axis=axis))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -147,5 +149,5 @@ def hoyer_sparsity(X, *, axis: int = -1, reduce: str | None = "mean"):
     if reduce is None or np.ndim(h) == 0:
         return h if np.ndim(h) else float(h)
     if reduce != "mean":
-        raise ValueError(f"reduce must be 'mean' or None, got {reduce!r}")
+        raise ValidationError(f"reduce must be 'mean' or None, got {reduce!r}")
     return float(np.mean(h))

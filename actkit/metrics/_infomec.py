@@ -21,6 +21,8 @@ import warnings
 
 import numpy as np
 
+from actkit.errors import ValidationError
+
 __all__ = ["infomec"]
 
 
@@ -77,28 +79,28 @@ def infomec(sources, latents, *, n_neighbors=10, prune_ratio=1 / 20, random_stat
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import LabelEncoder
 
-    from actkit.metrics._similarity import _as_2d
+    from actkit.metrics._inputs import as_2d
 
     S = np.asarray(sources)
     if S.ndim == 1:
         S = S[:, None]
     if S.ndim != 2:
-        raise ValueError(f"sources must be 2-D (n_samples, n_sources), got shape {S.shape}")
-    Z = _as_2d(latents, "latents").astype(np.float64)
+        raise ValidationError(f"sources must be 2-D (n_samples, n_sources), got shape {S.shape}")
+    Z = as_2d(latents, "latents").astype(np.float64)
     if S.shape[0] != Z.shape[0]:
-        raise ValueError(f"sources and latents must have the same number of rows, got "
+        raise ValidationError(f"sources and latents must have the same number of rows, got "
                          f"{S.shape[0]} and {Z.shape[0]}")
     n, n_s = S.shape
     n_z = Z.shape[1]
     if n <= n_neighbors:
-        raise ValueError(f"need more than n_neighbors={n_neighbors} rows, got {n}")
+        raise ValidationError(f"need more than n_neighbors={n_neighbors} rows, got {n}")
     if not 0 <= prune_ratio < 1:
-        raise ValueError(f"prune_ratio must be in [0, 1), got {prune_ratio}")
+        raise ValidationError(f"prune_ratio must be in [0, 1), got {prune_ratio}")
     codes = np.stack([LabelEncoder().fit_transform(S[:, i]) for i in range(n_s)], axis=1)
     n_classes = codes.max(axis=0) + 1
     if np.any(n_classes < 2):
         bad = int(np.flatnonzero(n_classes < 2)[0])
-        raise ValueError(f"source {bad} takes a single value: it carries no information")
+        raise ValidationError(f"source {bad} takes a single value: it carries no information")
     std = Z.std(axis=0)
     Zs = (Z - Z.mean(axis=0)) / np.where(std > 0, std, 1.0)
 

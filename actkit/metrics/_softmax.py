@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["softmax_distances"]
+from actkit.errors import ValidationError
+
+__all__ = ["softmax_distances", "softmax_distances_from_stores"]
 
 LAMBDA = 1e-5
 
@@ -53,7 +55,7 @@ def _label_side(l1, l2):
             t3 = float(np.max(np.abs(s1[keep] - s2[keep])))
             best = (t1, t3, y0, int(others[worst]), keep)
     if best is None:
-        raise ValueError("the log-probabilities do not vary over inputs for enough labels: "
+        raise ValidationError("the log-probabilities do not vary over inputs for enough labels: "
                          "d_LLV is undefined (need at least 3 labels that vary)")
     return best
 
@@ -76,7 +78,7 @@ def _input_side(l1, l2, M, num_samples, rng):
         if best is None or t2 < best[0]:
             best = (t2, float(np.max(np.abs(s1 - s2))), int(x0), xs)
     if best is None:
-        raise ValueError("no draw of inputs gave log-probabilities that vary over labels: "
+        raise ValidationError("no draw of inputs gave log-probabilities that vary over labels: "
                          "d_LLV is undefined")
     return best
 
@@ -139,25 +141,25 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
     {pivot, left out} and its input subsets from all inputs but the input pivot, both
     ``n_subsets`` times at random (all of them when only one subset exists).
     """
-    from actkit.metrics._similarity import _as_2d
+    from actkit.metrics._inputs import as_2d
 
-    f1, g1 = _as_2d(f1, "f1").astype(np.float64), _as_2d(g1, "g1").astype(np.float64)
-    f2, g2 = _as_2d(f2, "f2").astype(np.float64), _as_2d(g2, "g2").astype(np.float64)
+    f1, g1 = as_2d(f1, "f1").astype(np.float64), as_2d(g1, "g1").astype(np.float64)
+    f2, g2 = as_2d(f2, "f2").astype(np.float64), as_2d(g2, "g2").astype(np.float64)
     if f1.shape[0] != f2.shape[0]:
-        raise ValueError(f"f1 and f2 must have the same inputs (rows), got {f1.shape[0]} and {f2.shape[0]}")
+        raise ValidationError(f"f1 and f2 must have the same inputs (rows), got {f1.shape[0]} and {f2.shape[0]}")
     if g1.shape[0] != g2.shape[0]:
-        raise ValueError(f"g1 and g2 must have the same labels (rows), got {g1.shape[0]} and {g2.shape[0]}")
+        raise ValidationError(f"g1 and g2 must have the same labels (rows), got {g1.shape[0]} and {g2.shape[0]}")
     if f1.shape[1] != g1.shape[1] or f2.shape[1] != g2.shape[1]:
-        raise ValueError("each model's f and g must have the same representation dimension M")
+        raise ValidationError("each model's f and g must have the same representation dimension M")
     if f1.shape[1] != f2.shape[1]:
-        raise ValueError(f"the two models must have the same representation dimension M, got "
+        raise ValidationError(f"the two models must have the same representation dimension M, got "
                          f"{f1.shape[1]} and {f2.shape[1]}")
     N, M = f1.shape
     C = g1.shape[0]
     if C < M + 2:
-        raise ValueError(f"need at least M + 2 = {M + 2} labels for d_LLV and d_SVD, got {C}")
+        raise ValidationError(f"need at least M + 2 = {M + 2} labels for d_LLV and d_SVD, got {C}")
     if N < M + 2:
-        raise ValueError(f"need at least M + 2 = {M + 2} inputs, got {N}")
+        raise ValidationError(f"need at least M + 2 = {M + 2} inputs, got {N}")
     rng = np.random.default_rng(random_state)
     l1, l2 = _log_softmax(f1, g1), _log_softmax(f2, g2)
 
@@ -191,3 +193,52 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
         "pivot_label": int(y0), "left_out_label": int(y_lo), "pivot_input": int(x0),
         "M": int(M), "lam": float(lam),
     }
+
+
+def softmax_distances_from_stores(store_a, store_b, labels, *, layer="final_hidden",
+                                  param="unembedding", random_state=0, **kwargs):
+    """:func:`softmax_distances` of two causal LMs from their extraction stores.
+
+    Each store must hold the final hidden state (``layer``, one row per input token) and the
+    lm_head rows (``param``); ``actkit extract ... --layers final_hidden --unembedding`` writes
+    both. The softmax is over the given label (token) ids.
+
+    Parameters
+    ----------
+    store_a, store_b : actkit.store.Store
+        Stores of the same inputs (same rows).
+    labels : array-like of int, shape (C,)
+        Label (token) ids, at least 3, each in ``[0, vocabulary size)``.
+    layer, param : str
+        Names of the embedding layer and the unembedding parameter.
+    random_state : int, default=0
+    **kwargs
+        Passed to :func:`softmax_distances`.
+
+    Returns
+    -------
+    dict
+        As :func:`softmax_distances`.
+
+    Raises
+    ------
+    StoreError
+        A store lacks the layer or the parameter, or an id is out of range.
+    """
+    from actkit.errors import StoreError
+
+    ids = np.asarray(labels)
+    if ids.ndim != 1 or ids.size < 3 or ids.dtype.kind not in "iu":
+        raise ValidationError("labels must be at least 3 integer label ids")
+    fg = []
+    for store in (store_a, store_b):
+        path = getattr(store, "path", "a store")
+        if layer not in store.layers or param not in store.params:
+            raise StoreError(f"{path} lacks the {layer!r} layer or the {param!r} "
+                             f"parameter; extract with --layers final_hidden --unembedding")
+        g = store.params[param]
+        if ids.min() < 0 or ids.max() >= g.shape[0]:
+            raise StoreError(f"--softmax-labels ids must be in [0, {g.shape[0]}) for {path}")
+        fg.append((np.asarray(store[layer], dtype=np.float64), g[ids].astype(np.float64)))
+    (f1, g1), (f2, g2) = fg
+    return softmax_distances(f1, g1, f2, g2, random_state=random_state, **kwargs)

@@ -40,7 +40,7 @@ def alignment_error(A, B, fit_idx, eval_idx, *, method="rigid"):
     import actkit
 
     aligner = actkit.align(A[fit_idx], B[fit_idx], method=method)
-    return float(aligner.error(A[eval_idx], B[eval_idx]))
+    return float(aligner.score(A[eval_idx], B[eval_idx]))
 
 
 def mcc(Z_true, Z_est):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from actkit._atomic import save_figure_atomic, write_text_atomic
 
 
 @dataclass
@@ -146,45 +146,9 @@ def format_table(columns, rows) -> str:
     return "\n".join([head, sep, *body])
 
 
-def _umask_mode():
-    """Permission bits ``open()`` would give a new file under the current umask."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-
-def write_text_atomic(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, _umask_mode())  # what open() gives; mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_figure(fig, path) -> str:
     """Save a matplotlib figure atomically (PNG) and close it."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        os.chmod(tmp, _umask_mode())  # what open() gives; mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    finally:
-        plt.close(fig)
-    return str(path)
+    return save_figure_atomic(fig, path, dpi=110)
 
 
 def pyplot():

@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit._device import resolve_device as _resolve_device
-from actkit.errors import ActkitError
-
-
-def resolve_device(device):
-    """Return a ``torch.device`` for ``device`` or raise a one-line :class:`ActkitError`."""
-    return _resolve_device(device, error=ActkitError)
+from actkit._device import resolve_device
+from actkit.errors import ValidationError
 
 
 class single_thread:
@@ -311,12 +306,12 @@ def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256,
     import torch.nn as nn
 
     if decoder not in ("deconv", "broadcast"):
-        raise ValueError(f"decoder must be 'deconv' or 'broadcast', got {decoder!r}")
+        raise ValidationError(f"decoder must be 'deconv' or 'broadcast', got {decoder!r}")
 
     n_down = len(channels)
     side = size >> n_down
     if side < 1 or side << n_down != size:
-        raise ValueError(f"image size {size} is not divisible by 2**{n_down}")
+        raise ValidationError(f"image size {size} is not divisible by 2**{n_down}")
     enc, c_in = [], 3
     for c in channels:
         enc += [nn.Conv2d(c_in, c, 4, stride=2, padding=1), nn.ReLU()]

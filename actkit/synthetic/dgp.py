@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from actkit.errors import ValidationError
+
 __all__ = [
     "random_orthogonal",
     "leaky_relu",
@@ -41,7 +43,7 @@ __all__ = [
 
 def _check_positive_int(value, name):
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ValidationError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
@@ -111,9 +113,9 @@ def isometric_dgp(n_samples, *, n_latents=4, n_features=None, alpha=0.5, n_layer
     n_features = (2 * n_latents if n_features is None
                   else _check_positive_int(n_features, "n_features"))
     if n_features < n_latents:
-        raise ValueError(f"n_features ({n_features}) must be >= n_latents ({n_latents})")
+        raise ValidationError(f"n_features ({n_features}) must be >= n_latents ({n_latents})")
     if not 0 < alpha <= 1:
-        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+        raise ValidationError(f"alpha must be in (0, 1], got {alpha!r}")
     rng = check_random_state(random_state)
     weights = [random_orthogonal(n_features, n_latents, random_state=rng)]
     weights += [random_orthogonal(n_features, random_state=rng) for _ in range(n_layers - 1)]
@@ -130,7 +132,7 @@ def _sample_latents(rng, n, d, kind):
         return rng.laplace(scale=1 / np.sqrt(2), size=(n, d))
     if kind == "uniform":
         return rng.uniform(-np.sqrt(3), np.sqrt(3), size=(n, d))
-    raise ValueError(f"latent must be 'laplace' or 'uniform', got {kind!r}")
+    raise ValidationError(f"latent must be 'laplace' or 'uniform', got {kind!r}")
 
 
 def _apply_layers(U, weights, alpha):
@@ -173,7 +175,7 @@ def invertible_leaky_mlp(n_in, n_out=None, *, n_layers=2, alpha=0.2, random_stat
     """
     n_out = n_in if n_out is None else n_out
     if n_out < n_in:
-        raise ValueError(f"n_out ({n_out}) must be >= n_in ({n_in}) for an injective map")
+        raise ValidationError(f"n_out ({n_out}) must be >= n_in ({n_in}) for an injective map")
     rng = check_random_state(random_state)
     weights = [random_orthogonal(n_out, n_in, random_state=rng)]
     weights += [random_orthogonal(n_out, random_state=rng) for _ in range(n_layers - 1)]
@@ -230,9 +232,9 @@ def generative_dgp(n_samples, *, n_latents=3, levels=3, sigma=0.25, n_features=N
     n_samples = _check_positive_int(n_samples, "n_samples")
     n_latents = _check_positive_int(n_latents, "n_latents")
     if levels < 2:
-        raise ValueError(f"levels must be >= 2, got {levels!r}")
+        raise ValidationError(f"levels must be >= 2, got {levels!r}")
     if box is not None and not box >= 1.0:
-        raise ValueError(f"box must be >= 1 (the class means lie in [-1, 1]), got {box!r}")
+        raise ValidationError(f"box must be >= 1 (the class means lie in [-1, 1]), got {box!r}")
     n_features = 2 * n_latents if n_features is None else n_features
     rng = check_random_state(random_state)
     digits = rng.randint(0, levels, size=(n_samples, n_latents))
@@ -263,7 +265,7 @@ def hadamard_frame(n_rows):
     from scipy.linalg import hadamard
 
     if n_rows < 1 or n_rows & (n_rows - 1):
-        raise ValueError(f"n_rows must be a power of two, got {n_rows!r}")
+        raise ValidationError(f"n_rows must be a power of two, got {n_rows!r}")
     return np.hstack([np.eye(n_rows), hadamard(n_rows) / np.sqrt(n_rows)])
 
 
@@ -323,10 +325,10 @@ def discriminative_dgp(n_samples, *, measurement, k=2, n_labels=None, temperatur
     A = np.asarray(measurement, dtype=np.float64)
     D, d = A.shape
     if not 1 <= k <= d:
-        raise ValueError(f"k must be in [1, {d}], got {k!r}")
+        raise ValidationError(f"k must be in [1, {d}], got {k!r}")
     n_labels = 4 * D if n_labels is None else n_labels
     if n_labels < D:
-        raise ValueError(f"n_labels ({n_labels}) must be >= D ({D}) for A z to be identifiable")
+        raise ValidationError(f"n_labels ({n_labels}) must be >= D ({D}) for A z to be identifiable")
     rng = check_random_state(random_state)
     n_samples = _check_positive_int(n_samples, "n_samples")
     Z = np.zeros((n_samples, d))
@@ -363,7 +365,7 @@ def kl_counterexample(rho, *, n_per_label=500, n_labels=7, permutation=KL_PERMUT
     labels : ndarray of shape (n_labels * n_per_label,)
     """
     if len(permutation) != n_labels or sorted(permutation) != list(range(n_labels)):
-        raise ValueError(f"permutation must be a permutation of range({n_labels})")
+        raise ValidationError(f"permutation must be a permutation of range({n_labels})")
     rng = check_random_state(random_state)
     labels = np.repeat(np.arange(n_labels), n_per_label)
     jitter = rng.uniform(-np.pi / 64, np.pi / 64, size=labels.shape)

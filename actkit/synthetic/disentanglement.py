@@ -1,6 +1,6 @@
 """Experiment ``disentanglement``: Nelson et al., Table 2 (AE + ICA disentanglement).
 
-Images come from :func:`actkit.synthetic.shapes.render_shapes` with
+Images come from :func:`actkit.zoo.shapes.render_shapes` with
 ``style="disentanglement"``, a procedurally rendered Shapes3D stand-in with seven known
 discrete factors (the real Shapes3D cannot be downloaded here), at 16x16. We train a small
 vanilla convolutional autoencoder (squared error, no disentanglement term; stride-2
@@ -51,7 +51,7 @@ FULL = dict(size=16, n_samples=20000, n_steps=12000, batch_size=64, n_seeds=2,
             n_eval=2000)
 N_LATENTS = 10
 LR = 2e-3
-STYLE = "disentanglement"   # actkit.synthetic.shapes.STYLES: large objects, non-wrapping hues
+STYLE = "disentanglement"   # actkit.zoo.shapes.STYLES: large objects, non-wrapping hues
 DECODER = dict(decoder="broadcast", decoder_layers=3)
 # Nelson et al., Table 2 (InfoM, InfoE, InfoC): aggregated over 4 data sets, and Shapes3D
 PAPER = {
@@ -74,7 +74,7 @@ def _scores(factors, latents, per_factor=None):
 def run(*, quick=False, device="cpu", random_state=0):
     """Run the experiment; returns an :class:`~actkit.synthetic._result.ExperimentResult`."""
     import actkit
-    from actkit.synthetic.shapes import render_shapes
+    from actkit.zoo.shapes import render_shapes
 
     cfg = dict(QUICK if quick else FULL)
     t0 = time.perf_counter()
@@ -157,7 +157,7 @@ def run(*, quick=False, device="cpu", random_state=0):
         settings={"quick": quick, "device": str(device), "random_state": random_state,
                   "n_latents": N_LATENTS, "lr": LR, "style": STYLE, **DECODER, **cfg},
         conventions={
-            "data": "actkit.synthetic.shapes.render_shapes, style='disentanglement' "
+            "data": "actkit.zoo.shapes.render_shapes, style='disentanglement' "
                     "(Shapes3D stand-in, 7 factors; larger objects, hues on a non-wrapping "
                     "arc); pixels scaled to [0, 1]",
             "autoencoder": "convolutional encoder (stride-2 4x4 convs + ReLU, MLP to a 10-D "

@@ -71,7 +71,7 @@ def reproduce(name, *, quick=False, out=None, device="cpu", random_state=0, echo
     -------
     list of ExperimentResult
     """
-    from actkit.synthetic._training import resolve_device
+    from actkit._device import resolve_device
 
     names = resolve(name)
     resolve_device(device)  # a bad device fails before any work

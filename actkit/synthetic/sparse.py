@@ -9,7 +9,7 @@ D-wide linear representation ``h`` (narrower than the latent space) and then:
 
 - check that ``h`` carries the compressed-sensing structure: R^2 of an affine map
   ``h -> A z`` (``actkit.metrics.linear_r2``);
-- fit ``actkit.SparseDictionary(n_atoms=d, code="topk", k=k, positive=True)`` on ``h``
+- fit ``actkit.SparseDictionary(n_components=d, code="topk", k=k, positive=True)`` on ``h``
   (offset removed, see below) and score its codes against ``z``: MCC
   (``actkit.metrics.mcc``) and support F1 (atoms matched to latents by the MCC matching);
 - the same dictionary learning on the noiseless measurements ``A z`` (oracle row),
@@ -50,7 +50,7 @@ def support_f1(Z_true, codes, matching, *, tol=1e-8):
     Parameters
     ----------
     Z_true : ndarray of shape (n_samples, d)
-    codes : ndarray of shape (n_samples, n_atoms)
+    codes : ndarray of shape (n_samples, n_components)
     matching : (rows, cols)
         Matched latent and atom indices (``actkit.metrics.mcc(..., return_matching=True)``).
     """
@@ -136,7 +136,7 @@ def run(*, quick=False, device="cpu", random_state=0):
                       "V random 64 x 16 with orthogonal columns; sigmoid cross-entropy",
             "classifier": "MLP 32-128-128-16 (LeakyReLU 0.2), linear 16-wide representation",
             "offset": "[actkit] h - h(g(0)) before dictionary learning",
-            "dictionary": "actkit.SparseDictionary(n_atoms=32, code='topk', k=k, positive=True)",
+            "dictionary": "actkit.SparseDictionary(n_components=32, code='topk', k=k, positive=True)",
             "support_f1": "micro F1 of (z != 0) vs (code != 0) over MCC-matched pairs",
             "paper": "numbers not available (abstract only): claims tested qualitatively",
         })

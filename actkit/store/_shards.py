@@ -12,8 +12,8 @@ rows are the shards' rows concatenated (plain h5py resolves the shard paths rela
 the index file). A missing shard would read as fill values (NaN); actkit's Dask reader
 refuses it instead (:mod:`actkit._dask`).
 
-:func:`write_sharded` is the Dask writer behind ``transform_store`` and the analysis
-commands' ``--scheduler``: the chunks of a dask array are split into K contiguous runs (K =
+:func:`write_sharded` is the Dask writer behind :func:`actkit.transform_store` (and the analysis
+commands' ``--scheduler``): the chunks of a dask array are split into K contiguous runs (K =
 workers), the task for run R is pinned to worker R (another worker may take it over if R
 dies), computes its chunks one at a time, transforms them and writes shard R through the
 ordinary :func:`~actkit.store.create_store` writer (preallocated, crash-safe). When every
@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from actkit.errors import StoreError
+from actkit.store._format import (FORMAT, attr_value, canonical_json, created_at_now, decode_attr, h5py_module,
+                                  looks_like_hdf5, partial_path, request_hash)
 
 SHARDS_SUFFIX = ".shards"
 
@@ -58,7 +60,7 @@ def _split_chunks(chunk_rows, k):
 
 def _write_shard(X, lo, hi, row0, path, layer, n_out, transform, index_reader, spec_attrs, kw):
     """Task: compute chunks lo:hi of X one at a time, transform them, write one shard."""
-    from actkit.store import LayerSpec, create_store
+    from actkit.store._create import LayerSpec, create_store
 
     rows = int(sum(X.chunks[0][lo:hi]))
     index = None
@@ -116,7 +118,6 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
     """
     from tqdm.auto import tqdm
 
-    from actkit import store as st
     from actkit._dask import check_chunks
 
     X = check_chunks(X)
@@ -125,9 +126,9 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
     if not parent.is_dir():
         raise StoreError(f"cannot write {out}: folder {parent} does not exist")
     full_request = {"request": dict(request), "compression": None, "sharded": True}
-    rhash = st.request_hash(full_request)
+    rhash = request_hash(full_request)
     if out.exists() and not overwrite:
-        if st._existing_request_hash(out) == rhash:
+        if _finished_request_hash(out) == rhash:
             return out
         raise StoreError(f"{out} already holds another store; pass --overwrite (overwrite=True) to replace it")
     k_want = runner.n_workers
@@ -172,19 +173,32 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
                      inputs_fingerprint=inputs_fingerprint, layer_attrs=spec_attrs)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
-        st.partial_path(out).unlink(missing_ok=True)
+        partial_path(out).unlink(missing_ok=True)
         raise
     final_dir = shard_dir(out)
     if final_dir.exists():
         shutil.rmtree(final_dir)
     os.replace(tmp_dir, final_dir)
-    os.replace(st.partial_path(out), out)
+    os.replace(partial_path(out), out)
     return out
+
+
+def _finished_request_hash(path):
+    """The request hash of the finished store at ``path`` (None for anything else)."""
+    if not looks_like_hdf5(path):
+        return None
+    try:
+        with h5py_module().File(path, "r") as f:
+            if f.attrs.get("actkit_format") != FORMAT or not bool(f.attrs.get("complete")):
+                return None
+            return str(decode_attr(f.attrs["request_hash"]))
+    except Exception:  # unreadable: not our store
+        return None
 
 
 def _follow(jobs, shard_paths, rows, bar):
     """Wait for the shard tasks; the bar follows the rows each shard's cursor reports."""
-    from actkit.store import progress_path
+    from actkit.store._format import progress_path
 
     shown = 0
     while True:
@@ -216,8 +230,6 @@ def _write_index(out, tmp_dir, shard_paths, rows, *, layer, n_out, n_samples, fu
 
     import h5py
 
-    from actkit import store as st
-
     total = int(sum(rows))
     rel_dir = shard_dir(out).name  # shard paths relative to the index file's folder
     data = h5py.VirtualLayout(shape=(total, n_out), dtype=np.float32)
@@ -229,88 +241,35 @@ def _write_index(out, tmp_dir, shard_paths, rows, *, layer, n_out, n_samples, fu
             data[s : s + n] = h5py.VirtualSource(name, f"layers/{layer}/data", shape=(n, n_out))
             index[s : s + n] = h5py.VirtualSource(name, f"layers/{layer}/index", shape=(n, 2))
         s += n
-    created_at = st._created_at()
-    rhash = st.request_hash(full_request)
-    fingerprint = hashlib.sha256(st._json({"request_hash": rhash, "inputs": inputs_fingerprint,
-                                           "created_at": created_at}).encode()).hexdigest()
+    created_at = created_at_now()
+    rhash = request_hash(full_request)
+    fingerprint = hashlib.sha256(canonical_json({"request_hash": rhash, "inputs": inputs_fingerprint,
+                                                 "created_at": created_at}).encode()).hexdigest()
     prov = dict(provenance or {})
     prov["shards"] = [f"{rel_dir}/{Path(p).name}" for p in shard_paths]
-    partial = st.partial_path(out)
+    partial = partial_path(out)
     with h5py.File(partial, "w", libver=("v110", "latest")) as f:
-        f.attrs["actkit_format"] = st.FORMAT
+        f.attrs["actkit_format"] = FORMAT
         f.attrs["complete"] = True
         f.attrs["n_samples"] = np.int64(n_samples)
         f.attrs["created_at"] = created_at
         f.attrs["fingerprint"] = fingerprint
         f.attrs["inputs_fingerprint"] = inputs_fingerprint or ""
-        f.attrs["request"] = st._json(full_request)
+        f.attrs["request"] = canonical_json(full_request)
         f.attrs["request_hash"] = rhash
-        f.attrs["provenance"] = st._json(prov)
-        f.attrs["layer_order"] = st._json([layer])
+        f.attrs["provenance"] = canonical_json(prov)
+        f.attrs["layer_order"] = canonical_json([layer])
         f.attrs["shards"] = len(shard_paths)
         g = f.create_group("provenance")
         for key in sorted(prov):
-            g.attrs[key] = st._attr_value(prov[key])
+            g.attrs[key] = attr_value(prov[key])
         grp = f.create_group("layers").create_group(layer)
         grp.attrs["rows"] = np.int64(total)
         grp.attrs["features"] = np.int64(n_out)
         for key in sorted(layer_attrs):
-            grp.attrs[key] = st._attr_value(layer_attrs[key])
+            grp.attrs[key] = attr_value(layer_attrs[key])
         grp.create_virtual_dataset("data", data, fillvalue=np.nan)
         grp.create_virtual_dataset("index", index, fillvalue=-1)
         pg = f.create_group("params")
         for key in sorted(params or {}):
             pg.create_dataset(key, data=np.asarray(params[key]))
-
-
-def transform_store(estimator, source, out, *, layer=None, scheduler=None, overwrite=False, progress=None):
-    """Write ``estimator.transform`` of every row of ``source`` to a sharded store ``out``.
-
-    Parameters
-    ----------
-    estimator : fitted Whitener, FastICA or SparseDictionary (anything with ``transform``)
-    source : store Layer or dask.array.Array of shape (n_rows, n_features)
-        A store layer is read by the workers (one chunk per row block); its row index,
-        ``n_samples`` and inputs fingerprint are kept.
-    out : str or Path
-        The index file; shards go to ``out + ".shards/rank-R-of-K.h5"``, one per worker.
-    layer : str, optional
-        Output layer name (default: the source layer's, or ``"data"``).
-    scheduler : None, str, distributed.Client
-        As for the estimators (``docs/dask.md``).
-
-    Returns
-    -------
-    Path of the index (open it with :func:`actkit.open_store`).
-    """
-    from actkit import _dask
-    from actkit._dask_passes import portable
-    from actkit.store import Layer
-
-    est = portable(estimator)
-    n_out = int(getattr(est, "_n_features_out"))
-    kw = {}
-    if isinstance(source, Layer):
-        st_ = source.store
-        X = source.to_dask()
-        name = layer or source.name
-        kw = dict(n_samples=int(st_.n_samples) or int(source.shape[0]), inputs_fingerprint=st_.inputs_fingerprint or None,
-                  index_reader=_dask.H5Rows(st_.file.filename, f"/layers/{source.name}/index",
-                                            (source.shape[0], 2), np.int64),
-                  request={"command": "transform", "source": os.path.abspath(st_.file.filename),
-                           "source_fingerprint": st_.fingerprint, "layer": source.name,
-                           "estimator": type(estimator).__name__})
-    elif _dask.is_dask(source):
-        X = _dask.check_chunks(source)
-        name = layer or "data"
-        kw = dict(n_samples=int(X.shape[0]), request={"command": "transform", "source": X.name,
-                                                        "estimator": type(estimator).__name__})
-    else:
-        raise ValueError("transform_store needs a store layer or a dask array")
-    params = {k.rstrip("_"): np.asarray(v) for k, v in vars(est).items()
-              if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)}
-    with _dask.use_scheduler(scheduler) as runner:
-        return write_sharded(runner, X, out, layer=name, transform=est.transform, n_out=n_out,
-                             params=params, overwrite=overwrite, progress=progress,
-                             provenance={"command": "transform", "estimator": type(estimator).__name__},
-                             layer_attrs={"transform": type(estimator).__name__}, **kw)

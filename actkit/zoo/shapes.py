@@ -24,7 +24,7 @@ It is deterministic: the same factors give bitwise the same images on every mach
 
 Examples
 --------
->>> from actkit.synthetic.shapes import render_shapes
+>>> from actkit.zoo.shapes import render_shapes
 >>> images, factors, names = render_shapes(16, size=32, random_state=0)
 >>> images.shape, images.dtype, factors.shape, names[0]
 ((16, 32, 32, 3), dtype('uint8'), (16, 7), 'shape')
@@ -33,6 +33,8 @@ Examples
 from __future__ import annotations
 
 import numpy as np
+
+from actkit.errors import ValidationError
 
 __all__ = [
     "FACTOR_NAMES",
@@ -101,7 +103,7 @@ def factor_values(name: str, *, style: str = "default") -> np.ndarray:
     if name in ("object_hue", "background_hue"):
         lo, hi = st["hue"]
         return lo + (hi - lo) * np.arange(8) / 8.0
-    raise ValueError(f"unknown factor {name!r}; factors are {', '.join(FACTOR_NAMES)}")
+    raise ValidationError(f"unknown factor {name!r}; factors are {', '.join(FACTOR_NAMES)}")
 
 
 def sample_factors(n: int, *, random_state=None) -> np.ndarray:
@@ -160,7 +162,7 @@ def _masks(shape_idx: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def _style(style):
     if style not in STYLES:
-        raise ValueError(f"unknown style {style!r}; styles are {', '.join(STYLES)}")
+        raise ValidationError(f"unknown style {style!r}; styles are {', '.join(STYLES)}")
     return STYLES[style]
 
 
@@ -184,21 +186,21 @@ def render_factors(factors, *, size: int = 32, style: str = "default") -> np.nda
     _style(style)
     factors = np.asarray(factors)
     if factors.ndim != 2 or factors.shape[1] != len(FACTOR_NAMES):
-        raise ValueError(
+        raise ValidationError(
             f"factors must have shape (n_samples, {len(FACTOR_NAMES)}), got {factors.shape}"
         )
     if not np.issubdtype(factors.dtype, np.integer):
-        raise ValueError("factors must be integer level indices")
+        raise ValidationError("factors must be integer level indices")
     bad = (factors < 0) | (factors >= np.asarray(FACTOR_SIZES))
     if bad.any():
         col = int(np.nonzero(bad.any(0))[0][0])
-        raise ValueError(
+        raise ValidationError(
             f"factor {FACTOR_NAMES[col]!r} has levels 0..{FACTOR_SIZES[col] - 1}, "
             f"got {int(factors[bad.any(1)][0, col])}"
         )
     size = int(size)
     if size < 8:
-        raise ValueError(f"size must be >= 8 pixels, got {size}")
+        raise ValidationError(f"size must be >= 8 pixels, got {size}")
 
     n = len(factors)
     out = np.empty((n, size, size, 3), dtype=np.uint8)
@@ -263,5 +265,5 @@ def render_shapes(n: int, *, size: int = 32, random_state=None, style: str = "de
 
 def _check_n(n) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+        raise ValidationError(f"n must be a positive integer, got {n!r}")
     return int(n)

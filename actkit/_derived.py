@@ -1,0 +1,238 @@
+"""``transform_store``: a fitted estimator's ``transform`` streamed over a store layer into a
+new (derived) store that holds the transformed rows and the fitted parameters.
+
+This is what ``actkit whiten | ica | dictionary`` write: the output keeps the source layer's
+name and row index, the source's ``n_samples`` and ``inputs_fingerprint`` (so ``compare``
+can pair derived stores), and records the source store's path and ``fingerprint`` in its
+provenance. On any error the partial output is deleted, so a failed call never leaves a
+half-written store; the identical request on a finished output is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from actkit.errors import StoreError, ValidationError
+
+__all__ = ["transform_store"]
+
+# estimator class -> (kind recorded in the store, fitted parameters stored under /params,
+# what the fit reported (provenance "fit"))
+_KINDS = {
+    "Whitener": ("whiten",
+                 {"mean": "mean_", "whitening": "whitening_", "dewhitening": "dewhitening_",
+                  "explained_variance": "explained_variance_"},
+                 {"n_components": ("n_components_", int), "rank": ("rank_", int)}),
+    "FastICA": ("ica",
+                {"mean": "mean_", "whitening": "whitening_", "unmixing": "components_",
+                 "mixing": "mixing_"},
+                {"n_components": ("n_components_", int), "n_iter": ("n_iter_", int),
+                 "converged": ("converged_", bool)}),
+    "SparseDictionary": ("dictionary", {"dictionary": "dictionary_"},
+                         {"reconstruction_error": ("reconstruction_error_", float),
+                          "mean_active": ("mean_active_", float)}),
+}
+
+
+def _jsonable_params(estimator) -> dict:
+    out = {}
+    for key, value in estimator.get_params(deep=False).items():
+        if value is None or isinstance(value, (bool, int, float, str)):
+            out[key] = value
+    return out
+
+
+def _describe(estimator):
+    """(kind, params, fit results) of a fitted estimator."""
+    name = type(estimator).__name__
+    if name in _KINDS:
+        kind, param_attrs, result_attrs = _KINDS[name]
+        params = {key: getattr(estimator, attr) for key, attr in param_attrs.items()}
+        results = {key: cast(getattr(estimator, attr)) for key, (attr, cast) in result_attrs.items()}
+        return kind, params, results
+    # any other fitted transformer: its fitted array attributes
+    params = {k.rstrip("_"): v for k, v in vars(estimator).items()
+              if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)}
+    return name.lower(), params, {}
+
+
+def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, settings=None,
+                    progress=None, echo=None, scheduler=None):
+    """Stream ``estimator.transform`` over every row of a store layer into a new store.
+
+    Parameters
+    ----------
+    estimator : fitted transformer
+        :class:`~actkit.Whitener`, :class:`~actkit.FastICA`, :class:`~actkit.SparseDictionary`
+        (their fitted parameters are stored: ``mean``/``whitening``/``dewhitening``/
+        ``explained_variance``; ``mean``/``whitening``/``unmixing``/``mixing``;
+        ``dictionary``) or any fitted transformer with ``n_features_in_`` (its fitted array
+        attributes are stored).
+    layer : actkit.store.Layer
+        The source layer (``open_store(path)[name]``), of shape (n_rows, n_features_in_).
+    out : str or os.PathLike
+        The output store (``.h5``); it gets one layer of the source layer's name, of shape
+        (n_rows, n_out) float32, with the source's row index.
+    overwrite : bool, default=False
+        Replace ``out`` if it holds another store (it is left untouched until the new one is
+        complete).
+    block_rows : int, optional
+        Rows per streamed block (default about 32 MiB).
+    settings : dict, optional
+        The hyperparameters recorded in the output's request and provenance (default: the
+        estimator's scalar ``get_params()``). The request decides whether an existing
+        output is the same store (a no-op) or another one.
+    progress : bool, optional
+        Progress bar (default: only on a terminal).
+    echo : callable, optional
+        ``echo(message)`` for the one-line summary (e.g. ``print``).
+    scheduler : None, str or distributed.Client, optional
+        Dask (``docs/dask.md``): with a scheduler, or for a dask array ``layer``, the rows
+        are transformed on the workers and written as one shard per worker,
+        ``out + ".shards/rank-R-of-K.h5"``, plus a virtual-dataset index at ``out`` (which
+        every reader opens as one store). A dask array gets the row index ``[row, -1]``.
+
+    Returns
+    -------
+    pathlib.Path
+        The finished store.
+
+    Raises
+    ------
+    StoreError
+        ``layer`` is not a store layer, ``out`` is the source store, or ``out`` holds
+        another store (without ``overwrite``).
+    ValidationError
+        The estimator is not fitted on this layer's width, or its output is not finite.
+    """
+    import actkit
+    from tqdm.auto import tqdm
+
+    from actkit._dask import is_dask
+    from actkit._data import iter_blocks
+    from actkit._params import check_fitted
+    from actkit.store import LayerSpec, create_store
+
+    if is_dask(layer):
+        return _transform_dask(estimator, layer, out, overwrite=overwrite, settings=settings, progress=progress,
+                               echo=echo, scheduler=scheduler)
+    store = getattr(layer, "store", None)
+    if store is None or not hasattr(layer, "index"):
+        raise StoreError("transform_store needs a store layer (actkit.open_store(path)[name])")
+    check_fitted(estimator)
+    width = int(layer.shape[1])
+    if getattr(estimator, "n_features_in_", width) != width:
+        raise ValidationError(f"layer {layer.name} has {width} features, but the "
+                              f"{type(estimator).__name__} was fitted on {estimator.n_features_in_}")
+    src = os.path.abspath(store.path)
+    if os.path.abspath(out) == src:
+        raise StoreError("the output store must differ from the source store")
+    kind, params, results = _describe(estimator)
+    settings = _jsonable_params(estimator) if settings is None else dict(settings)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    name = layer.name
+    request = {"command": kind, "source": src, "source_fingerprint": store.fingerprint,
+               "layer": name, **settings}
+    provenance = {
+        "command": kind,
+        "source_store": src,
+        "source_fingerprint": store.fingerprint,
+        "source_layer": name,
+        "source_provenance": store.provenance,
+        "actkit_version": actkit.__version__,
+        "settings": settings,
+        "fit": results,
+    }
+    n = int(layer.shape[0])
+    first = np.asarray(estimator.transform(np.asarray(layer[:1])))
+    n_out = int(first.shape[1])
+    spec = LayerSpec(name, n, n_out, dtype="float32", index=np.asarray(layer.index),
+                     attrs={"transform": kind, "source_layer": name, "source_features": width})
+    kw = dict(n_samples=int(store.n_samples) or n, request=request, provenance=provenance,
+              params={k: np.asarray(v) for k, v in params.items()},
+              inputs_fingerprint=store.inputs_fingerprint or None, overwrite=overwrite)
+    if scheduler is not None:
+        return _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows, progress, echo)
+    writer = create_store(out, [spec], **kw)
+    if writer.complete:
+        if echo is not None:
+            echo(f"{out}: already complete for this request; nothing to do")
+        return writer.path
+    if writer.samples_done:  # an interrupted run of the same request: recompute from scratch
+        writer.abort()
+        writer = create_store(out, [spec], **kw)
+    try:
+        bar = tqdm(total=n, desc=f"{kind}: transform", unit="row", leave=False,
+                   disable=None if progress is None else not progress)
+        for block in iter_blocks(layer, block_rows):
+            rows = np.asarray(estimator.transform(block), dtype=np.float32)
+            if not np.all(np.isfinite(rows)):
+                raise ValidationError(f"the {kind} output has non-finite values; check the input data")
+            writer.append(name, rows)
+            bar.update(len(block))
+        bar.close()
+        writer.checkpoint(kw["n_samples"], force=True)
+        path = writer.finalize()
+    except BaseException:
+        writer.abort()
+        raise
+    if echo is not None:
+        echo(f"wrote {out}: layer {name}, {n} rows x {n_out} ({kind}); "
+             f"params: {', '.join(sorted(params))}")
+    return path
+
+
+def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows, progress, echo):
+    """:func:`transform_store` on Dask: the workers read ``layer`` and write one shard each."""
+    from actkit._dask import H5Rows, use_scheduler
+    from actkit._dask_passes import portable
+    from actkit.store._shards import shard_dir, write_sharded
+
+    f = layer.store.file.filename
+    index = H5Rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
+    with use_scheduler(scheduler) as runner:
+        path = write_sharded(runner, layer.to_dask(block_rows), out, layer=spec.name,
+                             transform=portable(estimator).transform, n_out=spec.features,
+                             n_samples=kw["n_samples"], request=kw["request"], provenance=kw["provenance"],
+                             params=kw["params"], index_reader=index, inputs_fingerprint=kw["inputs_fingerprint"],
+                             layer_attrs=spec.attrs, overwrite=kw["overwrite"], desc=f"{kind}: transform",
+                             progress=progress)
+    if echo is not None:
+        n = len(list(shard_dir(path).glob("rank-*.h5")))
+        echo(f"wrote {out}: layer {spec.name}, {spec.rows} rows x {spec.features} ({kind}) in {n} shard(s) "
+             f"under {shard_dir(path)}; params: {', '.join(sorted(kw['params']))}")
+    return path
+
+
+def _transform_dask(estimator, X, out, *, overwrite, settings, progress, echo, scheduler):
+    """:func:`transform_store` of a dask array (no source store): a sharded store."""
+    import actkit
+    from actkit._dask import check_chunks, use_scheduler
+    from actkit._dask_passes import portable
+    from actkit._params import check_fitted
+    from actkit.store._shards import write_sharded
+
+    check_fitted(estimator)
+    X = check_chunks(X)
+    if getattr(estimator, "n_features_in_", X.shape[1]) != X.shape[1]:
+        raise ValidationError(f"the dask array has {X.shape[1]} features, but the {type(estimator).__name__} "
+                              f"was fitted on {estimator.n_features_in_}")
+    kind, params, results = _describe(estimator)
+    settings = _jsonable_params(estimator) if settings is None else dict(settings)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    est = portable(estimator)
+    n_out = int(np.asarray(est.transform(np.asarray(X[:1].compute(scheduler="sync")))).shape[1])
+    request = {"command": kind, "source": X.name, **settings}
+    provenance = {"command": kind, "source": X.name, "actkit_version": actkit.__version__, "settings": settings,
+                  "fit": results}
+    with use_scheduler(scheduler) as runner:
+        path = write_sharded(runner, X, out, layer="data", transform=est.transform, n_out=n_out,
+                             n_samples=int(X.shape[0]), request=request, provenance=provenance,
+                             params={k: np.asarray(v) for k, v in params.items()},
+                             layer_attrs={"transform": kind}, overwrite=overwrite, desc=f"{kind}: transform",
+                             progress=progress)
+    if echo is not None:
+        echo(f"wrote {out}: layer data, {X.shape[0]} rows x {n_out} ({kind}), sharded")
+    return path

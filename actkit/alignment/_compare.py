@@ -1,0 +1,343 @@
+"""The entry points: :func:`align` (one alignment), :func:`compare` (all four on a fit/eval
+split, with the ICA efficiency, CKA, CCA and the matched-source correlations) and
+:func:`compare_many` (a pairwise matrix, each representation read and ICA-fitted once)."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from actkit._device import check_device
+from actkit._rows import sample_rows
+from actkit.alignment._diameter import diameter
+from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, source_sd
+from actkit.alignment._inputs import (as_source, compute_dtype, default_block_rows, n_features,
+                                      n_rows, progress_bar)
+from actkit.alignment._maps import LinearAlignment, PermutationAlignment, RigidAlignment
+from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
+from actkit.alignment._sides import Pair, Side
+from actkit.alignment._split import groups_for, split
+from actkit.errors import ValidationError
+from actkit.metrics import canonical_correlations
+
+DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
+
+_CLASSES = {"permutation": PermutationAlignment, "rigid": RigidAlignment,
+            "linear": LinearAlignment, "ica": ICAAlignment}
+
+
+def align(A, B, method="rigid", **params):
+    """Fit one alignment mapping rows of ``A`` onto the rows of ``B`` from the same inputs.
+
+    Parameters
+    ----------
+    A : array-like of shape (n_rows, n_features_a)
+        Array, torch tensor, ``h5py.Dataset`` or store layer (streamed in blocks).
+    B : array-like of shape (n_rows, n_features_b)
+    method : {"permutation", "rigid", "linear", "ica"}, default="rigid"
+    **params
+        Hyperparameters of the class (``alpha`` for linear; ``n_components``,
+        ``random_state``, ``max_fit_rows``, ``fun``, ``max_iter``, ``tol`` for ica).
+
+    Returns
+    -------
+    alignment : PermutationAlignment, RigidAlignment, LinearAlignment or ICAAlignment
+        Fitted; ``alignment.transform(A_new)`` maps new rows of A into B's space.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.random.default_rng(0).normal(size=(200, 4))
+    >>> h = align(A, -A[:, ::-1] + 1, method="permutation")
+    >>> float(np.abs(h.transform(A) - (-A[:, ::-1] + 1)).max()) < 1e-9
+    True
+    """
+    if method not in _CLASSES:
+        raise ValidationError(f"unknown alignment method {method!r}; choose one of {', '.join(METHODS)}")
+    return _CLASSES[method](**params).fit(A, B)
+
+
+def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=METHODS,
+            alpha=0.0, ica_n_components=None, ica_max_rows="auto", ica_max_iter=200,
+            ica_tol=1e-4, diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None, progress=None,
+            device="cpu", _sides=None) -> CompareResult:
+    """Fit every alignment on a fit split of the rows and score it on the held-out split.
+
+    Parameters
+    ----------
+    A : array-like of shape (n_rows, n_features_a)
+        numpy array, torch tensor, ``h5py.Dataset`` or store layer (streamed; never loaded
+        whole). Row ``i`` of A and of B must come from the same input (and token).
+    B : array-like of shape (n_rows, n_features_b)
+    eval_fraction : float, default=0.2
+        Share of *input samples* held out for scoring.
+    groups : array-like of shape (n_rows,), optional
+        Input-sample id of each row: the rows of one sample never straddle the split.
+        Default: the store layers' ``groups`` when A is a store layer, else one row = one
+        sample.
+    random_state : int, default=0
+        Seed of the split, of the FastICA initialisation and of any row sampling.
+    methods : sequence of str, default all four
+    alpha : float, default=0.0
+        Ridge penalty of the linear alignment.
+    ica_n_components : int, optional
+        ICA components; default ``min(Da, Db)``.
+    ica_max_rows : int or "auto", default="auto"
+        FastICA runs on at most this many random fit rows per side; ``"auto"``:
+        ``max(20000, ica_min_rows(k))`` for ``k`` ICA components, at most 1 GiB of float32
+        rows per side. With fewer than ``ica_min_rows(k) = max(50 k, k^2 / 4)`` rows
+        FastICA's sources are unreliable (measured in docs/compare.md): ``compare`` then
+        warns (``UserWarning``); ``to_dict()["ica_rows_per_component"]`` says how many it had.
+    ica_max_iter, ica_tol : FastICA stopping rule.
+    diameter_max_rows : int or None, default=10000
+        diam(B_eval) is exact up to this many eval rows, else the exact diameter of a seeded
+        random subset of that size, a lower bound (recorded as ``diameter_method="sampled"``);
+        None: always exact (O(n_eval^2 D) without outlying rows).
+    block_rows : int, optional
+        Rows per streamed block (default about 32 MiB).
+    progress : bool, optional
+        Show progress bars (default: only on a terminal).
+    device : str, default="cpu"
+        Torch device of the two FastICA fits (e.g. ``"cuda"``), the only part whose cost
+        grows with the square of the width per row; the moments passes, closed-form fits
+        and errors run on the CPU.
+
+    Returns
+    -------
+    CompareResult
+
+    Raises
+    ------
+    ValueError
+        Different row counts, non-finite values, different row indexes or input
+        fingerprints of two store layers, or too few samples for the split.
+    """
+    t0 = time.perf_counter()
+    A, B = as_source(A, "A"), as_source(B, "B")
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise ValidationError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
+    if "ica" in methods:
+        check_device(device)      # a bad device fails before the passes over the data
+    n = n_rows(A)
+    if n_rows(B) != n:
+        raise ValidationError(f"A and B have different row counts ({n} and {n_rows(B)}); they "
+                         f"must be activations of the same inputs, row for row")
+    groups = groups_for(A, B, groups)
+    eval_mask, n_groups = split(n, groups, eval_fraction, random_state)
+    fit_rows = np.flatnonzero(~eval_mask)
+    eval_rows = np.flatnonzero(eval_mask)
+    ica = ICAAlignment(n_components=ica_n_components, random_state=random_state,
+                       max_rows=ica_max_rows, max_iter=ica_max_iter, tol=ica_tol,
+                       device=device)
+    k_ica = min(n_features(A, "A"), n_features(B, "B"))
+    ica_sample = (ica.sample_rows_for(n, fit_rows, k=k_ica) if "ica" in methods
+                   else np.zeros(0, np.int64))
+    if diameter_max_rows is not None and eval_rows.size > diameter_max_rows:
+        diam_rows = sample_rows(eval_rows, diameter_max_rows, random_state + 1)
+        diam_method = "sampled"
+    else:
+        diam_rows, diam_method = eval_rows, "exact"
+    side_a, side_b = _sides if _sides is not None else (None, None)
+    pair = Pair(A, B, eval_mask=eval_mask, sample_rows=ica_sample, block_rows=block_rows,
+                 progress=progress, diam_rows=diam_rows, side_a=side_a, side_b=side_b)
+    pair.fit_moments()
+    t_moments = time.perf_counter()
+
+    alignments = {}
+    notes = []                  # the caveats of this result (CompareResult.notes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name in methods:
+            h = ica if name == "ica" else (LinearAlignment(alpha=alpha) if name == "linear"
+                                           else _CLASSES[name]())
+            alignments[name] = h.fit_pair(pair)
+    t_fit = time.perf_counter()
+    rows_per_comp = None
+    if "ica" in alignments:
+        k_used = int(alignments["ica"].n_components_)
+        rows_per_comp = ica_sample.size / max(k_used, 1)
+        if not alignments["ica"].converged_:
+            # one note (and one warning) for both sides' FastICA ConvergenceWarnings
+            _note(notes, f"FastICA did not converge within {ica_max_iter} iterations on at least "
+                         f"one side; the ica error is not that of converged sources",
+                  ConvergenceWarning)
+        if ica_sample.size < ica_min_rows(k_used):
+            _note(notes, f"ICA had {ica_sample.size} fit rows for {k_used} components "
+                         f"({rows_per_comp:.0f} per component); FastICA needs about "
+                         f"{ica_min_rows(k_used)} (max(50 k, k^2/4)) or it finds spurious sources, so "
+                         f"the ica error is unreliable: give it more rows (ica_max_rows, more inputs) or "
+                         f"fewer components (ica_n_components)", UserWarning)
+    for w in caught:
+        if not issubclass(w.category, ConvergenceWarning):
+            _note(notes, str(w.message), w.category)
+
+    diam_b = diameter(pair.b.diam)
+    if not diam_b > 0:
+        raise ValidationError("B's held-out rows are all identical (zero diameter): errors are undefined")
+    sums = pair.eval_errors(alignments)
+    errors = {name: s / eval_rows.size / diam_b for name, s in sums.items()}
+    t_err = time.perf_counter()
+
+    eff = float("nan")
+    if {"permutation", "rigid", "ica"} <= set(errors):
+        den = errors["permutation"] - errors["rigid"]
+        if abs(den) > 1e-12:
+            eff = (errors["permutation"] - errors["ica"]) / den
+
+    all_pm = pair.fit_pm.copy().merge(pair.eval_pm)
+    cka = all_pm.cka()
+    cka_d = all_pm.cka(debiased=True) if n >= 4 else float("nan")
+    rho = canonical_correlations(all_pm.scatter_xx(), all_pm.scatter_yy(), all_pm.scatter_xy())
+    mcca = float(rho.mean()) if rho.size else float("nan")
+
+    matched = np.zeros(0)
+    src_corr = None
+    if "ica" in alignments and pair.eval_pm.n > 1:
+        h = alignments["ica"]
+        e = pair.eval_pm
+        Ua, Ub = h.unmixing_a_, h.unmixing_b_
+        c = Ua @ e.scatter_xy() @ Ub.T
+        sa = source_sd(Ua, e.scatter_xx())
+        sb = source_sd(Ub, e.scatter_yy())
+        with np.errstate(invalid="ignore"):
+            corr = np.clip(c / sa[:, None] / sb[None, :], -1.0, 1.0)
+        r, cc = h.pairs_[:, 0], h.pairs_[:, 1]
+        matched = corr[r, cc] * h.signs_
+        rest = np.setdiff1d(np.arange(corr.shape[1]), cc)
+        order_a = np.concatenate([r, np.setdiff1d(np.arange(corr.shape[0]), r)])
+        src_corr = corr[order_a][:, np.concatenate([cc, rest])]
+        src_corr[: r.size, : r.size] *= h.signs_[None, :]
+    t_end = time.perf_counter()
+
+    info = {
+        "n_rows": int(n), "n_fit_rows": int(fit_rows.size), "n_eval_rows": int(eval_rows.size),
+        "n_samples": int(n_groups), "n_features_a": int(pair.a.d), "n_features_b": int(pair.b.d),
+        "eval_fraction": float(eval_fraction), "random_state": int(random_state),
+        "ridge_alpha": float(alpha),
+        "ica_n_components": int(alignments["ica"].n_components_) if "ica" in alignments else None,
+        "ica_fit_rows": int(ica_sample.size) if "ica" in methods else None,
+        "ica_rows_per_component": (round(rows_per_comp, 2) if rows_per_comp is not None
+                                   else None),
+        "ica_max_iter": int(ica_max_iter), "ica_tol": float(ica_tol),
+        "ica_n_iter_a": int(alignments["ica"].n_iter_[0]) if "ica" in alignments else None,
+        "ica_n_iter_b": int(alignments["ica"].n_iter_[1]) if "ica" in alignments else None,
+        "ica_converged": bool(alignments["ica"].converged_) if "ica" in alignments else None,
+        "ica_device": str(device) if "ica" in alignments else None,
+        "cca_n_components": int(rho.size),
+        "diameter": float(diam_b), "diameter_method": diam_method,
+        "diameter_rows": int(diam_rows.size),
+        "compute_dtype": str(pair.dtype),
+        "seconds_moments": round(t_moments - t0, 3), "seconds_fit": round(t_fit - t_moments, 3),
+        "seconds_errors": round(t_err - t_fit, 3), "seconds_total": round(t_end - t0, 3),
+    }
+    for key, X in (("layer_a", A), ("layer_b", B)):
+        if hasattr(X, "name") and isinstance(getattr(X, "name"), str):
+            info[key] = X.name
+    return CompareResult(errors=errors, ica_efficiency=eff, linear_cka=cka,
+                         linear_cka_debiased=cka_d, mean_cca=mcca, matched_correlations=matched,
+                         source_correlation=src_corr, alignments=alignments, info=info,
+                         notes=notes)
+
+
+def _note(notes, message, category):
+    """Record a caveat in the result and warn it once (``stacklevel``: compare's caller)."""
+    if message not in notes:
+        notes.append(message)
+        warnings.warn(message, category, stacklevel=3)
+
+
+def compare_many(sources, *, labels=None, metric="rigid", progress=None, scheduler=None, **kwargs):
+    """Compare every pair of several representations of the same inputs.
+
+    Each representation is read for its own moments, whitened and ICA-fitted **once** and
+    reused in every pair; each pair then costs one pass for cross moments and one over the
+    held-out rows. The split (by sample) is the same for every pair.
+
+    Parameters
+    ----------
+    sources : list of array-like, each of shape (n_rows, n_features_k)
+    labels : list of str, optional
+    metric : str, default="rigid"
+        One of the measures of :meth:`CompareResult.to_dict`: a method error
+        (``"permutation"``, ``"rigid"``, ``"linear"``, ``"ica"``), ``"ica_efficiency"``,
+        ``"linear_cka"``, ``"linear_cka_debiased"``, ``"mean_cca"``,
+        ``"ica_matched_corr_mean"`` / ``_median`` / ``_min`` or ``"diameter"``; the matrix
+        holds it for (row -> column). An unknown name fails before any pass over the data.
+    scheduler : None, str or distributed.Client, optional
+        Dask (``docs/dask.md``): each representation's statistics (moments, diameter rows
+        and the FastICA fits the pairs need) are computed once, one task per
+        representation, and the K^2 pairs are spread over the workers, each task opening
+        the stores itself. ``"local:N"``, an address or a ``Client``; the sources must then
+        be store layers, h5py datasets or arrays.
+    **kwargs
+        Passed to :func:`compare`.
+
+    Returns
+    -------
+    matrix : ndarray of shape (K, K)
+        ``matrix[i, j]`` = ``metric`` of ``compare(sources[i], sources[j])``; the diagonal
+        is the self-comparison's value.
+    results : dict of (i, j) -> CompareResult
+    """
+    if metric not in MATRIX_METRICS:
+        raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
+    if scheduler is not None:
+        from actkit._dask_compare import compare_many_dask
+
+        return compare_many_dask(sources, metric=metric, progress=progress, scheduler=scheduler, **kwargs)
+    K = len(sources)
+    sources, groups, eval_mask, ica_sample, diam_rows, dtype, br = many_setup(sources, kwargs)
+    sides = []
+    for i, X in enumerate(sources):
+        side = Side(X, f"source {i}", eval_mask, ica_sample, diam_rows, dtype)
+        with progress_bar(n_rows(X), f"moments {i + 1}/{K}", progress) as bar:
+            side.run(br, bar)
+        sides.append(side)
+    matrix = np.full((K, K), np.nan)
+    results = {}
+    for i in range(K):
+        for j in range(K):
+            res = compare(sources[i], sources[j], groups=groups, progress=progress,
+                          _sides=(sides[i], sides[j]), **kwargs)
+            d = res.to_dict()
+            matrix[i, j] = np.nan if d[metric] is None else d[metric]
+            results[(i, j)] = res
+    return matrix, results
+
+
+def many_setup(sources, kwargs):
+    """What every pair of :func:`compare_many` shares: the checked sources, the groups, the
+    eval mask, the ICA sample rows, the diameter rows, the compute dtype and the block size
+    (``kwargs`` loses ``groups``)."""
+    K = len(sources)
+    if K < 2:
+        raise ValidationError("compare_many needs at least two representations")
+    sources = [as_source(X, f"source {i}") for i, X in enumerate(sources)]
+    n = n_rows(sources[0])
+    for i, X in enumerate(sources):
+        if n_rows(X) != n:
+            raise ValidationError(f"representation {i} has {n_rows(X)} rows, the first has {n}")
+        groups_for(sources[0], X, None)
+    groups = groups_for(sources[0], sources[1], kwargs.pop("groups", None))
+    eval_fraction = kwargs.get("eval_fraction", 0.2)
+    random_state = kwargs.get("random_state", 0)
+    eval_mask, _ = split(n, groups, eval_fraction, random_state)
+    eval_rows = np.flatnonzero(eval_mask)
+    ica = ICAAlignment(n_components=kwargs.get("ica_n_components"), random_state=random_state,
+                       max_rows=kwargs.get("ica_max_rows", "auto"))
+    widths = sorted(n_features(X, "X") for X in sources)
+    ica_sample = ica.sample_rows_for(n, np.flatnonzero(~eval_mask), k=widths[-2])
+    dmax = kwargs.get("diameter_max_rows", DIAMETER_MAX_ROWS)
+    if dmax is not None and eval_rows.size > dmax:
+        diam_rows = sample_rows(eval_rows, dmax, random_state + 1)
+    else:
+        diam_rows = eval_rows
+    dtype = compute_dtype(*sources)
+    br = kwargs.get("block_rows") or default_block_rows(max(n_features(X, "X") for X in sources))
+    return sources, groups, eval_mask, ica_sample, diam_rows, dtype, br
+
+

@@ -1,0 +1,60 @@
+"""Inputs of the alignments: row sources, their sizes, dtypes, blocks and progress bars."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit import _data
+from actkit._rows import block_rows
+from actkit.errors import ValidationError
+
+
+def n_rows(X) -> int:
+    return _data.n_rows(X)
+
+
+def n_features(X, name: str) -> int:
+    shape = tuple(X.shape)
+    if len(shape) != 2:
+        raise ValidationError(f"{name} must be 2-D (n_rows, n_features), got shape {shape}")
+    return _data.n_features(X)
+
+
+def compute_dtype(*sources) -> np.dtype:
+    """float32 GEMMs when every source holds at most 32-bit floats, else float64."""
+    for X in sources:
+        dt = _data.source_dtype(X)
+        if dt.kind != "f" or dt.itemsize > 4:
+            return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def as_source(X, name: str):
+    """Accept arrays, tensors, h5py datasets and store layers; lists become arrays."""
+    if isinstance(X, (list, tuple)):
+        X = np.asarray(X)
+    if not hasattr(X, "shape"):
+        raise ValidationError(f"{name} must be an array-like of shape (n_rows, n_features)")
+    n_features(X, name)
+    return X
+
+
+def blocks(X, rows, dtype):
+    return _data.iter_blocks(X, block_rows=rows, dtype=dtype)
+
+
+def check_finite(block, name, start):
+    if not np.all(np.isfinite(block)):
+        bad = start + int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
+        raise ValidationError(f"{name} contains NaN or infinite values (first at row {bad})")
+
+
+def default_block_rows(width: int) -> int:
+    return block_rows(width)
+
+
+def progress_bar(total, desc, progress):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="row", unit_scale=True, leave=False,
+                disable=None if progress is None else not progress)

@@ -1,0 +1,226 @@
+"""The three closed-form alignments: signed permutation, rigid (Procrustes), affine linear.
+
+Each is a scikit-learn ``BaseEstimator`` fitted on paired rows, ``fit(A, B)``, with
+``transform(A)`` (rows of A in B's space) and ``score(A, B)`` (the normalised error of
+``shared/spec/science.md`` §1: mean l2 distance over the rows / diam(B)). Every fit is
+closed form from second moments accumulated block by block (:class:`~actkit.stats.CrossMoments`),
+so the data never has to fit in memory.
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from actkit._params import Interval, validate_params
+from actkit._threads import small_linalg
+from actkit.alignment._assignment import signed_permutation
+from actkit.alignment._diameter import diameter, summed_l2
+from actkit.alignment._inputs import as_source, blocks, compute_dtype, n_features, n_rows
+from actkit.alignment._sides import Pair
+from actkit.errors import NotFittedError, ValidationError
+
+
+class Alignment(BaseEstimator):
+    """Base of the fitted alignments: an affine map ``h(a) = (a - mean_a_) coef_ + mean_b_``.
+
+    Attributes (after ``fit``)
+    --------------------------
+    coef_ : ndarray of shape (n_features_a, n_features_b)
+    intercept_ : ndarray of shape (n_features_b,)
+        ``mean_b_ - mean_a_ @ coef_``, so that ``h(a) = a @ coef_ + intercept_``.
+    mean_a_, mean_b_ : ndarray of shape (n_features_a,), (n_features_b,)
+    n_features_in_ : int
+    """
+
+    method = ""
+
+    def fit(self, A, B, *, block_rows=None, progress=None):
+        """Fit the map from ``A`` onto ``B``.
+
+        Parameters
+        ----------
+        A : array-like of shape (n_rows, n_features_a)
+            Array, torch tensor, ``h5py.Dataset`` or store layer (streamed in blocks).
+        B : array-like of shape (n_rows, n_features_b)
+            Row ``i`` comes from the same input as row ``i`` of A.
+        block_rows : int, optional
+            Rows per streamed block (default about 32 MiB).
+        progress : bool, optional
+            Progress bars (default: only on a terminal).
+
+        Returns
+        -------
+        self
+        """
+        A, B = as_source(A, "A"), as_source(B, "B")
+        self._validate()
+        k = min(n_features(A, "A"), n_features(B, "B"))
+        pair = Pair(A, B, eval_mask=None, sample_rows=self.sample_rows_for(n_rows(A), k=k),
+                    block_rows=block_rows, progress=progress)
+        pair.fit_moments()
+        return self.fit_pair(pair)
+
+    def _validate(self):
+        """Check the hyperparameters (scikit-learn's ``_parameter_constraints``)."""
+        validate_params(self)
+
+    def sample_rows_for(self, n, fit_rows=None, k=None):
+        """Rows this alignment needs in memory besides the moments (none: closed form)."""
+        return np.zeros(0, np.int64)
+
+    def fit_pair(self, pair):
+        """Fit from the moments of a :class:`~actkit.alignment._sides.Pair`. Returns self."""
+        raise NotImplementedError
+
+    def _set(self, coef, mean_a, mean_b):
+        self.coef_ = np.asarray(coef, dtype=np.float64)
+        self.mean_a_ = np.asarray(mean_a, dtype=np.float64)
+        self.mean_b_ = np.asarray(mean_b, dtype=np.float64)
+        self.intercept_ = self.mean_b_ - self.mean_a_ @ self.coef_
+        self.n_features_in_ = self.coef_.shape[0]
+        self._cast = {}
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(A, B)")
+
+    def _cast_params(self, dtype):
+        dtype = np.dtype(dtype)
+        if dtype not in self._cast:
+            self._cast[dtype] = tuple(x.astype(dtype) for x in (self.coef_, self.mean_a_,
+                                                                 self.mean_b_))
+        return self._cast[dtype]
+
+    def predict_block(self, block, dtype):
+        """``h`` of one block of rows, computed in ``dtype``."""
+        coef, ma, mb = self._cast_params(dtype)
+        return (block - ma) @ coef + mb
+
+    def transform(self, A):
+        """Map rows of A into B's space.
+
+        Parameters
+        ----------
+        A : array-like of shape (n_rows, n_features_a)
+
+        Returns
+        -------
+        ndarray of shape (n_rows, n_features_b), float32 for float32 input else float64.
+        """
+        self._check_fitted()
+        A = as_source(A, "A")
+        if n_features(A, "A") != self.n_features_in_:
+            raise ValidationError(f"A has {n_features(A, 'A')} features, the alignment was fitted "
+                             f"on {self.n_features_in_}")
+        dt = compute_dtype(A)
+        out = [self.predict_block(blk, dt) for blk in blocks(A, None, dt)]
+        return np.concatenate(out) if out else np.zeros((0, self.coef_.shape[1]), dt)
+
+    def score(self, A, B, *, diam=None):
+        """The normalised error: mean l2 distance between ``transform(A)`` and ``B`` / ``diam``.
+
+        Lower is better (0 is a perfect map); on held-out rows this is the error
+        :func:`~actkit.compare` reports.
+
+        Parameters
+        ----------
+        A : array-like of shape (n_rows, n_features_a)
+        B : array-like of shape (n_rows, n_features_b)
+        diam : float, optional
+            Default: the exact :func:`~actkit.alignment.diameter` of ``B``'s rows.
+
+        Returns
+        -------
+        float
+        """
+        from actkit._data import as_array
+
+        pred = self.transform(A)
+        Bv = as_array(B, pred.dtype)
+        if Bv.shape != pred.shape:
+            raise ValidationError(f"B has shape {Bv.shape}, expected {pred.shape}")
+        diam = diameter(Bv) if diam is None else diam
+        return summed_l2(pred, Bv) / Bv.shape[0] / diam
+
+
+class PermutationAlignment(Alignment):
+    """Signed permutation of columns plus translation (see :func:`signed_permutation`).
+
+    Attributes: ``coef_`` (the signed permutation matrix), ``pairs_`` ((k, 2) int array of
+    matched (column of A, column of B)), plus those of the base class.
+    """
+
+    method = "permutation"
+    _parameter_constraints: dict = {}
+
+    def fit_pair(self, pair):
+        m = pair.fit_pm
+        P, r, c = signed_permutation(np.diag(m.scatter_xx()), np.diag(m.scatter_yy()),
+                                     m.scatter_xy())
+        self.pairs_ = np.stack([r, c], axis=1)
+        return self._set(P, m.mean_x, m.mean_y)
+
+    def predict_block(self, block, dtype):
+        # a permutation needs no GEMM: copy the matched columns, signed, onto B's mean
+        coef, ma, mb = self._cast_params(dtype)
+        pred = np.broadcast_to(mb, (block.shape[0], mb.size)).copy()
+        r, c = self.pairs_[:, 0], self.pairs_[:, 1]
+        pred[:, c] += (block[:, r] - ma[r]) * coef[r, c]
+        return pred
+
+
+class RigidAlignment(Alignment):
+    """Orthogonal Procrustes (no scaling) plus translation: R = U V^T, SVD of A_c^T B_c."""
+
+    method = "rigid"
+    _parameter_constraints: dict = {}
+
+    def fit_pair(self, pair):
+        m = pair.fit_pm
+        with small_linalg():
+            U, _, Vt = np.linalg.svd(m.scatter_xy(), full_matrices=False)
+        return self._set(U @ Vt, m.mean_x, m.mean_y)
+
+
+class LinearAlignment(Alignment):
+    """Affine least squares ``h(a) = a W + c``, optional ridge penalty ``alpha |W|_F^2``.
+
+    Parameters
+    ----------
+    alpha : float, default=0.0
+        Ridge penalty on the weights (sklearn ``Ridge`` convention: added to A_c^T A_c).
+    """
+
+    method = "linear"
+    _parameter_constraints: dict = {"alpha": [Interval(Real, 0.0, None, closed="left")]}
+
+    def __init__(self, *, alpha=0.0):
+        self.alpha = alpha
+
+    def fit_pair(self, pair):
+        self._validate()
+        m = pair.fit_pm
+        G = m.scatter_xx()
+        if self.alpha:
+            G = G + self.alpha * np.eye(G.shape[0])
+        C = m.scatter_xy()
+        with small_linalg():
+            W = self._solve(G, C)
+        return self._set(W, m.mean_x, m.mean_y)
+
+    @staticmethod
+    def _solve(G, C):
+        import scipy.linalg
+
+        try:
+            W = scipy.linalg.solve(G, C, assume_a="pos")
+        except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
+            W = np.linalg.lstsq(G, C, rcond=None)[0]
+        else:
+            if not np.all(np.isfinite(W)):
+                W = np.linalg.lstsq(G, C, rcond=None)[0]
+        return W

@@ -1,0 +1,111 @@
+"""What :func:`~actkit.compare` returns: :class:`CompareResult`, and the conventions it
+records in every JSON report."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+METHODS = ("permutation", "rigid", "linear", "ica")
+
+# the measures a pairwise matrix can hold (``compare_many(metric=...)``)
+MATRIX_METRICS = (*METHODS, "ica_efficiency", "linear_cka", "linear_cka_debiased", "mean_cca",
+                  "ica_matched_corr_mean", "ica_matched_corr_median", "ica_matched_corr_min",
+                  "diameter")
+
+CONVENTIONS = {
+    "convention_spec": "shared/spec/science.md sections 1 and 3 (actkit 0.1)",
+    "convention_error": "mean_i ||h(a_i) - b_i||_2 / diam(B_eval), on held-out rows only",
+    "convention_split": "by input sample (groups): no sample straddles fit and eval; seeded",
+    "convention_permutation": "signed permutation + translation; Hungarian on "
+                              "|a_i|^2+|b_j|^2-2|a_i.b_j| of centred columns; narrower side "
+                              "padded with zero columns",
+    "convention_rigid": "orthogonal Procrustes R=UV^T of centred cross-covariance, no "
+                        "scaling, + translation (semi-orthogonal if Da != Db)",
+    "convention_linear": "affine least squares (normal equations in float64), ridge alpha "
+                         "on weights only",
+    "convention_ica": "PCA whitening (ddof=1, top k=min(Da,Db)) + FastICA(logcosh) fitted "
+                      "separately on each side's fit rows; sources matched by signed "
+                      "permutation on fit rows; h(a)=mixing_B P unmixing_A (a-mu_A)+mu_B",
+    "convention_ica_efficiency": "(err_permutation - err_ica) / (err_permutation - err_rigid)",
+    "convention_cka": "linear CKA on all rows, feature-space; debiased = unbiased HSIC "
+                      "(Song et al. 2012)",
+    "convention_cca": "mean of the top min(rank A, rank B) canonical correlations, all rows, "
+                      "in-sample (closed form of sklearn CCA)",
+    "convention_matched_corr": "Pearson correlation of ICA sources paired on fit rows, "
+                               "measured on eval rows",
+}
+
+
+
+@dataclass
+class CompareResult:
+    """Everything :func:`compare` measured. ``to_dict()`` is flat and JSON-ready.
+
+    Attributes
+    ----------
+    errors : dict of method -> float
+        Held-out mean l2 error / diam(B_eval) for each alignment.
+    ica_efficiency : float
+        (err_permutation - err_ica) / (err_permutation - err_rigid); NaN if undefined.
+    linear_cka, linear_cka_debiased, mean_cca : float
+    matched_correlations : ndarray of shape (k,)
+        Held-out Pearson correlation of each pair of ICA-matched sources (sign-corrected);
+        NaN for a pair with a source that does not vary (beyond rounding) on the held-out
+        rows, counted in ``to_dict()["ica_matched_corr_undefined"]``.
+    source_correlation : ndarray of shape (k, k)
+        Held-out correlation matrix between A's and B's ICA sources, B's columns ordered
+        by the matching (so the matched pairs lie on the diagonal).
+    alignments : dict of method -> fitted alignment
+    info : dict
+        Sizes, diameter, split and timing details (flat scalars).
+    notes : list of str
+        The caveats of this result, one line each (FastICA did not converge, too few rows per
+        ICA component, ...); ``compare`` also warns each once. The CLI and the demo print
+        them as ``note:`` lines.
+    """
+
+    errors: dict
+    ica_efficiency: float
+    linear_cka: float
+    linear_cka_debiased: float
+    mean_cca: float
+    matched_correlations: np.ndarray
+    source_correlation: np.ndarray | None
+    alignments: dict = field(repr=False)
+    info: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat JSON-ready dict: one key per method error, metrics, sizes and conventions."""
+        out: dict[str, Any] = {}
+        for name in METHODS:
+            out[name] = _f(self.errors.get(name, float("nan")))
+        out["ica_efficiency"] = _f(self.ica_efficiency)
+        out["linear_cka"] = _f(self.linear_cka)
+        out["linear_cka_debiased"] = _f(self.linear_cka_debiased)
+        out["mean_cca"] = _f(self.mean_cca)
+        mc = np.abs(self.matched_correlations)
+        undefined = int(np.isnan(mc).sum())
+        mc = mc[~np.isnan(mc)]          # sources constant on the held-out rows have none
+        out["ica_matched_corr_mean"] = _f(mc.mean()) if mc.size else None
+        out["ica_matched_corr_median"] = _f(np.median(mc)) if mc.size else None
+        out["ica_matched_corr_min"] = _f(mc.min()) if mc.size else None
+        out["ica_matched_corr_undefined"] = undefined
+        out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
+        out.update(CONVENTIONS)
+        return out
+
+    def __str__(self):
+        from actkit.alignment._table import format_table
+
+        return format_table([self])
+
+
+def _f(x):
+    x = float(x)
+    return None if math.isnan(x) else x
+

@@ -1,0 +1,91 @@
+"""Starting rotations: from the data (largest-norm whitened rows) and the warm start on a
+row subsample."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from actkit.ica._fixed_point import fixed_point
+from actkit.ica._picard import picard_o
+from actkit.ica._rotations import sym_decorrelation
+from actkit.ica._source import WhitenedSource, on_device
+
+
+def data_init(source, rng, *, n_candidates=None, max_cos=0.5, chunk=256):
+    """Initial rotation (k x k, orthogonal) from the whitened rows of largest norm.
+
+    In a random rotation of many independent sources every estimated source is nearly
+    Gaussian (central limit), the contrast is flat and the first tens of solver passes are
+    spent leaving that flat region. A whitened row of unusually large norm is usually
+    dominated by one large source value, so its direction overlaps that source far more
+    than a random direction does (100,000 x 512 Laplace mixtures: Amari distance 0.16
+    instead of 0.24 at the start, and half the passes to converge). The ``2k`` rows of
+    largest norm are visited in decreasing norm; a row is kept when its |cos| with every
+    row kept so far is below ``max_cos`` (repeated or near-repeated rows, common in
+    activations, are skipped); missing rows are filled with Gaussian rows from ``rng``;
+    the result is symmetrically decorrelated. One pass over the data (norms only)."""
+    k, n = source.k, source.n
+    rng = check_random_state(rng)
+    m = min(n, n_candidates or 2 * k)
+    best_rows = np.zeros((0, k), np.float64)
+    best_norms = np.zeros(0)
+    if source.remote is not None:
+        best_rows, best_norms = source.remote.largest_rows(m)
+    for Zb in source.blocks() if source.remote is None else ():
+        Zb = np.asarray(source.to_numpy(Zb), dtype=np.float64)
+        nb = np.einsum("ij,ij->i", Zb, Zb)
+        rows = np.concatenate([best_rows, Zb])
+        norms = np.concatenate([best_norms, nb])
+        if norms.size > m:
+            keep = np.argpartition(-norms, m - 1)[:m]
+            rows, norms = rows[keep], norms[keep]
+        best_rows, best_norms = rows, norms
+    order = np.argsort(-best_norms, kind="stable")
+    V = best_rows[order]
+    V = V[best_norms[order] > 0]
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
+    chosen = np.zeros((0, k))
+    for s in range(0, V.shape[0], chunk):
+        if chosen.shape[0] >= k:
+            break
+        C = V[s : s + chunk]
+        if chosen.shape[0]:
+            C = C[np.abs(C @ chosen.T).max(axis=1) < max_cos]
+        G = np.abs(C @ C.T)
+        picked = []
+        for i in range(C.shape[0]):
+            if all(G[i, j] < max_cos for j in picked):
+                picked.append(i)
+                if chosen.shape[0] + len(picked) >= k:
+                    break
+        chosen = np.concatenate([chosen, C[picked]])
+    if chosen.shape[0] < k:
+        chosen = np.concatenate([chosen, rng.normal(size=(k - chosen.shape[0], k))])
+    return sym_decorrelation(chosen)
+
+
+def warm_start(Zs, W, f, *, tol, max_iter, dtype, device, block_rows, counter, rng=None):
+    """Solve on a row subsample ``Zs`` (n_sub x k) and return a rotation for the full data.
+
+    The subsample is re-whitened exactly (``C_s^{-1/2}``, symmetric) first: both the
+    fixed-point and the orthogonal-group solver assume an identity covariance, and a
+    subsample whitened with the full-data statistics is off by O(1/sqrt(n_sub)), enough to
+    make the symmetric fixed point oscillate. The fixed point (cheap and fast on exactly
+    white data) runs first; Picard-O takes over if it has not converged in 50 passes, or
+    is still far from a fixed point after 10. ``W=None``: start from :func:`_data_init` of
+    the re-whitened subsample."""
+    Zs = np.asarray(Zs, dtype=np.float64)
+    C = Zs.T @ Zs / Zs.shape[0]
+    evals, evecs = np.linalg.eigh(C)
+    R = (evecs * (1.0 / np.sqrt(np.clip(evals, 1e-12, None)))) @ evecs.T  # C_s^{-1/2}
+    sub = WhitenedSource(Z=on_device(np.ascontiguousarray(Zs @ R, dtype=dtype), device), block_rows=block_rows,
+                  dtype=dtype, device=device)
+    if W is None:
+        W = data_init(sub, rng)
+    W, n_fp, crit = fixed_point(sub, W, f, tol=tol, max_iter=min(50, max_iter), counter=counter, stall=10)
+    n_pi = 0
+    if not crit < tol:
+        W, n_pi, _ = picard_o(sub, W, f, tol=tol, max_iter=max_iter, counter=counter)
+    # sources Zs R W' -> unmixing of the full-data whitened rows is W R, made orthogonal
+    return sym_decorrelation(W @ R), n_fp + n_pi

@@ -1,0 +1,128 @@
+"""The store's file format: names, canonical JSON, attributes and opening HDF5 files safely."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from actkit._atomic import json_default, write_json_atomic
+from actkit.errors import StoreError
+
+FORMAT = "actkit-store/1"
+PARTIAL_SUFFIX = ".partial"
+PROGRESS_SUFFIX = ".progress.json"
+STORAGE_DTYPES = ("float32", "float16", "float64")
+
+
+def h5py_module():
+    import h5py
+
+    return h5py
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=json_default, separators=(",", ":"))
+
+
+def request_hash(request: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of a request (what was asked for, not when)."""
+    return hashlib.sha256(canonical_json(dict(request)).encode()).hexdigest()
+
+
+def partial_path(path: str | os.PathLike) -> Path:
+    return Path(str(path) + PARTIAL_SUFFIX)
+
+
+def progress_path(path: str | os.PathLike) -> Path:
+    return Path(str(path) + PROGRESS_SUFFIX)
+
+
+def created_at_now() -> str:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    t = float(epoch) if epoch else time.time()
+    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_progress(path: Path, obj: Mapping[str, Any], fsync: bool = False) -> None:
+    """The resume cursor (canonical JSON), written atomically."""
+    write_json_atomic(path, dict(obj), fsync=fsync, newline=False, sort_keys=True,
+                      separators=(",", ":"), default=json_default)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def attr_value(value: Any):
+    """Provenance values as HDF5 attributes: scalars as-is, everything else as JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, float, str, np.integer, np.floating)):
+        return value
+    return canonical_json(value)
+
+
+def check_layer_name(name: str) -> None:
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise StoreError(f"invalid layer name {name!r}: use a non-empty name without '/'")
+
+
+def open_h5(path: Path, mode: str = "r"):
+    h5py = h5py_module()
+    try:
+        return h5py.File(path, mode, locking=mode != "r" or None)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise StoreError(
+                f"{path} is open for writing in another process; wait for it to finish"
+            ) from None
+        if not looks_like_hdf5(path):
+            raise StoreError(f"{path} is not an HDF5 file") from None
+        raise StoreError(f"{path} is not a readable HDF5 file (truncated or corrupt)") from None
+
+
+def looks_like_hdf5(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return False
+    return head == b"\x89HDF\r\n\x1a\n"
+
+
+
+
+def decode_attr(value):
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+
+
+def unknown_name(name: str, choices: Sequence[str], where: str) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    shown = ", ".join(list(choices)[:12]) + (", ..." if len(choices) > 12 else "")
+    return f"unknown layer {name!r} in {where}{hint} (available: {shown})"

@@ -1,0 +1,126 @@
+"""Reading one layer: :class:`Layer` (array-like, streamed in row blocks)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from actkit._rows import block_rows as default_block_rows
+from actkit.store._format import decode_attr
+
+
+class Layer:
+    """Array-like view of one stored layer: ``(rows, features)``.
+
+    Supports ``len``, ``shape``, ``dtype``, slicing (``layer[a:b]``, integer and sorted
+    integer-array row selection), ``np.asarray(layer)`` and :meth:`iter_blocks` for
+    streaming reads.  Reading is lazy: nothing is loaded until indexed.
+    """
+
+    ndim = 2
+
+    def __init__(self, store, name: str, rows: int | None = None):
+        self.store = store
+        self.name = name
+        self.dataset = store.file[f"layers/{name}/data"]
+        self._rows = self.dataset.shape[0] if rows is None else int(rows)
+        self.attrs = {k: decode_attr(v) for k, v in store.file[f"layers/{name}"].attrs.items()}
+
+    @property
+    def dataset_path(self) -> str:
+        return self.dataset.name
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._rows, self.dataset.shape[1])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.dataset.dtype
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def __repr__(self):
+        return f"<actkit Layer {self.name!r} shape={self.shape} dtype={self.dtype}>"
+
+    @property
+    def index(self) -> np.ndarray:
+        """(rows, 2) int64 array of ``[sample, position]``; position -1 for pooled rows."""
+        return self.store.file[f"layers/{self.name}/index"][: self._rows]
+
+    @property
+    def groups(self) -> np.ndarray:
+        """(rows,) int64 sample id of every row: rows of one input share a group."""
+        return self.store.file[f"layers/{self.name}/index"][: self._rows, 0]
+
+    def __getitem__(self, key):
+        rows, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
+        norm = self._normalise_rows(rows)
+        if isinstance(norm, _Reorder):
+            data = self.dataset[(norm.uniq, *rest)] if rest else self.dataset[norm.uniq]
+            return data[norm.inverse]
+        return self.dataset[(norm, *rest)] if rest else self.dataset[norm]
+
+    def _normalise_rows(self, rows):
+        n = self._rows
+        if isinstance(rows, slice):
+            start, stop, step = rows.indices(n)
+            return slice(start, stop, step)
+        if isinstance(rows, (int, np.integer)):
+            r = int(rows)
+            if r < 0:
+                r += n
+            if not 0 <= r < n:
+                raise IndexError(f"row {rows} out of range for layer with {n} rows")
+            return r
+        if rows is Ellipsis:
+            return slice(0, n)
+        arr = np.asarray(rows)
+        if arr.dtype == bool:
+            arr = np.flatnonzero(arr)
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            raise IndexError(f"row index out of range for layer with {n} rows")
+        if arr.size and np.any(np.diff(arr) <= 0):
+            # h5py needs increasing indices: read sorted unique, then reorder
+            uniq, inverse = np.unique(arr, return_inverse=True)
+            return _Reorder(uniq, inverse)
+        return arr
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.dataset[: self._rows]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def to_numpy(self, dtype=None) -> np.ndarray:
+        return self.__array__(dtype)
+
+    def to_dask(self, block_rows: int | None = None):
+        """A ``dask.array.Array`` of this layer, one chunk per row block (default ~32 MiB).
+
+        Every chunk's task opens the file by path in the process that runs it (no h5py
+        handle is shipped); needs ``pip install "actkit[dask]"``. See ``docs/dask.md``."""
+        from actkit._dask import to_dask
+
+        return to_dask(self, block_rows)
+
+    def iter_blocks(self, block_rows: int | None = None, *, start: int = 0, stop: int | None = None,
+                    dtype=None) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(first_row, block)`` pairs covering rows ``start:stop`` in order."""
+        stop = self._rows if stop is None else min(stop, self._rows)
+        if block_rows is None:
+            block_rows = default_block_rows(self.shape[1], self.dtype.itemsize)
+        for s in range(start, stop, block_rows):
+            block = self.dataset[s : min(stop, s + block_rows)]
+            yield s, (block if dtype is None else block.astype(dtype, copy=False))
+
+
+class _Reorder:
+    """Row selection h5py cannot do directly (unsorted / repeated): sorted read + take."""
+
+    def __init__(self, uniq, inverse):
+        self.uniq, self.inverse = uniq, inverse

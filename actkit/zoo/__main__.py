@@ -1,0 +1,51 @@
+"""``python -m actkit.zoo train | list | corpus``: the only door to the zoo's training half."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from actkit import zoo
+from actkit.errors import ActkitError
+from actkit.zoo import MODELS, list_models, zoo_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m actkit.zoo", description=zoo.__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_train = sub.add_parser("train", help="retrain zoo models (deterministic given the seeds)")
+    p_train.add_argument("--only", nargs="+", metavar="NAME", choices=MODELS, help="models to train")
+    p_train.add_argument("--out", default=None, help="zoo folder to write (default: the shipped zoo)")
+    p_train.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p_train.add_argument("--corpus", default=None, help="text corpus (default: the shipped one)")
+    sub.add_parser("list", help="list the zoo's models")
+    p_corpus = sub.add_parser("corpus", help="rebuild the text corpus from pydoc_data")
+    p_corpus.add_argument("path")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "train":
+            from actkit.zoo.training import train_zoo
+
+            meta = train_zoo(args.out, only=args.only, threads=args.threads, corpus=args.corpus)
+            print(f"zoo written to {args.out or zoo_dir()} in {meta['last_run_seconds']} s")
+        elif args.cmd == "corpus":
+            from actkit.zoo._corpus import build_corpus
+
+            print(f"{build_corpus(args.path)} lines written to {args.path}")
+        else:
+            print(f"{'name':20s} {'params':>9s} {'loss first -> last':>20s}  held-out")
+            for row in list_models():
+                print(
+                    f"{row['name']:20s} {row['parameters']:9,d} "
+                    f"{row['train_loss_first']:8.3f} -> {row['train_loss_last']:7.3f}  "
+                    f"{json.dumps(row['heldout'])}"
+                )
+    except ActkitError as exc:
+        print(f"actkit: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
