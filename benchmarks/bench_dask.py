@@ -8,7 +8,8 @@ matrix (default 8,400,000 x 64 = 2.15 GB), then, each in a fresh child process:
   workers on every core);
 * ``dask-1``, ``dask-2``  the same fits with ``scheduler=Client(LocalCluster(n_workers=W,
   threads_per_worker=1, processes=True))`` on 127.0.0.1: every pass a map over the
-  store's row blocks (``layer.to_dask()``, ~64 MiB chunks) and an exact tree merge.
+  store's row blocks (``layer.to_dask(block_rows)``, ``--chunk-mib`` 64 MiB chunks) and an
+  exact tree merge.
 
 FastICA runs a fixed budget of solver iterations (``--ica-iter``, random start, no
 warm-up, ``tol`` tiny) so that every configuration makes the same passes; the table gives
@@ -42,7 +43,6 @@ CHILD = r"""
 import json, sys, time, warnings
 import numpy as np
 import actkit
-import actkit.ica as ica_mod
 
 def vmhwm_mb():
     for line in open("/proc/self/status"):
@@ -56,10 +56,12 @@ def add(a, b):
     return a + b
 
 if __name__ == "__main__":
-    path, mode, ica_iter = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path, mode, ica_iter, chunk_rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     layer = actkit.open_store(path)["x"]
     calls = {"n": 0, "s": 0.0}
-    inner = ica_mod._pass
+    import importlib
+    from actkit.ica import _source
+    inner = _source.data_pass
     def counted(*a, **k):
         t0 = time.perf_counter()
         try:
@@ -67,7 +69,10 @@ if __name__ == "__main__":
         finally:
             calls["n"] += 1
             calls["s"] += time.perf_counter() - t0
-    ica_mod._pass = counted
+    for name in ("_source", "_picard", "_fixed_point", "_init", "_estimator"):  # every caller's binding
+        mod = importlib.import_module(f"actkit.ica.{name}")
+        if getattr(mod, "data_pass", None) is inner:
+            mod.data_pass = counted
     out = {"mode": mode}
     client = cluster = None
     if mode != "single":
@@ -87,14 +92,15 @@ if __name__ == "__main__":
         actkit.Whitener(scheduler=sched).fit(tiny)
         actkit.FastICA(max_iter=2, scheduler=sched).fit(tiny)
     calls["n"], calls["s"] = 0, 0.0
+    data = layer if client is None else layer.to_dask(block_rows=chunk_rows)
     t = time.perf_counter()
-    w = actkit.Whitener(scheduler=sched).fit(layer)
+    w = actkit.Whitener(scheduler=sched).fit(data)
     out["whiten_s"] = time.perf_counter() - t
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t = time.perf_counter()
         est = actkit.FastICA(init="random", warmup_rows=None, max_iter=ica_iter, tol=1e-12, random_state=0,
-                             scheduler=sched).fit(layer)
+                             scheduler=sched).fit(data)
         out["ica_s"] = time.perf_counter() - t
     out["ica_passes"] = calls["n"]
     out["ica_pass_s"] = calls["s"] / max(calls["n"], 1)  # wall time inside the solver's passes
@@ -103,8 +109,7 @@ if __name__ == "__main__":
     if client is not None:
         from actkit._dask import Runner
         import dask.array as da
-        X = layer.to_dask()
-        out["chunks"] = len(X.chunks[0])
+        out["chunks"] = len(data.chunks[0])
         runner = Runner(client=client)
         def overhead(n_tasks):
             empty = da.zeros((n_tasks, 1), chunks=(1, 1))
@@ -144,6 +149,7 @@ def main(argv=None):
     p.add_argument("--features", type=int, default=64)
     p.add_argument("--ica-iter", type=int, default=5, help="FastICA solver iterations (fixed budget)")
     p.add_argument("--modes", default="single,dask-1,dask-2")
+    p.add_argument("--chunk-mib", type=float, default=64, help="rows per dask chunk, in MiB (default 64)")
     p.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "actkit-bench-dask"))
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args(argv)
@@ -156,7 +162,9 @@ def main(argv=None):
           f"(ready in {time.perf_counter() - t:.0f} s)", flush=True)
     results = {}
     for mode in args.modes.split(","):
-        r = subprocess.run([sys.executable, "-c", CHILD, path, mode, str(args.ica_iter)], capture_output=True,
+        chunk_rows = max(1, int(args.chunk_mib * 2**20 // (4 * args.features)))
+        r = subprocess.run([sys.executable, "-c", CHILD, path, mode, str(args.ica_iter), str(chunk_rows)],
+                           capture_output=True,
                            text=True, check=False)
         if r.returncode:
             sys.exit(f"{mode} failed:\n{r.stderr[-3000:]}")
@@ -179,7 +187,7 @@ def main(argv=None):
         tb, workers = 1000.0, 64
         per_gb_pass = (one["ica_pass_s"] - one["overhead_pass_s"]) / size_gb  # one worker, s per GB
         per_gb_white = (one["whiten_s"] - one["overhead_pass_s"]) / size_gb
-        chunks_tb = tb * 1e9 / (64 * 2**20)
+        chunks_tb = tb * 1e9 / (args.chunk_mib * 2**20)
         # overhead(n tasks) = fixed + per_task * n, from the no-op passes of n = chunks and 512
         per_task = max(0.0, (one["overhead_512_s"] - one["overhead_pass_s"]) / (512 - one["chunks"]))
         ov_tb = one["overhead_pass_s"] + per_task * (chunks_tb - one["chunks"])
@@ -190,7 +198,7 @@ def main(argv=None):
               f"(one core each, as dask-1's worker):")
         print(f"  measured on one worker: {per_gb_pass:.2f} s per GB per FastICA pass, "
               f"{per_gb_white:.2f} s per GB for the covariance pass; scheduler {per_task * 1e3:.1f} ms per task")
-        print(f"  {chunks_tb:.0f} chunks of 64 MiB -> scheduler overhead {ov_tb:.0f} s per pass")
+        print(f"  {chunks_tb:.0f} chunks of {args.chunk_mib:g} MiB -> scheduler overhead {ov_tb:.0f} s per pass")
         print(f"  covariance pass {white_tb:.0f} s, FastICA pass {pass_tb:.0f} s; "
               f"whitening + 50 FastICA passes ~ {(white_tb + 50 * pass_tb) / 3600:.1f} h")
         print(f"  needs the storage to deliver {tb / pass_tb:.1f} GB/s in aggregate "
