@@ -5,6 +5,7 @@ command)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -21,6 +22,31 @@ def add_common_arguments(p) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it holds another store")
     p.add_argument("--block-rows", type=int, default=None, help="rows read per block (default: ~32 MiB)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+    add_scheduler_argument(p)
+
+
+def add_scheduler_argument(p) -> None:
+    p.add_argument("--scheduler", metavar="ADDRESS|local:N", default=None,
+                   help="run every pass on Dask: the address of a running scheduler (tcp://host:8786) "
+                        "or local:N for N local worker processes; the output is then one shard per "
+                        "worker plus a virtual-dataset index (docs/dask.md)")
+
+
+@contextlib.contextmanager
+def cluster(args):
+    """The Dask runner of ``--scheduler`` (None without it), kept for the whole command."""
+    if not getattr(args, "scheduler", None):
+        args.runner = None
+        yield None
+        return
+    from actkit._dask import use_scheduler
+
+    with use_scheduler(args.scheduler) as runner:
+        args.runner = runner
+        try:
+            yield runner
+        finally:
+            args.runner = None
 
 
 def open_layer(args):
@@ -63,7 +89,7 @@ def write_derived(args, layer, estimator, settings):
     return actkit.transform_store(estimator, layer, args.out, overwrite=args.overwrite,
                                   block_rows=args.block_rows, settings=settings,
                                   progress=False if args.quiet else None,
-                                  echo=None if args.quiet else echo)
+                                  echo=None if args.quiet else echo, scheduler=getattr(args, "runner", None))
 
 
 def fit_rows(layer, n_rows, seed, block_rows=None):

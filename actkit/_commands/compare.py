@@ -77,6 +77,9 @@ def register(sub) -> None:
                         "stores' 'final_hidden' layer and 'unembedding' parameter, restricted "
                         "to these label (token) ids: comma-separated, or a file of ids")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    from actkit._commands._analysis_io import add_scheduler_argument
+
+    add_scheduler_argument(p)
     p.set_defaults(func=run)
 
 
@@ -168,9 +171,12 @@ def run(args) -> int:
 
     if is_accelerator(args.device):
         resolve_device(args.device)   # a bad device fails before any work
-    if args.inputs:
-        return _run_models(args, methods)
-    return _run_stores(args, args.sources, methods)
+    from actkit._commands._analysis_io import cluster
+
+    with cluster(args):   # --scheduler: the comparisons run on Dask (an extraction stays here)
+        if args.inputs:
+            return _run_models(args, methods)
+        return _run_stores(args, args.sources, methods)
 
 
 def _compare_kwargs(args, methods):
@@ -224,7 +230,7 @@ def _run_stores(args, paths, methods, display=None):
                     _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")        # the results' notes, printed below
-                    matrix, many = compare_many(layers, metric=args.metric,
+                    matrix, many = compare_many(layers, metric=args.metric, scheduler=getattr(args, "runner", None),
                                                 **_compare_kwargs(args, methods))
                 _print_notes(la, many.values())
                 print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
@@ -242,12 +248,22 @@ def _run_stores(args, paths, methods, display=None):
         store_a, store_b = stores
         pairs = _layer_pairs(args, store_a, store_b)
         results, labels = [], []
+        remote = None
+        if getattr(args, "runner", None) is not None:  # --scheduler: every layer pair is a task
+            from actkit._dask_compare import compare_pairs
+
+            for la, lb in pairs:
+                _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")        # the results' notes, printed below
+                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs],
+                                            scheduler=args.runner, **_compare_kwargs(args, methods)))
         for la, lb in pairs:
             A, B = store_a[la], store_b[lb]
             _check_layer_rows(A, B, f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")        # the result's notes, printed below
-                res = actkit.compare(A, B, **_compare_kwargs(args, methods))
+                res = next(remote) if remote is not None else actkit.compare(A, B, **_compare_kwargs(args, methods))
             _print_notes(la, [res])
             results.append(res)
             labels.append(la if la == lb else f"{la} -> {lb}")
