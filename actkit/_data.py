@@ -40,8 +40,8 @@ def _is_torch(X) -> bool:
 
 
 def is_streaming(X) -> bool:
-    """True for sources read block by block (h5py datasets and store layers)."""
-    return _is_layer(X) or _is_h5(X)
+    """True for sources read block by block (h5py datasets, store layers, embedding files)."""
+    return _is_layer(X) or _is_h5(X) or bool(getattr(X, "actkit_streaming", False))
 
 
 def _shape(X) -> tuple[int, ...]:
@@ -78,7 +78,7 @@ def as_array(X, dtype=None) -> np.ndarray:
         if t.dtype == torch.bfloat16:
             t = t.float()
         arr = t.cpu().numpy()
-    elif _is_layer(X):
+    elif _is_layer(X) or getattr(X, "actkit_streaming", False):
         arr = X.to_numpy()
     elif _is_h5(X):
         arr = X[()]

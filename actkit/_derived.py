@@ -59,7 +59,7 @@ def _describe(estimator):
 
 
 def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, settings=None,
-                    progress=None, echo=None):
+                    progress=None, echo=None, scheduler=None):
     """Stream ``estimator.transform`` over every row of a store layer into a new store.
 
     Parameters
@@ -88,6 +88,11 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
         Progress bar (default: only on a terminal).
     echo : callable, optional
         ``echo(message)`` for the one-line summary (e.g. ``print``).
+    scheduler : None, str or distributed.Client, optional
+        Dask (``docs/dask.md``): with a scheduler, or for a dask array ``layer``, the rows
+        are transformed on the workers and written as one shard per worker,
+        ``out + ".shards/rank-R-of-K.h5"``, plus a virtual-dataset index at ``out`` (which
+        every reader opens as one store). A dask array gets the row index ``[row, -1]``.
 
     Returns
     -------
@@ -105,11 +110,15 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     import actkit
     from tqdm.auto import tqdm
 
+    from actkit._dask import is_dask
     from actkit._data import iter_blocks
     from actkit._faults import fault
     from actkit._params import check_fitted
     from actkit.store import LayerSpec, create_store
 
+    if is_dask(layer):
+        return _transform_dask(estimator, layer, out, overwrite=overwrite, settings=settings, progress=progress,
+                               echo=echo, scheduler=scheduler)
     store = getattr(layer, "store", None)
     if store is None or not hasattr(layer, "index"):
         raise StoreError("transform_store needs a store layer (actkit.open_store(path)[name])")
@@ -145,6 +154,8 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     kw = dict(n_samples=int(store.n_samples) or n, request=request, provenance=provenance,
               params={k: np.asarray(v) for k, v in params.items()},
               inputs_fingerprint=store.inputs_fingerprint or None, overwrite=overwrite)
+    if scheduler is not None:
+        return _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows, progress, echo)
     writer = create_store(out, [spec], **kw)
     if writer.complete:
         if echo is not None:
@@ -172,4 +183,58 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     if echo is not None:
         echo(f"wrote {out}: layer {name}, {n} rows x {n_out} ({kind}); "
              f"params: {', '.join(sorted(params))}")
+    return path
+
+
+def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows, progress, echo):
+    """:func:`transform_store` on Dask: the workers read ``layer`` and write one shard each."""
+    from actkit._dask import H5Rows, use_scheduler
+    from actkit._dask_passes import portable
+    from actkit.store._shards import shard_dir, write_sharded
+
+    f = layer.store.file.filename
+    index = H5Rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
+    with use_scheduler(scheduler) as runner:
+        path = write_sharded(runner, layer.to_dask(block_rows), out, layer=spec.name,
+                             transform=portable(estimator).transform, n_out=spec.features,
+                             n_samples=kw["n_samples"], request=kw["request"], provenance=kw["provenance"],
+                             params=kw["params"], index_reader=index, inputs_fingerprint=kw["inputs_fingerprint"],
+                             layer_attrs=spec.attrs, overwrite=kw["overwrite"], desc=f"{kind}: transform",
+                             progress=progress)
+    if echo is not None:
+        n = len(list(shard_dir(path).glob("rank-*.h5")))
+        echo(f"wrote {out}: layer {spec.name}, {spec.rows} rows x {spec.features} ({kind}) in {n} shard(s) "
+             f"under {shard_dir(path)}; params: {', '.join(sorted(kw['params']))}")
+    return path
+
+
+def _transform_dask(estimator, X, out, *, overwrite, settings, progress, echo, scheduler):
+    """:func:`transform_store` of a dask array (no source store): a sharded store."""
+    import actkit
+    from actkit._dask import check_chunks, use_scheduler
+    from actkit._dask_passes import portable
+    from actkit._params import check_fitted
+    from actkit.store._shards import write_sharded
+
+    check_fitted(estimator)
+    X = check_chunks(X)
+    if getattr(estimator, "n_features_in_", X.shape[1]) != X.shape[1]:
+        raise ValidationError(f"the dask array has {X.shape[1]} features, but the {type(estimator).__name__} "
+                              f"was fitted on {estimator.n_features_in_}")
+    kind, params, results = _describe(estimator)
+    settings = _jsonable_params(estimator) if settings is None else dict(settings)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    est = portable(estimator)
+    n_out = int(np.asarray(est.transform(np.asarray(X[:1].compute(scheduler="sync")))).shape[1])
+    request = {"command": kind, "source": X.name, **settings}
+    provenance = {"command": kind, "source": X.name, "actkit_version": actkit.__version__, "settings": settings,
+                  "fit": results}
+    with use_scheduler(scheduler) as runner:
+        path = write_sharded(runner, X, out, layer="data", transform=est.transform, n_out=n_out,
+                             n_samples=int(X.shape[0]), request=request, provenance=provenance,
+                             params={k: np.asarray(v) for k, v in params.items()},
+                             layer_attrs={"transform": kind}, overwrite=overwrite, desc=f"{kind}: transform",
+                             progress=progress)
+    if echo is not None:
+        echo(f"wrote {out}: layer data, {X.shape[0]} rows x {n_out} ({kind}), sharded")
     return path

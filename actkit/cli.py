@@ -22,6 +22,8 @@ COMMANDS = [
     "ica",
     "dictionary",
     "compare",
+    "import_matrix",
+    "consolidate",
     "demo",
     "reproduce",
 ]

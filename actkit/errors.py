@@ -50,3 +50,7 @@ class ModelError(ActkitError):
 
 class LayerError(ActkitError):
     """A requested layer does not exist in the model or the store."""
+
+
+class SchedulerError(ActkitError):
+    """A Dask scheduler cannot be reached or started, or a worker cannot read a store."""

@@ -86,17 +86,36 @@ class RunningMoments:
         self._s2 = None  # (D, D) float64: sum of (x - shift)(x - shift)'
 
     # ------------------------------------------------------------------ updates
-    def add(self, X) -> "RunningMoments":
+    def add(self, X, *, scheduler=None) -> "RunningMoments":
         """Add a block of rows.
 
         Parameters
         ----------
         X : array-like of shape (n_rows, D)
+            A dask array is reduced on Dask (a map over its chunks + exact merge), as is a
+            store layer or h5py dataset when a ``scheduler`` is given.
+        scheduler : None, str or distributed.Client, optional
+            Where Dask runs (None: the active ``distributed.Client``, else Dask's default);
+            see ``docs/dask.md``.
 
         Returns
         -------
         self
         """
+        from actkit import _dask
+
+        if scheduler is not None or _dask.is_dask(X):
+            Xd = _dask.as_dask(X, scheduler)
+            if Xd is not None:
+                from actkit._dask_passes import moments
+                from actkit._rows import block_rows
+
+                with _dask.use_scheduler(scheduler) as runner:
+                    m, _ = moments(runner, Xd, block_rows=block_rows(int(Xd.shape[1])),
+                                   precision=self.precision, check_finite=self.check_finite, progress=False)
+                if self.n_features_ is not None and m.n_features_ is not None and m.n_features_ != self.n_features_:
+                    raise ValidationError(f"block has {m.n_features_} features but earlier blocks had {self.n_features_}")
+                return self.merge(m)
         if hasattr(X, "detach"):
             X = X.detach().cpu().numpy()
         X = np.asarray(X)

@@ -44,7 +44,7 @@ def _progress(iterable, total, desc, verbose):
 
 
 def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", collect_rows=None,
-                       precision="float64"):
+                       precision="float64", runner=None):
     """One pass over ``X``: float64 :class:`RunningMoments` (and optionally chosen raw rows).
 
     Parameters
@@ -52,6 +52,8 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     X : ndarray or streaming source of shape (N, D)
     collect_rows : ndarray of int, optional
         Sorted row indices to copy out during the pass (used for subsample fits).
+    runner : actkit._dask.Runner, optional
+        Run the pass on Dask (``X`` is then a dask array): a map over chunks + exact merge.
 
     Returns
     -------
@@ -61,6 +63,12 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     n, d = int(X.shape[0]), int(X.shape[1])
     if block_rows is None:
         block_rows = default_block_rows(d)
+    if runner is not None:
+        from actkit._dask_passes import moments as dask_moments
+
+        return dask_moments(runner, X, block_rows=block_rows, collect_rows=collect_rows, desc=desc,
+                            precision="auto" if precision == "float32" else "float64",
+                            progress=None if verbose else False)
     moments = RunningMoments(d, precision="auto" if precision == "float32" else "float64")
     picked = [] if collect_rows is not None else None
     start = 0
@@ -171,6 +179,12 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         Rows per block when streaming (default: about 64 MiB per block).
     verbose : bool, default=False
         Show a progress bar over the covariance pass (tqdm; hidden when not on a terminal).
+    scheduler : None, str or distributed.Client, optional
+        Dask: a dask array ``X`` is always fitted with every pass over the rows as a map
+        over its chunks + exact merge on this scheduler (None: the active
+        ``distributed.Client``, else Dask's default); with a scheduler, store layers and
+        h5py datasets are read by the workers too (``"local:N"``, an address, a ``Client``;
+        ``docs/dask.md``). ``transform`` of a dask array returns a lazy dask array.
 
     Attributes
     ----------
@@ -206,16 +220,18 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         "precision": [StrOptions({"float64", "float32"})],
         "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "verbose": ["verbose"],
+        "scheduler": "no_validation",
     }
 
     def __init__(self, method="pca", n_components=None, *, eps=1e-10, precision="float64", block_rows=None,
-                 verbose=False):
+                 verbose=False, scheduler=None):
         self.method = method
         self.n_components = n_components
         self.eps = eps
         self.precision = precision
         self.block_rows = block_rows
         self.verbose = verbose
+        self.scheduler = scheduler
 
     def fit(self, X, y=None):
         """Fit the mean and whitening matrix, streaming over row blocks.
@@ -229,11 +245,14 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         -------
         self
         """
-        X, _, _, d, dtype = fit_input(self, X, min_rows=2, purpose="to whiten")
-        validate_params(self)
-        _check_n_components(self.n_components, d)
-        moments, _ = accumulate_moments(X, block_rows=self.block_rows, verbose=self.verbose,
-                                        precision=self.precision)
+        from actkit._dask import on_dask
+
+        with on_dask(self, X, self.block_rows) as (X, runner):
+            X, _, _, d, dtype = fit_input(self, X, min_rows=2, purpose="to whiten")
+            validate_params(self)
+            _check_n_components(self.n_components, d)
+            moments, _ = accumulate_moments(X, block_rows=self.block_rows, verbose=self.verbose,
+                                            precision=self.precision, runner=runner)
         self._set_from_moments(moments.mean_, moments.covariance(ddof=1), moments.n_samples_, dtype)
         return self
 

@@ -16,8 +16,11 @@ hf_vision     ViT and ViTMAE (ordered noise: every patch, in patch order)
 timm_vision   timm models (resnet*, vit_*, MAE-pretrained ViTs)
 _hooks        capture by dotted module path, stop the forward after the deepest layer
 inputs        text files, jsonl, image folders, uint8 ``.npy`` arrays; inputs fingerprint
+hf_datasets   Hugging Face datasets: save_to_disk folders, parquet/arrow files, hf:NAME
+windows       token windows: the text stream packed into exactly-L windows
+distributed   torchrun: one shard per rank, rank 0 writes the virtual-dataset store
 extract       the driver: row counts up front, batching, resume, progress
-_options      pooling and dtype options, the output path
+_options      pooling, dtype and token-window options, the output path
 _plan         layer plans: module outputs -> store rows (pooling)
 _buffer       rows buffered per layer into large appends
 layers        list_layers: every module with its output shape

@@ -72,6 +72,14 @@ class Adapter(ABC):
     def prepare(self, inputs, max_length: int | None) -> None:
         """Preprocess what must be known before the store is created (text: tokenise all)."""
 
+    def prepare_windows(self, inputs, context_length, max_tokens=None, progress=True) -> None:
+        """Pack text into token windows (text models only)."""
+        raise ActkitError(f"--context-length packs text into token windows; {self.name} takes {self.kind} inputs")
+
+    def n_samples(self, inputs) -> int:
+        """Samples (rows of a pooled layer) after :meth:`prepare`: inputs, or token windows."""
+        return len(inputs)
+
     def lengths(self) -> np.ndarray | None:
         """Tokens per sample after :meth:`prepare` (text), ``None`` for images."""
         return None

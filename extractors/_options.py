@@ -52,3 +52,16 @@ def check_output_path(out: Path) -> None:
         raise ActkitError(f"cannot write {out}: folder {parent} is not writable")
     if out.exists() and not os.access(out, os.W_OK):
         raise ActkitError(f"cannot write {out}: the file is not writable")
+
+
+def check_window_options(context_length, max_tokens, max_length) -> None:
+    """``--context-length`` / ``--max-tokens`` / ``--max-length`` that fit together."""
+    if max_tokens is not None and context_length is None:
+        raise ActkitError("--max-tokens bounds a run of token windows; give --context-length too")
+    if context_length is not None:
+        if not isinstance(context_length, (int, np.integer)) or context_length < 1:
+            raise ActkitError(f"--context-length must be a positive integer, got {context_length}")
+        if max_length is not None:
+            raise ActkitError("--max-length truncates texts; token windows (--context-length) have a fixed length")
+    if max_tokens is not None and (not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1):
+        raise ActkitError(f"--max-tokens must be a positive integer, got {max_tokens}")

@@ -32,18 +32,19 @@ Pooled rows have index ``[sample, -1]``. A layer whose output has no sequence/sp
 
 from __future__ import annotations
 
+import hashlib
 import time
 import warnings
 from pathlib import Path
 
 import torch
 
-from actkit.errors import InputError, LayerError
+from actkit.errors import ActkitError, InputError, LayerError
 
 from ._base import DTYPES
 from ._buffer import RowBuffer
 from ._hooks import Capture, resolve_layers
-from ._options import FINAL_HIDDEN, check_options, check_output_path
+from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
 from ._plan import plan_layers, rows_and_index, to_rows
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
@@ -84,6 +85,12 @@ def extract(
     compression: str | None = None,
     progress: bool = True,
     checkpoint_every: float = 5.0,
+    column: str | None = None,
+    split: str | None = None,
+    config: str | None = None,
+    context_length: int | None = None,
+    max_tokens: int | None = None,
+    device_map: str | None = None,
 ) -> Path:
     """Extract layer activations of a pretrained model into an HDF5 store.
 
@@ -102,9 +109,13 @@ def extract(
         ``"architecture"``).
     inputs : str or path
         ``.txt`` (one sample per line), ``.jsonl`` (``"text"`` field), a folder of images
-        (recursive, sorted) or a uint8 ``.npy`` array of shape (N, H, W, 3).
+        (recursive, sorted), a uint8 ``.npy`` array of shape (N, H, W, 3), or a Hugging Face
+        dataset: a ``save_to_disk`` folder, a ``.parquet`` / ``.arrow`` file or glob, or
+        ``"hf:NAME"`` (``split``, ``config``; streamed when ``max_samples`` is given).
     out : str or path
-        The store to write (``.h5``).
+        The store to write (``.h5``). Under ``torchrun`` (``WORLD_SIZE`` > 1) every rank
+        writes its block of samples to ``OUT.shards/rank-R-of-K.h5`` and rank 0 then writes
+        ``out`` as virtual datasets over the shards (see :mod:`actkit.extractors.distributed`).
     layers : str or sequence of str
         Dotted module paths from ``model.named_modules()`` (comma-separated in a string);
         ``"final_hidden"`` (causal LMs) is the final hidden state after the final norm.
@@ -145,6 +156,20 @@ def extract(
         Show a tqdm bar (samples/s and rows written) when on a terminal.
     checkpoint_every : float
         Seconds between resume checkpoints.
+    column : str, optional
+        Dataset column of the samples (default ``text``, or ``image`` / ``img``).
+    split, config : str, optional
+        Dataset split (default ``train``) and configuration (``hf:NAME``).
+    context_length : int, optional
+        Pack the text stream into windows of exactly this many tokens (BOS first where the
+        tokenizer has one; :mod:`actkit.extractors.windows`); samples are then windows and the index
+        holds ``[window, position]``.
+    max_tokens : int, optional
+        With ``context_length``: at most ``max_tokens // context_length`` windows; texts are
+        tokenised only until they are filled.
+    device_map : str, optional
+        ``"auto"``: let ``accelerate`` spread a model too large for one device over the
+        available devices (transformers models; replaces ``device``; single process only).
 
     Returns
     -------
@@ -168,6 +193,7 @@ def extract(
     t0 = time.perf_counter()
     LAST_RUN.clear()
     store_dtype_name = check_options(pool, batch_size, dtype, storage_dtype, compression, checkpoint_every)
+    check_window_options(context_length, max_tokens, max_length)
     batch_size = int(batch_size)
     out = Path(out).expanduser()
     check_output_path(out)
@@ -180,18 +206,21 @@ def extract(
                             store_dtype_name=store_dtype_name, max_length=max_length,
                             max_samples=max_samples, final_hidden=final_hidden, unembedding=unembedding,
                             overwrite=overwrite, trust_remote_code=trust_remote_code,
-                            allow_pickle=allow_pickle, compression=compression)
+                            allow_pickle=allow_pickle, compression=compression, progress=progress,
+                            column=column, split=split, config=config, context_length=context_length,
+                            max_tokens=max_tokens, device_map=device_map)
+    if not isinstance(prepared, tuple):  # a torchrun rank: ``prepared`` runs the sharded extraction
+        _replay(caught)
+        path = prepared(checkpoint_every)
+        LAST_RUN.update(outcome="written", total=time.perf_counter() - t0)
+        return path
     adapter, data, writer, plans, names, extra, t_load = prepared
-    n = len(data)
+    n = adapter.n_samples(data)
     LAST_RUN.update(n_samples=n, resumed_from=writer.resumed_from,
                     outcome="complete" if writer.complete else "resumed" if writer.resumed_from else "written")
     if writer.complete:
         return out
-    seen = set()
-    for w in caught:
-        if str(w.message) not in seen:
-            seen.add(str(w.message))
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _replay(caught)
     t_prepare, c_prepare = time.perf_counter(), time.process_time()
     start = writer.samples_done
     try:
@@ -208,19 +237,40 @@ def extract(
     return path
 
 
+def _replay(caught) -> None:
+    """Say the recorded warnings once each."""
+    seen = set()
+    for w in caught:
+        if str(w.message) not in seen:
+            seen.add(str(w.message))
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_size, device, dtype,
              store_dtype_name, max_length, max_samples, final_hidden, unembedding, overwrite,
-             trust_remote_code, allow_pickle, compression):
-    """Everything before streaming: inputs, model, layers, row counts, the store."""
+             trust_remote_code, allow_pickle, compression, progress, column, split, config,
+             context_length, max_tokens, device_map):
+    """Everything before streaming: inputs, model, layers, row counts, the store (a torchrun
+    rank gets back a function of ``checkpoint_every`` that runs its sharded extraction)."""
     from actkit._faults import fault
     from actkit.store import LayerSpec, create_store
 
+    from . import distributed
     from .inputs import inputs_fingerprint, read_inputs
     from .registry import load_model
 
-    data = read_inputs(inputs, max_samples=max_samples)
+    world = distributed.world_from_env()
+    device_arg = str(device)
+    if world is not None:
+        if device_map is not None:
+            raise ActkitError("--device-map spreads one model over the devices of one process; it does not "
+                              "combine with torchrun ranks")
+        device = world.device(device)
+        progress = progress and world.rank == 0
+    data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
     adapter = load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
-                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, init_seed=INIT_SEED)
+                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, init_seed=INIT_SEED,
+                         device_map=device_map)
     t_load = time.perf_counter()
     fault("model-loaded")
     if data.kind != adapter.kind:
@@ -250,8 +300,12 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     if unembedding:
         params["unembedding"] = adapter.unembedding()
 
-    adapter.prepare(data, max_length)
-    n = len(data)
+    if context_length is not None:
+        adapter.prepare_windows(data, context_length, max_tokens, progress=progress)
+    else:
+        adapter.prepare(data, max_length)
+    packing = getattr(adapter, "packing", None) if context_length is not None else None
+    n = adapter.n_samples(data)
     lengths = adapter.lengths()
     with torch.inference_mode():
         probe = adapter.batch(data, 0, 1)
@@ -275,7 +329,13 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     # different models on the same inputs agree, which `compare` checks); the model's own
     # preprocessing (tokenizer, image processor) goes into the request and the provenance
     preprocessing = adapter.preprocessing()
-    fingerprint = inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
+    if packing is None:
+        fingerprint = inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
+    else:  # the texts read and the windows cut from them (same tokenizer, same rows)
+        fingerprint = inputs_fingerprint(
+            data, {"kind": "token_windows", "context_length": packing["context_length"], "max_tokens": max_tokens,
+                   "windows_sha256": hashlib.sha256(adapter.windows.tobytes()).hexdigest()},
+            digest=data.rows_digest(packing["rows_used"]))
     request = {
         "model": adapter.info.get("model", adapter.name),
         "revision": revision,
@@ -289,11 +349,14 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         "inputs_fingerprint": fingerprint,
         "preprocessing": preprocessing,
         "batch_size": batch_size,
-        "device": str(adapter.device),
+        "device": str(adapter.device) if world is None else device_arg,
         "unembedding": bool(unembedding),
     }
     if random_init:
         request["init_seed"] = INIT_SEED
+    extra_request = {"packing": packing, "device_map": device_map,
+                     "world_size": None if world is None else world.world_size}
+    request.update({k: v for k, v in extra_request.items() if v is not None})
     provenance = {
         **{k: v for k, v in adapter.info.items() if k != "versions"},
         "versions": adapter.info.get("versions"),
@@ -308,20 +371,38 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         "preprocessing": preprocessing,
         "max_length": max_length,
         "batch_size": batch_size,
-        "device": str(adapter.device),
+        "device": str(adapter.device) if world is None else device_arg,
         "final_hidden": bool(final_hidden),
         "unembedding": bool(unembedding),
     }
+    extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
+                        "packing": packing, "device_map": device_map}
+    provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
+    if world is not None:
+        def run_sharded(checkpoint_every):
+            LAST_RUN["n_samples"] = n
+            def run_block(writer, first, last):
+                _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
+                     progress, checkpoint_every, first=first, last=last)
+
+            return distributed.extract_sharded(world, out, specs, run_block, device=str(adapter.device), n=n,
+                                               request=request, provenance=provenance, params=params,
+                                               fingerprint=fingerprint, overwrite=overwrite,
+                                               compression=compression)
+
+        return run_sharded
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
     return adapter, data, writer, plans, names, extra, t_load
 
 
-def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every):
+def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,
+         first=0, last=None):
+    """Stream samples ``first + writer.samples_done`` to ``last`` (default: all) into ``writer``."""
     from tqdm.auto import tqdm
 
-    n = len(data)
-    start = writer.samples_done
+    n = adapter.n_samples(data) if last is None else last
+    start = first + writer.samples_done
     buffers = {name: RowBuffer(writer, name) for name in names}
     counter = {"rows": sum(writer.rows_done.values())}
     current = {}
@@ -333,7 +414,7 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
 
     cap = Capture(adapter.model, names, callback, stop_early=True, extra_modules=extra)
     last_checkpoint = time.monotonic()
-    bar = tqdm(total=n, initial=start, unit="samples", desc="extracting", dynamic_ncols=True,
+    bar = tqdm(total=n - first, initial=start - first, unit="samples", desc="extracting", dynamic_ncols=True,
                disable=None if progress else True, smoothing=0.1)
     try:
         with torch.inference_mode(), cap:
@@ -352,7 +433,7 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
                         buf.flush()
                     # ``every`` is the user's interval (0: every batch): the store's own
                     # throttle must not stretch it
-                    writer.checkpoint(hi, force=True)
+                    writer.checkpoint(hi - first, force=True)
                     last_checkpoint = time.monotonic()
     finally:
         bar.close()

@@ -35,6 +35,8 @@ class TextAdapter(Adapter):
         self.tokenizer = tokenizer
         self.causal = causal
         self._ids: list | None = None
+        self._windows = None  # (W, L) int64 ids with --context-length
+        self.packing: dict | None = None
         self._max_length = None
         pad = tokenizer.pad_token_id
         if pad is None:
@@ -95,7 +97,25 @@ class TextAdapter(Adapter):
                 raise InputError(f"sample {i} of {inputs.source} gives no tokens: {texts[i][:40]!r}")
         self._ids = ids
 
+    def prepare_windows(self, inputs, context_length, max_tokens=None, progress=True):
+        """Pack the texts into token windows (:func:`actkit.extractors.windows.pack_windows`)."""
+        from .windows import pack_windows
+
+        self._windows, self.packing = pack_windows(self.tokenizer, inputs.texts, context_length, max_tokens,
+                                                   model_positions=self._model_max(), progress=progress)
+        self._max_length = int(context_length)
+
+    @property
+    def windows(self):
+        """(W, L) int64 token ids of the windows (after :meth:`prepare_windows`), else None."""
+        return self._windows
+
+    def n_samples(self, inputs) -> int:
+        return len(inputs) if self._windows is None else int(self._windows.shape[0])
+
     def lengths(self):
+        if self._windows is not None:
+            return np.full(self._windows.shape[0], self._windows.shape[1], np.int64)
         return np.fromiter((len(s) for s in self._ids), dtype=np.int64, count=len(self._ids))
 
     def _pack(self, seqs) -> Batch:
@@ -114,6 +134,12 @@ class TextAdapter(Adapter):
         return Batch(kwargs=kwargs, size=len(seqs), mask=mask.to(self.device), lengths=lengths.to(self.device))
 
     def batch(self, inputs, start, stop):
+        if self._windows is not None:  # full windows: no padding, no mask
+            ids = torch.from_numpy(self._windows[start:stop]).to(self.device)
+            kwargs = {"input_ids": ids}
+            if self.causal:
+                kwargs["use_cache"] = False
+            return Batch(kwargs=kwargs, size=int(ids.shape[0]))
         return self._pack(self._ids[start:stop])
 
     def dummy_batch(self):

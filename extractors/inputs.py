@@ -1,4 +1,4 @@
-"""Input readers: text files, JSON lines, image folders and uint8 image arrays.
+"""Input readers: text files, JSON lines, image folders, uint8 image arrays and Hugging Face datasets.
 
 Every reader returns an :class:`Inputs` holding the samples in a fixed order (the
 order of the rows in the store), and a content digest used for the inputs fingerprint.
@@ -9,6 +9,8 @@ order of the rows in the store), and a content digest used for the inputs finger
 * a folder -- every image below it (recursively; ``.png .jpg .jpeg .webp .bmp .gif .tif
   .tiff``), in sorted order of the path relative to the folder.
 * ``.npy`` -- a ``uint8`` array of shape ``(N, H, W, 3)`` (RGB images).
+* a ``save_to_disk`` folder, ``.parquet`` / ``.arrow`` files (or a glob), ``hf:NAME`` --
+  Hugging Face datasets, one column (``--column``); see :mod:`actkit.extractors.hf_datasets`.
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ class Inputs:
         Images from a ``.npy`` file (memory-mapped).
     digest : str
         sha256 (hex) over the content of the samples (texts, file bytes and relative
-        paths, array bytes and shape).
+        paths, array bytes and shape); see :meth:`rows_digest` (datasets compute it lazily).
+    image_values : sequence or None
+        Images of a dataset column (encoded bytes, ``{"bytes", "path"}`` dicts or PIL images).
+    column : str or None
+        The dataset column the samples come from.
     """
 
     kind: str
@@ -53,13 +59,31 @@ class Inputs:
     array: np.ndarray | None = None
     digest: str = ""
     root: Path | None = field(default=None, repr=False)
+    image_values: object = field(default=None, repr=False)
+    column: str | None = None
+    digest_fn: object = field(default=None, repr=False)
 
     def __len__(self) -> int:
         if self.texts is not None:
             return len(self.texts)
         if self.image_files is not None:
             return len(self.image_files)
+        if self.image_values is not None:
+            return len(self.image_values)
         return int(self.array.shape[0])
+
+    def rows_digest(self, n_rows: int | None = None) -> str:
+        """sha256 (hex) over the content of the first ``n_rows`` samples (default: all)."""
+        if n_rows is None and self.digest:
+            return self.digest
+        if self.digest_fn is None:
+            if n_rows is not None and n_rows != len(self):
+                raise ValueError("a digest of a prefix needs text inputs")
+            return self.digest
+        value = self.digest_fn(n_rows)
+        if n_rows is None:
+            self.digest = value
+        return value
 
     def image(self, i: int):
         """Return sample ``i`` as an RGB ``PIL.Image`` (image inputs only)."""
@@ -67,6 +91,10 @@ class Inputs:
 
         if self.array is not None:
             return Image.fromarray(np.ascontiguousarray(self.array[i]))
+        if self.image_values is not None:
+            from .hf_datasets import decode_image
+
+            return decode_image(self.image_values[i], i, self.column, self.source)
         path = self.image_files[i]
         try:
             with Image.open(path) as img:
@@ -83,15 +111,23 @@ def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def read_inputs(path, max_samples: int | None = None) -> Inputs:
+def read_inputs(path, max_samples: int | None = None, *, column: str | None = None, split: str | None = None,
+                config: str | None = None) -> Inputs:
     """Read the samples named by ``path``.
 
     Parameters
     ----------
     path : str or Path
-        A ``.txt`` / ``.jsonl`` file, a folder of images or a uint8 ``.npy`` array.
+        A ``.txt`` / ``.jsonl`` file, a folder of images, a uint8 ``.npy`` array, a
+        ``save_to_disk`` folder, a ``.parquet`` / ``.arrow`` file or glob, or ``hf:NAME``.
     max_samples : int, optional
         Keep only the first ``max_samples`` samples.
+    column : str, optional
+        Dataset column (default ``text``, else ``image`` / ``img``); datasets only.
+    split : str, optional
+        Dataset split (default ``train``); ``hf:NAME`` and saved ``DatasetDict`` folders.
+    config : str, optional
+        Dataset configuration name; ``hf:NAME`` only.
 
     Returns
     -------
@@ -104,6 +140,16 @@ def read_inputs(path, max_samples: int | None = None) -> Inputs:
     """
     if max_samples is not None and int(max_samples) < 1:
         raise InputError(f"--max-samples must be a positive integer, got {max_samples}")
+    from .hf_datasets import is_hf_inputs, read_hf
+
+    if is_hf_inputs(path):
+        inputs = read_hf(path, column=column, split=split, config=config, max_samples=max_samples)
+        if len(inputs) == 0:
+            raise InputError(f"inputs {path} hold no samples")
+        return inputs
+    if column is not None or config is not None or split is not None:
+        raise InputError("--column, --split and --config apply to Hugging Face datasets "
+                         "(a save_to_disk folder, .parquet/.arrow files or hf:NAME)")
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"inputs not found: {p}")
@@ -119,7 +165,8 @@ def read_inputs(path, max_samples: int | None = None) -> Inputs:
         raise InputError(f"inputs {p} is a single image; put images in a folder and pass the folder")
     else:
         raise InputError(
-            f"unsupported inputs {p}: expected a .txt or .jsonl file, a folder of images or a uint8 .npy array"
+            f"unsupported inputs {p}: expected a .txt or .jsonl file, a folder of images, a uint8 .npy array, "
+            "a Hugging Face dataset (save_to_disk folder, .parquet, .arrow) or hf:NAME"
         )
     if len(inputs) == 0:
         raise InputError(f"inputs {p} hold no samples")
@@ -152,12 +199,20 @@ def _read_text(p: Path, max_samples, jsonl: bool) -> Inputs:
             if not line.strip():
                 continue
         texts.append(line)
+    return Inputs(kind="text", source=str(p), texts=texts, digest=text_digest(texts),
+                  digest_fn=lambda n=None: text_digest(texts, n))
+
+
+def text_digest(texts, n_rows: int | None = None) -> str:
+    """sha256 (hex) of the first ``n_rows`` texts (all by default), each length-prefixed UTF-8."""
     h = hashlib.sha256(b"text\0")
-    for t in texts:
-        b = t.encode("utf-8")
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-    return Inputs(kind="text", source=str(p), texts=texts, digest=h.hexdigest())
+    n = len(texts) if n_rows is None else min(int(n_rows), len(texts))
+    for start in range(0, n, 4096):
+        for t in texts[start : min(n, start + 4096)]:
+            b = t.encode("utf-8")
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
+    return h.hexdigest()
 
 
 def _read_image_folder(p: Path, max_samples) -> Inputs:
@@ -205,7 +260,7 @@ def _read_npy(p: Path, max_samples) -> Inputs:
     return Inputs(kind="image", source=str(p), array=arr, digest=h.hexdigest())
 
 
-def inputs_fingerprint(inputs: Inputs, preprocessing: dict) -> str:
+def inputs_fingerprint(inputs: Inputs, preprocessing: dict, digest: str | None = None) -> str:
     """sha256 (hex) over the inputs' content and the preprocessing options.
 
     Parameters
@@ -215,8 +270,10 @@ def inputs_fingerprint(inputs: Inputs, preprocessing: dict) -> str:
         JSON-serialisable preprocessing options (the extraction driver passes the user's
         choices, e.g. ``max_length``; the model's own tokenizer / image processor settings
         are kept out so that stores of different models on the same inputs agree).
+    digest : str, optional
+        The content digest of the rows used, when not all of them are (token windows).
     """
     h = hashlib.sha256()
-    h.update(inputs.digest.encode())
+    h.update((digest or inputs.rows_digest()).encode())
     h.update(json.dumps(preprocessing, sort_keys=True, default=str).encode())
     return h.hexdigest()

@@ -33,96 +33,10 @@ from actkit._device import resolve_device
 from actkit.errors import ActkitError, ModelError
 
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
+from ._hub import (_cache_only, _hub_offline_reason, _Offline, _offline_error, _seeded, _short,  # noqa: F401
+                   _weights_error, _why)
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _why(exc: BaseException, limit: int = 300) -> str:
-    """The error's text as ``": text"`` when it is short enough for one line, else nothing
-    (a message is never cut mid-word; ACTKIT_DEBUG=1 shows the whole traceback)."""
-    text = _short(exc)
-    return f": {text}" if len(text) <= limit else f" ({type(exc).__name__}; ACTKIT_DEBUG=1 shows details)"
-
-
-def _weights_error(where: str, exc: BaseException) -> ModelError | None:
-    """One line for weight files that are not what their name says, or that torch refuses."""
-    import pickle
-
-    text = _short(exc)
-    if type(exc).__name__ == "SafetensorError" or "header too large" in text or "HeaderTooLarge" in text:
-        return ModelError(f"cannot load {where}: a .safetensors file there is not valid safetensors "
-                          "(corrupt, or another format such as a pickle file renamed)")
-    if isinstance(exc, pickle.UnpicklingError) or "weights_only" in text:
-        return ModelError(f"cannot load {where}: torch refused a pickle weight file (it holds objects other "
-                          "than tensors, which could run code; actkit loads pickles only with weights_only)")
-    return None
-
-
-class _Offline(Exception):
-    """The hub cannot be reached (or HF_HUB_OFFLINE is set)."""
-
-
-def _hub_offline_reason() -> str | None:
-    """Why the Hugging Face hub is unusable now (``HF_HUB_OFFLINE``, or one failed connection),
-    or None when it answers. One request, 5 s at most: no retries."""
-    import urllib.error
-    import urllib.request
-
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return "HF_HUB_OFFLINE is set"
-    try:
-        urllib.request.urlopen(constants.ENDPOINT.rstrip("/") + "/api/models", timeout=5).close()
-    except urllib.error.HTTPError:  # it answered
-        return None
-    except (OSError, ValueError) as exc:
-        return f"no connection to {constants.ENDPOINT}: {_short(getattr(exc, 'reason', exc))}"
-    return None
-
-
-class _cache_only:
-    """Make huggingface_hub (and transformers, timm through it) use only the local cache."""
-
-    def __enter__(self):
-        from huggingface_hub import constants
-
-        self._before = constants.HF_HUB_OFFLINE
-        constants.HF_HUB_OFFLINE = True
-
-    def __exit__(self, *exc):
-        from huggingface_hub import constants
-
-        constants.HF_HUB_OFFLINE = self._before
-
-
-def _offline_error(spec: str, reason: str, timm: bool = False) -> ModelError:
-    alt = "--checkpoint FILE.safetensors, timm:local-dir:PATH" if timm else "a local model folder (save_pretrained)"
-    return ModelError(f"cannot load {spec}: it is not in the local Hugging Face cache and the hub cannot be "
-                      f"reached ({reason}); pass {alt}, or run once online to cache it")
-
-
-def _seeded(seed):
-    """Seed torch's RNG for the weights a checkpoint lacks, without touching the caller's."""
-    import contextlib
-
-    if seed is None:
-        return contextlib.nullcontext()
-    rng = torch.random.fork_rng(devices=[])
-
-    class _Ctx:
-        def __enter__(self):
-            rng.__enter__()
-            torch.manual_seed(int(seed))
-
-        def __exit__(self, *exc):
-            return rng.__exit__(*exc)
-
-    return _Ctx()
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -144,6 +58,7 @@ def load_model(
     trust_remote_code: bool = False,
     allow_pickle: bool = False,
     init_seed: int | None = None,
+    device_map: str | None = None,
 ):
     """Load the model named by ``spec`` with its preprocessing.
 
@@ -163,6 +78,10 @@ def load_model(
     init_seed : int, optional
         Seed of torch's RNG while the model is built, so weights the checkpoint does not
         hold (a ViT pooler) are the same in every run; the caller's RNG state is kept.
+    device_map : str, optional
+        ``"auto"`` (or another ``from_pretrained`` device map): ``accelerate`` places the
+        layers over the available GPUs (then CPU); ``device`` is then ignored and the inputs
+        go to the device of the input embeddings. transformers models only.
 
     Returns
     -------
@@ -177,6 +96,13 @@ def load_model(
         raise ActkitError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     dev = resolve_device(device)
     spec = str(spec)
+    if device_map is not None:
+        if spec.startswith("timm:"):
+            raise ActkitError("--device-map applies to transformers models, not timm:NAME")
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise ActkitError("--device-map needs the accelerate package: pip install 'actkit[accelerate]'") from None
     if checkpoint is not None and not spec.startswith("timm:"):
         raise ActkitError("--checkpoint applies to timm:NAME models; transformers models load from their directory")
     if spec.startswith("timm:"):
@@ -191,6 +117,8 @@ def load_model(
             raise ModelError(f"model path {path} is not a directory (expected a saved model folder)")
         cfg = _read_config(path)
         if "architecture" in cfg and "model_type" not in cfg:
+            if device_map is not None:
+                raise ActkitError("--device-map applies to transformers models, not timm folders")
             return _load_timm("local-dir:" + str(path), None, dev, dtype, allow_pickle)
         if "auto_map" in cfg and not trust_remote_code:
             raise ModelError(
@@ -199,9 +127,11 @@ def load_model(
             )
         _check_safetensors_dir(path, allow_pickle)
         with _seeded(init_seed):
-            return _load_hf(str(path), revision, dev, dtype, trust_remote_code, allow_pickle, local=path)
+            return _load_hf(str(path), revision, dev, dtype, trust_remote_code, allow_pickle, local=path,
+                            device_map=device_map)
     with _seeded(init_seed):
-        return _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local=None)
+        return _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local=None,
+                        device_map=device_map)
 
 
 def _read_config(path: Path) -> dict:
@@ -235,7 +165,7 @@ def _remote_code_error(spec: str) -> ModelError:
     )
 
 
-def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local):
+def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, device_map=None):
     import logging
 
     from transformers.utils import logging as hf_logging
@@ -251,20 +181,21 @@ def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
             try:
                 with _cache_only():  # cached: no network at all
                     return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local,
-                                          offline=True)
+                                          device_map, offline=True)
             except _Offline:
                 pass
             reason = _hub_offline_reason()
             if reason is not None:
                 raise _offline_error(spec, reason) from None
-        return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local)
+        return _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, device_map)
     finally:
         hub_logger.setLevel(hub_level)
         if bars:
             hf_logging.enable_progress_bar()
 
 
-def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, offline=False):
+def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, device_map=None,
+                   offline=False):
     """Load with transformers; ``offline``: from the cache only, raising :class:`_Offline`
     when something is not cached."""
     import transformers
@@ -299,6 +230,8 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     )
     if vision and getattr(config, "model_type", "") == "vit_mae":
         kwargs["mask_ratio"] = 0.0
+    if device_map is not None:
+        kwargs["device_map"] = device_map
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -334,7 +267,13 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             f"initialised ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
             stacklevel=2,
         )
-    model.eval().to(dev)
+    if device_map is None:
+        model.eval().to(dev)
+    else:  # accelerate placed the layers; inputs go where the embeddings are
+        model.eval()
+        emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        weight = getattr(emb, "weight", None)
+        dev = weight.device if weight is not None else next(model.parameters()).device
     info = {
         "model": spec,
         "source": "transformers",
@@ -344,6 +283,9 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         "randomly_initialised": random_init,
         "versions": library_versions(),
     }
+    if device_map is not None:  # where accelerate put each block (absent when all sit on one device)
+        placed = getattr(model, "hf_device_map", None) or {}
+        info["hf_device_map"] = {k: str(v) for k, v in placed.items()} or {"": str(dev)}
     if vision:
         from transformers import AutoImageProcessor
 

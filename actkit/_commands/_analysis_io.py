@@ -1,21 +1,53 @@
-"""Shared plumbing of ``actkit whiten | ica | dictionary``: open a store layer, pick the fit
-rows, and write the derived store with :func:`actkit.transform_store` (transformed rows +
-fitted parameters, readable by every later command)."""
+"""Shared plumbing of ``actkit whiten | ica | dictionary``: open a store layer (or an embedding
+file, :mod:`actkit.matrix_files`), pick the fit rows, and write the derived store with
+:func:`actkit.transform_store` (transformed rows + fitted parameters, readable by every later
+command)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 
 def add_common_arguments(p) -> None:
-    p.add_argument("store", metavar="STORE", help="source store (.h5) written by extract or another command")
-    p.add_argument("--layer", required=True, help="layer of the source store to analyse")
+    p.add_argument("store", metavar="STORE",
+                   help="source store (.h5) written by extract or another command, or an embedding file "
+                        "(.npy, .safetensors, .parquet)")
+    p.add_argument("--layer", help="layer of the source store to analyse (default: its only layer); for an "
+                                   "embedding file, the layer's name (default: embeddings)")
+    p.add_argument("--key", help="tensor of a .safetensors embedding file (needed when it holds several)")
+    p.add_argument("--column", help="list-of-floats column of a .parquet embedding file")
     p.add_argument("--out", required=True, metavar="OUT.h5", help="output store to write")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it holds another store")
     p.add_argument("--block-rows", type=int, default=None, help="rows read per block (default: ~32 MiB)")
     add_verify_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+    add_scheduler_argument(p)
+
+
+def add_scheduler_argument(p) -> None:
+    p.add_argument("--scheduler", metavar="ADDRESS|local:N", default=None,
+                   help="run every pass on Dask: the address of a running scheduler (tcp://host:8786) "
+                        "or local:N for N local worker processes; the output is then one shard per "
+                        "worker plus a virtual-dataset index (docs/dask.md)")
+
+
+@contextlib.contextmanager
+def cluster(args):
+    """The Dask runner of ``--scheduler`` (None without it), kept for the whole command."""
+    if not getattr(args, "scheduler", None):
+        args.runner = None
+        yield None
+        return
+    from actkit._dask import use_scheduler
+
+    with use_scheduler(args.scheduler) as runner:
+        args.runner = runner
+        try:
+            yield runner
+        finally:
+            args.runner = None
 
 
 def add_verify_argument(p) -> None:
@@ -31,13 +63,20 @@ def check_block_rows(value) -> None:
 
 
 def open_layer(args):
-    """Open the source store and layer (one-line errors for missing/incomplete/unknown/corrupt:
-    an unfinished source says how to resume it)."""
-    import actkit
-    from actkit.errors import InputError
+    """Open the source store (or embedding file) and layer (one-line errors for
+    missing/incomplete/unknown/corrupt: an unfinished source says how to resume it)."""
+    from actkit.errors import InputError, LayerError
+    from actkit.matrix_files import is_matrix_file, open_source
 
     check_block_rows(args.block_rows)
-    store = actkit.open_store(args.store, verify=getattr(args, "verify", False))
+    store = open_source(args.store, key=args.key, column=args.column,
+                        layer=args.layer if is_matrix_file(args.store) else None,
+                        verify=getattr(args, "verify", False))
+    if args.layer is None:
+        if len(store.layers) != 1:
+            raise LayerError(f"{args.store} has {len(store.layers)} layers ({', '.join(store.layers[:12])}); "
+                             "pick one with --layer")
+        args.layer = store.layers[0]
     layer = store[args.layer]
     if len(layer) < 2:
         raise InputError(f"layer {args.layer} of {args.store} has {len(layer)} rows; need at least 2")
@@ -66,7 +105,7 @@ def write_derived(args, layer, estimator, settings):
     return actkit.transform_store(estimator, layer, args.out, overwrite=args.overwrite,
                                   block_rows=args.block_rows, settings=settings,
                                   progress=False if args.quiet else None,
-                                  echo=None if args.quiet else echo)
+                                  echo=None if args.quiet else echo, scheduler=getattr(args, "runner", None))
 
 
 def fit_rows(layer, n_rows, seed, block_rows=None):

@@ -28,7 +28,10 @@ def register(sub) -> None:
                     "held-out errors of the permutation, rigid, linear and ICA alignments "
                     "(Nelson et al., Table 1), ICA efficiency, linear CKA and mean CCA.")
     p.add_argument("sources", nargs="+", metavar="STORE_OR_MODEL",
-                   help="two or more stores (.h5); with --inputs, two or more models")
+                   help="two or more stores (.h5) or embedding files (.npy, .safetensors, .parquet); "
+                        "with --inputs, two or more models")
+    p.add_argument("--key", help="tensor of .safetensors embedding files (needed when one holds several)")
+    p.add_argument("--column", help="list-of-floats column of .parquet embedding files")
     p.add_argument("--layer-a", help="layer of the first store (default: layers in common)")
     p.add_argument("--layer-b", help="layer of the second store (default: same as --layer-a)")
     p.add_argument("--layers", help="comma-separated layers to compare (in every store); "
@@ -76,6 +79,9 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--verify", action="store_true",
                    help="check the stores against their checksums first (reads every row once)")
+    from actkit._commands._analysis_io import add_scheduler_argument
+
+    add_scheduler_argument(p)
     p.set_defaults(func=run)
 
 
@@ -167,9 +173,12 @@ def run(args) -> int:
 
     if is_accelerator(args.device):
         resolve_device(args.device)   # a bad device fails before any work
-    if args.inputs:
-        return _run_models(args, methods)
-    return _run_stores(args, args.sources, methods)
+    from actkit._commands._analysis_io import cluster
+
+    with cluster(args):   # --scheduler: the comparisons run on Dask (an extraction stays here)
+        if args.inputs:
+            return _run_models(args, methods)
+        return _run_stores(args, args.sources, methods)
 
 
 def _compare_kwargs(args, methods):
@@ -207,11 +216,13 @@ def _run_stores(args, paths, methods, display=None):
 
     import actkit
     from actkit.alignment import compare_many
+    from actkit.matrix_files import open_source
     from actkit.report import format_matrix, format_table, plot_compare, save_matrix_plot
 
     display = display or paths
     with contextlib.ExitStack() as stack:
-        stores = [stack.enter_context(actkit.open_store(p, verify=args.verify)) for p in paths]
+        stores = [stack.enter_context(open_source(p, key=args.key, column=args.column, strict=False,
+                                                  verify=args.verify)) for p in paths]
         _check_stores(stores, paths)
         if len(stores) > 2:
             pairs = _layer_pairs(args, stores[0], stores[1])
@@ -222,7 +233,7 @@ def _run_stores(args, paths, methods, display=None):
                     _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")        # the results' notes, printed below
-                    matrix, many = compare_many(layers, metric=args.metric,
+                    matrix, many = compare_many(layers, metric=args.metric, scheduler=getattr(args, "runner", None),
                                                 **_compare_kwargs(args, methods))
                 _print_notes(la, many.values())
                 print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
@@ -240,12 +251,22 @@ def _run_stores(args, paths, methods, display=None):
         store_a, store_b = stores
         pairs = _layer_pairs(args, store_a, store_b)
         results, labels = [], []
+        remote = None
+        if getattr(args, "runner", None) is not None:  # --scheduler: every layer pair is a task
+            from actkit._dask_compare import compare_pairs
+
+            for la, lb in pairs:
+                _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")        # the results' notes, printed below
+                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs],
+                                            scheduler=args.runner, **_compare_kwargs(args, methods)))
         for la, lb in pairs:
             A, B = store_a[la], store_b[lb]
             _check_layer_rows(A, B, f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")        # the result's notes, printed below
-                res = actkit.compare(A, B, **_compare_kwargs(args, methods))
+                res = next(remote) if remote is not None else actkit.compare(A, B, **_compare_kwargs(args, methods))
             _print_notes(la, [res])
             results.append(res)
             labels.append(la if la == lb else f"{la} -> {lb}")

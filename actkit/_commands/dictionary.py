@@ -7,7 +7,7 @@ Only parsing and calls to :class:`actkit.SparseDictionary`.
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import add_common_arguments, open_layer, write_derived
+from actkit._commands._analysis_io import cluster, add_common_arguments, open_layer, write_derived
 
 
 def register(sub) -> None:
@@ -28,6 +28,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
+        return _run(args, runner)
+
+
+def _run(args, runner) -> int:
     from actkit import SparseDictionary
     from actkit.errors import InputError
 
@@ -39,7 +44,7 @@ def run(args) -> int:
     kw = {"batch_size": args.block_rows} if args.block_rows else {}
     sd = SparseDictionary(args.n_components, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
                           n_epochs=args.n_epochs, random_state=args.seed, device=args.device, verbose=not args.quiet,
-                          **kw).fit(layer)
+                          scheduler=runner, **kw).fit(layer)
     write_derived(
         args, layer, sd,
         settings={"n_components": args.n_components, "code": args.code, "k": args.k, "alpha": args.alpha,

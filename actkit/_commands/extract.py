@@ -1,4 +1,8 @@
-"""``actkit extract MODEL --inputs PATH --layers L1,L2 --out STORE.h5``: activations -> store."""
+"""``actkit extract MODEL --inputs PATH --layers L1,L2 --out STORE.h5``: activations -> store.
+
+Under ``torchrun --nproc-per-node K -m actkit extract ...`` every rank writes one shard and
+rank 0 the virtual store over them (only rank 0 prints the path).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,16 @@ def register(sub) -> None:
     )
     p.add_argument("model", help="hub id, local model directory, timm:NAME or timm:local-dir:PATH")
     p.add_argument("--inputs", required=True,
-                   help=".txt (one sample per line), .jsonl (text field), image folder, or uint8 .npy (N,H,W,3)")
+                   help=".txt (one sample per line), .jsonl (text field), image folder, uint8 .npy (N,H,W,3), "
+                        "a Hugging Face dataset (save_to_disk folder, .parquet/.arrow file or glob) or hf:NAME")
+    p.add_argument("--column", help="dataset column to read (default: text, else image or img)")
+    p.add_argument("--split", help="dataset split for hf:NAME or a saved DatasetDict (default: train)")
+    p.add_argument("--config", help="dataset configuration for hf:NAME")
+    p.add_argument("--context-length", type=int, metavar="L",
+                   help="pack the token stream into windows of exactly L tokens (BOS first where the "
+                        "tokenizer has one); samples are windows, the index is [window, position]")
+    p.add_argument("--max-tokens", type=int, metavar="N",
+                   help="with --context-length: at most N // L windows (texts read only until filled)")
     p.add_argument("--layers", required=True,
                    help="comma-separated module paths (see `actkit layers MODEL`); final_hidden for causal LMs")
     p.add_argument("--out", required=True, help="store to write (.h5)")
@@ -22,13 +35,18 @@ def register(sub) -> None:
     p.add_argument("--revision", help="hub revision, e.g. step143000")
     p.add_argument("--checkpoint", help="weights file for timm:NAME (.safetensors)")
     p.add_argument("--batch-size", type=int, default=32, help="samples per forward pass")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu, cuda, cuda:1")
+    p.add_argument("--device", default="cpu",
+                   help="torch device (under torchrun, cuda puts rank r on cuda:LOCAL_RANK), e.g. cpu, cuda, cuda:1")
+    p.add_argument("--device-map", metavar="MAP",
+                   help="'auto': spread a model too large for one device over the devices (accelerate; "
+                        "transformers models; replaces --device)")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                    help="compute dtype (default float32)")
     p.add_argument("--storage-dtype", choices=["float32", "float16"], default=None,
                    help="stored dtype (default: the compute dtype; float32 for bfloat16)")
     p.add_argument("--max-length", type=int, help="truncate texts to this many tokens")
-    p.add_argument("--max-samples", type=int, help="use only the first N inputs")
+    p.add_argument("--max-samples", type=int,
+                   help="use only the first N inputs (hf:NAME datasets are then streamed, not downloaded)")
     p.add_argument("--final-hidden", action="store_true",
                    help="also store the final hidden state after the final norm (causal LMs)")
     p.add_argument("--unembedding", action="store_true",
@@ -58,10 +76,14 @@ def run(args) -> int:
         final_hidden=args.final_hidden, unembedding=args.unembedding, overwrite=args.overwrite,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         compression=args.compression, progress=not args.no_progress,
-        checkpoint_every=args.checkpoint_every,
+        checkpoint_every=args.checkpoint_every, column=args.column, split=args.split, config=args.config,
+        context_length=args.context_length, max_tokens=args.max_tokens, device_map=args.device_map,
     )
-    print(outcome_line(path, LAST_RUN), file=sys.stderr)
-    print(path)
+    import os
+
+    if os.environ.get("RANK", "0") == "0":
+        print(outcome_line(path, LAST_RUN), file=sys.stderr)
+        print(path)
     return 0
 
 

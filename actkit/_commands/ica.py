@@ -8,7 +8,7 @@ whitening included) and ``mixing``. Only parsing and calls to :class:`actkit.Fas
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import (add_common_arguments, check_n_components, fit_rows, open_layer,
+from actkit._commands._analysis_io import (cluster, add_common_arguments, check_n_components, fit_rows, open_layer,
                                            write_derived)
 
 
@@ -33,6 +33,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
+        return _run(args, runner)
+
+
+def _run(args, runner) -> int:
     from actkit import FastICA
 
     store, layer = open_layer(args)
@@ -40,7 +45,7 @@ def run(args) -> int:
     X = fit_rows(layer, args.fit_rows, args.seed, args.block_rows)
     ica = FastICA(n_components=args.n_components, algorithm=args.algorithm, fun=args.fun, max_iter=args.max_iter,
                   tol=args.tol, random_state=args.seed, device=args.device, block_rows=args.block_rows,
-                  verbose=not args.quiet).fit(X)
+                  verbose=not args.quiet, scheduler=runner).fit(X)
     write_derived(
         args, layer, ica,
         settings={"n_components": args.n_components, "fit_rows": args.fit_rows, "algorithm": args.algorithm,

@@ -7,7 +7,7 @@ store. Only parsing and calls to :class:`actkit.Whitener`.
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import add_common_arguments, check_n_components, open_layer, write_derived
+from actkit._commands._analysis_io import cluster, add_common_arguments, check_n_components, open_layer, write_derived
 
 
 def register(sub) -> None:
@@ -24,12 +24,17 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
+        return _run(args, runner)
+
+
+def _run(args, runner) -> int:
     from actkit import Whitener
 
     store, layer = open_layer(args)
     check_n_components(args.n_components, layer)
     w = Whitener(method=args.method, n_components=args.n_components, eps=args.eps, block_rows=args.block_rows,
-                 verbose=not args.quiet).fit(layer)
+                 verbose=not args.quiet, scheduler=runner).fit(layer)
     write_derived(args, layer, w,
                   settings={"method": args.method, "n_components": args.n_components, "eps": args.eps})
     return 0

@@ -250,7 +250,7 @@ def _note(notes, message, category):
         warnings.warn(message, category, stacklevel=3)
 
 
-def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwargs):
+def compare_many(sources, *, labels=None, metric="rigid", progress=None, scheduler=None, **kwargs):
     """Compare every pair of several representations of the same inputs.
 
     Each representation is read for its own moments, whitened and ICA-fitted **once** and
@@ -267,6 +267,12 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
         ``"linear_cka"``, ``"linear_cka_debiased"``, ``"mean_cca"``,
         ``"ica_matched_corr_mean"`` / ``_median`` / ``_min`` or ``"diameter"``; the matrix
         holds it for (row -> column). An unknown name fails before any pass over the data.
+    scheduler : None, str or distributed.Client, optional
+        Dask (``docs/dask.md``): each representation's statistics (moments, diameter rows
+        and the FastICA fits the pairs need) are computed once, one task per
+        representation, and the K^2 pairs are spread over the workers, each task opening
+        the stores itself. ``"local:N"``, an address or a ``Client``; the sources must then
+        be store layers, h5py datasets or arrays.
     **kwargs
         Passed to :func:`compare`.
 
@@ -279,6 +285,34 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
     """
     if metric not in MATRIX_METRICS:
         raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
+    if scheduler is not None:
+        from actkit._dask_compare import compare_many_dask
+
+        return compare_many_dask(sources, metric=metric, progress=progress, scheduler=scheduler, **kwargs)
+    K = len(sources)
+    sources, groups, eval_mask, ica_sample, diam_rows, dtype, br = many_setup(sources, kwargs)
+    sides = []
+    for i, X in enumerate(sources):
+        side = Side(X, f"source {i}", eval_mask, ica_sample, diam_rows, dtype)
+        with progress_bar(n_rows(X), f"moments {i + 1}/{K}", progress) as bar:
+            side.run(br, bar)
+        sides.append(side)
+    matrix = np.full((K, K), np.nan)
+    results = {}
+    for i in range(K):
+        for j in range(K):
+            res = compare(sources[i], sources[j], groups=groups, progress=progress,
+                          _sides=(sides[i], sides[j]), **kwargs)
+            d = res.to_dict()
+            matrix[i, j] = np.nan if d[metric] is None else d[metric]
+            results[(i, j)] = res
+    return matrix, results
+
+
+def many_setup(sources, kwargs):
+    """What every pair of :func:`compare_many` shares: the checked sources, the groups, the
+    eval mask, the ICA sample rows, the diameter rows, the compute dtype and the block size
+    (``kwargs`` loses ``groups``)."""
     K = len(sources)
     if K < 2:
         raise ValidationError("compare_many needs at least two representations")
@@ -304,21 +338,6 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, **kwarg
         diam_rows = eval_rows
     dtype = compute_dtype(*sources)
     br = kwargs.get("block_rows") or default_block_rows(max(n_features(X, "X") for X in sources))
-    sides = []
-    for i, X in enumerate(sources):
-        side = Side(X, f"source {i}", eval_mask, ica_sample, diam_rows, dtype)
-        with progress_bar(n, f"moments {i + 1}/{K}", progress) as bar:
-            side.run(br, bar)
-        sides.append(side)
-    matrix = np.full((K, K), np.nan)
-    results = {}
-    for i in range(K):
-        for j in range(K):
-            res = compare(sources[i], sources[j], groups=groups, progress=progress,
-                          _sides=(sides[i], sides[j]), **kwargs)
-            d = res.to_dict()
-            matrix[i, j] = np.nan if d[metric] is None else d[metric]
-            results[(i, j)] = res
-    return matrix, results
+    return sources, groups, eval_mask, ica_sample, diam_rows, dtype, br
 
 

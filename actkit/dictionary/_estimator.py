@@ -56,6 +56,13 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         the code and statistics steps run there in torch (the n_components x n_components MOD solve
         stays on the CPU in float64).
     verbose : bool, default=False
+    scheduler : None, str or distributed.Client, optional
+        Dask: a dask array ``X`` is always fitted with every pass over the rows as a map
+        over its chunks + exact merge on this scheduler (None: the active
+        ``distributed.Client``, else Dask's default); with a scheduler, store layers and
+        h5py datasets are read by the workers too (``"local:N"``, an address, a ``Client``;
+        ``docs/dask.md``). ``transform`` of a dask array returns a lazy dask array.
+        Warm-up epochs on the in-memory subsample run in this process.
 
     Attributes
     ----------
@@ -98,6 +105,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         random_state=None,
         device="cpu",
         verbose=False,
+        scheduler=None,
     ):
         self.n_components = n_components
         self.code = code
@@ -112,6 +120,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.scheduler = scheduler
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -127,6 +136,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         "random_state": ["random_state"],
         "device": [str, object],
         "verbose": ["verbose"],
+        "scheduler": "no_validation",
     }
 
     def _params(self, n_features):
@@ -163,6 +173,12 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         -------
         self
         """
+        from actkit._dask import on_dask
+
+        with on_dask(self, X, self.batch_size) as (X, runner):
+            return self._fit_rows(X, runner)
+
+    def _fit_rows(self, X, runner):
         X, streaming, n, d, dtype = fit_input(self, X)
         p = self._params(d)
         rng = check_random_state(self.random_state)
@@ -171,7 +187,12 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             warm = min(n, max(10000, 40 * int(self.n_components)))  # the initial atoms come from rows in memory
         if warm:
             idx = sample_rows(n, warm, rng)
-            Xs = np.asarray(X[idx] if not streaming else gather_rows(X, idx, self.batch_size), dtype=dtype)
+            if runner is not None:
+                from actkit._dask_passes import gather
+
+                Xs = np.asarray(gather(runner, X, idx, progress=False), dtype=dtype)
+            else:
+                Xs = np.asarray(X[idx] if not streaming else gather_rows(X, idx, self.batch_size), dtype=dtype)
         else:
             Xs = X
         if not np.all(np.isfinite(Xs)):
@@ -211,7 +232,12 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             # error and sparsity are those of the last pass (before its dictionary update)
             n_full = self.n_epochs if (warm or streaming) else 0
             for _ in range(n_full):
-                ep = epoch(iter_blocks(X, self.batch_size, dtype=dtype), D, p, keep, self.device)
+                if runner is not None:  # the pass on Dask: codes and sums per chunk, merged
+                    from actkit._dask_passes import dictionary_epoch
+
+                    ep = dictionary_epoch(runner, X, D, p, keep, dtype, self.batch_size)
+                else:
+                    ep = epoch(iter_blocks(X, self.batch_size, dtype=dtype), D, p, keep, self.device)
                 D, _ = update(D, ep, rng)
                 if bar is not None:
                     bar.update(1)

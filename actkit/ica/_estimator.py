@@ -84,6 +84,13 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Rows per block in passes over the data.
     verbose : bool, default=False
         Progress bars (tqdm) over the covariance pass and the solver passes.
+    scheduler : None, str or distributed.Client, optional
+        Dask: a dask array ``X`` is always fitted with every pass over the rows as a map
+        over its chunks + exact merge on this scheduler (None: the active
+        ``distributed.Client``, else Dask's default); with a scheduler, store layers and
+        h5py datasets are read by the workers too (``"local:N"``, an address, a ``Client``;
+        ``docs/dask.md``). ``transform`` of a dask array returns a lazy dask array.
+        The warm-up subsample is solved in this process.
 
     Attributes
     ----------
@@ -132,6 +139,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         device="cpu",
         block_rows=None,
         verbose=False,
+        scheduler=None,
     ):
         self.n_components = n_components
         self.algorithm = algorithm
@@ -148,6 +156,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.device = device
         self.block_rows = block_rows
         self.verbose = verbose
+        self.scheduler = scheduler
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -165,6 +174,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "device": [str, object],
         "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "verbose": ["verbose"],
+        "scheduler": "no_validation",
     }
 
     # ------------------------------------------------------------------ validation
@@ -203,6 +213,12 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self.transform(X)
 
     def _fit(self, X):
+        from actkit._dask import on_dask
+
+        with on_dask(self, X, self.block_rows) as (X, runner):
+            return self._fit_rows(X, runner)
+
+    def _fit_rows(self, X, runner):
         X, streaming, n, d, in_dtype = fit_input(self, X, min_rows=2, purpose="for ICA")
         alpha = self._validate_params_(d)
         cdtype = _compute_dtype(self.compute_dtype)
@@ -220,7 +236,8 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         sub_idx = sample_rows(n, warm, rng) if warm else None
         if self.whiten:
             moments, sub_rows = accumulate_moments(
-                X, block_rows=self.block_rows, verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx
+                X, block_rows=self.block_rows, verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx,
+                runner=runner,
             )
             p = whitening_from_moments(moments.mean_, moments.covariance(ddof=1), method="pca", n_components=k_req)
             mean, K, Kinv = p["mean"], p["whitening"], p["dewhitening"]
@@ -233,7 +250,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             mean, K, Kinv = np.zeros(d), np.eye(d), np.eye(d)
             sub_rows = None
             if streaming and sub_idx is not None:
-                _, sub_rows = accumulate_moments(X, block_rows=self.block_rows, collect_rows=sub_idx)
+                _, sub_rows = accumulate_moments(X, block_rows=self.block_rows, collect_rows=sub_idx, runner=runner)
         k = K.shape[0]
 
         def whitened(rows):
@@ -243,6 +260,11 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         if streaming:
             source = WhitenedSource(X=X, mean=mean, K=K, block_rows=self.block_rows, dtype=cdtype, device=device)
+            if runner is not None:
+                from actkit._dask_passes import ICAPasses
+
+                source.remote = ICAPasses(runner, X, mean, K, fun=self.fun, alpha=alpha, dtype=cdtype,
+                                          block_rows=source.block_rows)
         else:
             source = WhitenedSource(Z=on_device(whitened(X), device), block_rows=self.block_rows, dtype=cdtype,
                              device=device)

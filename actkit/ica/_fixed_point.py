@@ -49,7 +49,9 @@ def deflation(source, W_init, f, *, tol, max_iter, counter=None):
             wt = source.to_backend(w[:, None])
             acc = np.zeros(k)
             gp_sum = 0.0
-            for Zb in source.blocks():
+            if source.remote is not None:
+                acc, gp_sum = source.remote.deflation_sums(w)
+            for Zb in source.blocks() if source.remote is None else ():
                 y = Zb @ wt
                 _, g, sgp = f(y, xp, False)
                 acc += source.to_numpy(Zb.T @ g)[:, 0]

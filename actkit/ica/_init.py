@@ -30,7 +30,9 @@ def data_init(source, rng, *, n_candidates=None, max_cos=0.5, chunk=256):
     m = min(n, n_candidates or 2 * k)
     best_rows = np.zeros((0, k), np.float64)
     best_norms = np.zeros(0)
-    for Zb in source.blocks():
+    if source.remote is not None:
+        best_rows, best_norms = source.remote.largest_rows(m)
+    for Zb in source.blocks() if source.remote is None else ():
         Zb = np.asarray(source.to_numpy(Zb), dtype=np.float64)
         nb = np.einsum("ij,ij->i", Zb, Zb)
         rows = np.concatenate([best_rows, Zb])

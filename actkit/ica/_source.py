@@ -19,7 +19,10 @@ PASS_MAX_ROWS = 16384   # rows per block of a pass: several blocks run on parall
 class WhitenedSource:
     """Whitened rows ``Z`` (N x k) as blocks, in memory or re-whitened from a stream.
 
-    On CPU blocks are numpy arrays; on other devices torch tensors."""
+    On CPU blocks are numpy arrays; on other devices torch tensors. ``remote`` (an
+    ``actkit._dask_passes.ICAPasses``) runs the passes on Dask instead."""
+
+    remote = None
 
     def __init__(self, *, Z=None, X=None, mean=None, K=None, block_rows=None, dtype=np.float32, device="cpu"):
         self.device = device
@@ -93,6 +96,8 @@ def data_pass(source, W, f, need_loss=True):
     worker thread with single-threaded BLAS: numpy's contrast functions (tanh, exp, ...) are
     single-threaded, so this keeps every core busy for the whole pass, not only in the
     GEMMs. Partial sums are added in block order (the result does not depend on timing)."""
+    if source.remote is not None:
+        return source.remote.pass_stats(W, need_loss)
     k = W.shape[0]
     xp = source.xp
     Wt = source.to_backend(W.T)

@@ -30,7 +30,9 @@ bitwise reproducible: no HDF5 timestamps, and ``created_at`` honours ``SOURCE_DA
 Layout: ``_format`` (names, canonical JSON, attributes, safe opening), ``_create``
 (:func:`create_store`), ``_writer`` (:class:`StoreWriter`), ``_layer`` (:class:`Layer`),
 ``_reader`` (:class:`Store`, :func:`open_store`), ``_integrity`` (the ``/meta`` document,
-fixed-length attributes, block checksums and :func:`verify_store`, one-line errors).
+fixed-length attributes, block checksums and :func:`verify_store`, one-line errors),
+``_shards`` (sharded stores: the virtual-dataset store over torchrun / Dask shards,
+:func:`consolidate`).
 """
 
 from actkit.store._create import LayerSpec, create_store
@@ -39,7 +41,9 @@ from actkit.store._format import (FORMAT, PARTIAL_SUFFIX, PROGRESS_SUFFIX, parti
 from actkit.store._layer import Layer
 from actkit.store._integrity import verify_store
 from actkit.store._reader import Store, common_layers, open_store
+from actkit.store._shards import check_shards, consolidate, finished_request_hash, shard_list, write_virtual_store
 from actkit.store._writer import StoreWriter
 
-__all__ = ["open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store", "FORMAT",
-           "PARTIAL_SUFFIX", "PROGRESS_SUFFIX", "partial_path", "progress_path", "request_hash"]
+__all__ = ["open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store",
+           "FORMAT", "PARTIAL_SUFFIX", "PROGRESS_SUFFIX", "partial_path", "progress_path", "request_hash",
+           "write_virtual_store", "consolidate", "check_shards", "shard_list", "finished_request_hash"]

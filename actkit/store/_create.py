@@ -59,6 +59,7 @@ def create_store(
     inputs_fingerprint: str | None = None,
     overwrite: bool = False,
     compression: str | None = None,
+    created_at: str | None = None,
 ) -> "StoreWriter":
     """Create a store, or resume the unfinished store of the identical request.
 
@@ -68,7 +69,9 @@ def create_store(
 
     Raises :class:`~actkit.errors.StoreError` when ``path`` holds something else (unless
     ``overwrite``), or its folder is missing or not writable.  With ``overwrite`` the
-    existing file is left untouched until the new store is finalised.
+    existing file is left untouched until the new store is finalised.  ``created_at``
+    (default: now, or ``SOURCE_DATE_EPOCH``) keeps a copy's fingerprint that of its source
+    (:func:`~actkit.store.consolidate`).
     """
     path = Path(path)
     if compression not in (None, "gzip", "lzf"):
@@ -139,50 +142,22 @@ def create_store(
             raise StoreError(f"parameter {key!r} must be numeric, got {arr.dtype}")
         param_arrays[key] = arr
 
-    created_at = created_at_now()
     prov = dict(provenance or {})
-    fingerprint = hashlib.sha256(
-        canonical_json({"request_hash": rhash, "inputs": inputs_fingerprint, "created_at": created_at}).encode()
-    ).hexdigest()
     block_rows = {s.name: integrity.block_rows_for(s.features, np.dtype(s.dtype).itemsize) for s in specs}
-    meta = {
-        "actkit_format": FORMAT,
-        "n_samples": int(n_samples),
-        "created_at": created_at,
-        "fingerprint": fingerprint,
-        "inputs_fingerprint": inputs_fingerprint or "",
-        "request": full_request,
-        "request_hash": rhash,
-        "provenance": prov,
-        "layer_order": names,
-        "layers": {s.name: {"rows": int(s.rows), "features": int(s.features), "dtype": s.dtype,
-                            "attrs": json.loads(canonical_json(s.attrs)), "block_rows": block_rows[s.name],
-                            "index_sha256": integrity.array_sha256(rows_index[s.name])} for s in specs},
-        "params_sha256": {k: integrity.array_sha256(v) for k, v in param_arrays.items()},
-        "checksum": integrity.CHECKSUM,
-    }
+    meta = store_meta(
+        n_samples=n_samples, created_at=created_at or created_at_now(), inputs_fingerprint=inputs_fingerprint,
+        full_request=full_request, provenance=prov,
+        layers={s.name: {"rows": int(s.rows), "features": int(s.features), "dtype": s.dtype,
+                         "attrs": json.loads(canonical_json(s.attrs)), "block_rows": block_rows[s.name],
+                         "index_sha256": integrity.array_sha256(rows_index[s.name])} for s in specs},
+        params_sha256={k: integrity.array_sha256(v) for k, v in param_arrays.items()})
     h5py = h5py_module()
-    fixed = integrity.fixed
     try:
         with h5py.File(partial, "w", libver="earliest", track_order=False) as f:
-            f.attrs["actkit_format"] = fixed(FORMAT)
-            f.attrs["complete"] = False
-            f.attrs["n_samples"] = np.int64(n_samples)
-            f.attrs["created_at"] = fixed(created_at)
-            f.attrs["fingerprint"] = fixed(fingerprint)
-            f.attrs["inputs_fingerprint"] = fixed(inputs_fingerprint or "")
-            f.attrs["request_hash"] = fixed(rhash)
-            integrity.write_meta(f, meta, canonical_json)
-            g = f.create_group("provenance")
-            for key in sorted(prov):
-                g.attrs[key] = attr_value(prov[key])
+            write_header(f, meta, complete=False)
             lg = f.create_group("layers")
             for s in specs:
-                grp = lg.create_group(s.name)
-                grp.attrs["rows"] = np.int64(s.rows)
-                grp.attrs["features"] = np.int64(s.features)
-                for key in sorted(s.attrs):
-                    grp.attrs[key] = attr_value(s.attrs[key])
+                grp = layer_group(lg, s.name, s.rows, s.features, s.attrs)
                 _create_preallocated(grp, "data", (s.rows, s.features), np.dtype(s.dtype))
                 grp.create_dataset("index", data=rows_index[s.name])
                 sums = _create_preallocated(grp, "checksums",
@@ -208,6 +183,59 @@ def create_store(
             raise integrity.disk_full_error(partial, "creating the store") from None
         raise
     return StoreWriter._resume(path, state)
+
+
+def store_meta(*, n_samples: int, created_at: str, inputs_fingerprint: str | None, full_request: Mapping,
+               provenance: Mapping, layers: Mapping[str, dict], params_sha256: Mapping[str, str],
+               **extra) -> dict:
+    """The metadata document (``/meta``) of a store: the one place its fields are decided
+    (single stores here, sharded index stores in :mod:`actkit.store._shards`; ``extra``:
+    e.g. ``shards``)."""
+    rhash = request_hash(full_request)
+    fingerprint = hashlib.sha256(
+        canonical_json({"request_hash": rhash, "inputs": inputs_fingerprint, "created_at": created_at}).encode()
+    ).hexdigest()
+    return {
+        "actkit_format": FORMAT,
+        "n_samples": int(n_samples),
+        "created_at": created_at,
+        "fingerprint": fingerprint,
+        "inputs_fingerprint": inputs_fingerprint or "",
+        "request": dict(full_request),
+        "request_hash": rhash,
+        "provenance": dict(provenance),
+        "layer_order": list(layers),
+        "layers": dict(layers),
+        "params_sha256": dict(params_sha256),
+        "checksum": integrity.CHECKSUM,
+        **extra,
+    }
+
+
+def write_header(f, meta: Mapping, *, complete: bool) -> None:
+    """Root attributes (fixed-length), the checksummed ``/meta`` document and the
+    ``/provenance`` group of a new store file ``f``."""
+    fixed = integrity.fixed
+    f.attrs["actkit_format"] = fixed(FORMAT)
+    f.attrs["complete"] = bool(complete)
+    f.attrs["n_samples"] = np.int64(meta["n_samples"])
+    for key in ("created_at", "fingerprint", "inputs_fingerprint", "request_hash"):
+        f.attrs[key] = fixed(meta[key])
+    integrity.write_meta(f, dict(meta), canonical_json)
+    g = f.create_group("provenance")
+    prov = meta["provenance"]
+    for key in sorted(prov):
+        g.attrs[key] = attr_value(prov[key])
+
+
+def layer_group(parent, name: str, rows: int, features: int, attrs: Mapping):
+    """``/layers/<name>`` with its ``rows``, ``features`` and extra attributes."""
+    grp = parent.create_group(name)
+    grp.attrs["rows"] = np.int64(rows)
+    grp.attrs["features"] = np.int64(features)
+    for key in sorted(attrs):
+        grp.attrs[key] = attr_value(attrs[key])
+    return grp
 
 
 #: request fields -> how the user names them (``describe_difference``)

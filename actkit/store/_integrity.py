@@ -225,6 +225,10 @@ def verify_store(store, *, read_bytes: int = 64 * 2**20, on_progress=None) -> di
         Naming the first layer block (and its rows), index or parameter that does not match.
     """
     path, meta = store.path, store.meta
+    if meta.get("shards"):  # a virtual index store: each shard against its own checksums
+        from actkit.store._shards import verify_shards
+
+        return verify_shards(store, read_bytes=read_bytes, on_progress=on_progress)
     hint = "the file is corrupt; re-create it (rerun the command that wrote it with --overwrite)"
     checked = {"layers": 0, "blocks": 0, "bytes": 0, "params": 0}
     with h5_errors(path):

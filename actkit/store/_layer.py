@@ -105,6 +105,15 @@ class Layer:
     def to_numpy(self, dtype=None) -> np.ndarray:
         return self.__array__(dtype)
 
+    def to_dask(self, block_rows: int | None = None):
+        """A ``dask.array.Array`` of this layer, one chunk per row block (default ~32 MiB).
+
+        Every chunk's task opens the file by path in the process that runs it (no h5py
+        handle is shipped); needs ``pip install "actkit[dask]"``. See ``docs/dask.md``."""
+        from actkit._dask import to_dask
+
+        return to_dask(self, block_rows)
+
     def iter_blocks(self, block_rows: int | None = None, *, start: int = 0, stop: int | None = None,
                     dtype=None) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(first_row, block)`` pairs covering rows ``start:stop`` in order."""

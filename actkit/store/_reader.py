@@ -224,12 +224,17 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
             if not complete and not allow_incomplete:
                 raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that "
                                            "wrote it")
+            if meta.get("shards"):  # layers are virtual datasets over shard stores (see _shards)
+                from actkit.store._shards import check_shards
+
+                check_shards(path, meta)
             # sanity: every layer there, with the shape and dtype the checksummed metadata says
             for name, entry in meta.get("layers", {}).items():
                 rows, feats = int(entry["rows"]), int(entry["features"])
-                shapes = {"data": ((rows, feats), np.dtype(entry["dtype"])), "index": ((rows, 2), np.dtype(np.int64)),
-                          "checksums": ((integrity.n_blocks(rows, entry["block_rows"]), integrity.CHECKSUM_BYTES),
-                                        np.dtype(np.uint8))}
+                shapes = {"data": ((rows, feats), np.dtype(entry["dtype"])), "index": ((rows, 2), np.dtype(np.int64))}
+                if entry.get("block_rows") is not None:  # a sharded store's checksums are its shards'
+                    shapes["checksums"] = ((integrity.n_blocks(rows, entry["block_rows"]), integrity.CHECKSUM_BYTES),
+                                           np.dtype(np.uint8))
                 for key, (shape, dtype) in shapes.items():
                     ds = f[f"layers/{name}/{key}"]
                     if ds.shape != shape or ds.dtype != dtype:

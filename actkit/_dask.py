@@ -1,0 +1,456 @@
+"""Dask: passes over row blocks on a cluster, as ``map over chunks + exact tree merge``.
+
+Everything here is optional (``pip install "actkit[dask]"``): this module imports nothing
+of Dask at import time, and the estimators only come here when they are given a dask array
+or a ``scheduler``.
+
+* :func:`to_dask` turns a store layer (or an ``h5py.Dataset``) into a ``dask.array.Array``
+  with one chunk per row block. The graph holds the file's *path*, never an h5py handle:
+  every task opens the file itself, in the process that runs it, and a worker that cannot
+  open it says which path and which worker (:class:`~actkit.errors.StoreError`).
+* :func:`use_scheduler` resolves a scheduler (an active ``distributed.Client``, an address,
+  ``"local:N"``, or one of Dask's local schedulers) into a :class:`Runner`.
+* :meth:`Runner.map_reduce` runs ``fn(chunk, first_row, *args)`` on every chunk and merges
+  the per-chunk results in a fixed binary tree, so the result does not depend on which
+  worker finished first (nor on a worker killed and its tasks retried). The per-pass
+  kernels (moments, FastICA sums, dictionary statistics) are in :mod:`actkit._dask_passes`.
+
+Memory per worker: one chunk plus the per-chunk statistics (O(D^2)), times the worker's
+threads; only merged statistics travel to the client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import warnings
+
+import numpy as np
+
+from actkit.errors import ActkitError, SchedulerError, StoreError
+
+__all__ = ["is_dask", "to_dask", "from_h5", "as_dask", "use_scheduler", "Runner", "CONNECT_TIMEOUT"]
+
+# seconds to reach a scheduler (and for it to have a worker); ACTKIT_DASK_TIMEOUT overrides
+CONNECT_TIMEOUT = float(os.environ.get("ACTKIT_DASK_TIMEOUT", "3"))
+_LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "processes")
+
+
+def _require_dask():
+    try:
+        import dask.array  # noqa: F401
+    except ImportError:
+        raise ActkitError('Dask is not installed; install the extra: pip install "actkit[dask]"') from None
+
+
+def is_dask(X) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing Dask)."""
+    return (type(X).__module__ or "").startswith("dask") and hasattr(X, "chunks") and hasattr(X, "dask")
+
+
+# ----------------------------------------------------------------------------- reading
+def where() -> str:
+    """``worker tcp://...`` on a Dask worker, else ``process PID on HOST``."""
+    try:
+        from distributed import get_worker
+
+        return f"worker {get_worker().address}"
+    except Exception:  # not inside a distributed worker (or distributed not installed)
+        return f"process {os.getpid()} on {socket.gethostname()}"
+
+
+class H5Rows:
+    """Picklable rows of one HDF5 dataset, opened lazily on every read (by the reader).
+
+    Parameters
+    ----------
+    path : str
+        Absolute path of the HDF5 file (for a sharded store: its index file).
+    dataset : str
+        Dataset path inside the file, e.g. ``/layers/final_hidden/data``.
+    shape : (int, int)
+        Rows visible (an unfinished store shows only the rows written) and features.
+    dtype : numpy dtype
+    """
+
+    ndim = 2
+
+    def __init__(self, path, dataset, shape, dtype):
+        self.path, self.dataset = str(path), str(dataset)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    def __getitem__(self, key):
+        import h5py
+
+        try:
+            f = h5py.File(self.path, "r", locking=False)
+        except OSError as exc:
+            reason = "no such file" if isinstance(exc, FileNotFoundError) or not os.path.exists(self.path) \
+                else (str(exc).splitlines() or ["unreadable"])[0]
+            raise StoreError(f"{where()} cannot open store {self.path}: {reason}") from None
+        with f:
+            ds = f[self.dataset]
+            if ds.is_virtual:
+                _check_sources(self.path, ds)
+            return ds[key]
+
+    def __repr__(self):
+        return f"H5Rows({self.path!r}, {self.dataset!r}, shape={self.shape})"
+
+
+def _check_sources(path, ds):
+    """HDF5 reads a missing source file of a virtual dataset as fill values: refuse instead."""
+    base = os.path.dirname(path)
+    for vs in ds.virtual_sources():
+        name = vs.file_name
+        if name == ".":
+            continue
+        full = name if os.path.isabs(name) else os.path.join(base, name)
+        if not os.path.exists(full):
+            raise StoreError(f"{where()} cannot open shard {full} of store {path}: no such file")
+
+
+def from_h5(path, dataset, shape, dtype, block_rows=None, token=""):
+    """A dask array over rows of an HDF5 dataset: one chunk per ``block_rows`` rows."""
+    _require_dask()
+    import dask.array as da
+    from dask.base import tokenize
+
+    from actkit._rows import block_rows as default_block_rows
+
+    rows, d = int(shape[0]), int(shape[1])
+    if block_rows is None:
+        block_rows = default_block_rows(d, np.dtype(dtype).itemsize)
+    block_rows = max(1, min(int(block_rows), max(rows, 1)))
+    src = H5Rows(os.path.abspath(path), dataset, (rows, d), dtype)
+    name = "actkit-rows-" + tokenize(src.path, src.dataset, rows, d, str(dtype), block_rows, token)
+    return da.from_array(src, chunks=(block_rows, d), name=name, lock=False, asarray=True,
+                         meta=np.empty((0, 0), dtype=dtype))
+
+
+def to_dask(layer, block_rows=None):
+    """``layer`` (a store :class:`~actkit.store.Layer` or an ``h5py.Dataset``) as a dask array.
+
+    Parameters
+    ----------
+    layer : Layer or h5py.Dataset of shape (n_rows, n_features)
+    block_rows : int, optional
+        Rows per chunk (default: the row block of every streamed pass, about 32 MiB).
+
+    Returns
+    -------
+    dask.array.Array of shape (n_rows, n_features), chunks ``(block_rows, n_features)``
+        Each chunk's task opens the file by path (no h5py handle is shipped).
+    """
+    from actkit.store import Layer
+
+    if isinstance(layer, Layer):
+        f = layer.store.file
+        token = (layer.store.fingerprint, os.path.getmtime(f.filename))
+        return from_h5(f.filename, layer.dataset_path, layer.shape, layer.dtype, block_rows, token)
+    return from_h5(layer.file.filename, layer.name, layer.shape, layer.dtype, block_rows,
+                   os.path.getmtime(layer.file.filename))
+
+
+def check_chunks(X):
+    """A 2-D dask array with every row block whole: column chunks are merged (rechunk)."""
+    if X.ndim != 2:
+        raise ValueError(f"expected a 2-D dask array (rows, features), got shape {X.shape}")
+    if any(np.isnan(c) for c in X.chunks[0]) or any(np.isnan(c) for c in X.chunks[1]):
+        raise ValueError("the dask array has unknown chunk sizes; call X.compute_chunk_sizes() first")
+    if len(X.chunks[1]) > 1:  # a chunk must hold whole rows: merge the column chunks
+        X = X.rechunk({1: -1})
+    return X
+
+
+def as_dask(X, scheduler=None, block_rows=None):
+    """The dask array a fit should run on, or None for the in-process path.
+
+    A dask array is used as is (columns merged into one chunk); a store layer or an h5py
+    dataset becomes one with :func:`to_dask` when a ``scheduler`` is given; anything in
+    memory stays in process.
+    """
+    if is_dask(X):
+        return check_chunks(X)
+    if scheduler is None:
+        return None
+    from actkit import _data
+
+    if _data.is_streaming(X):
+        return to_dask(X, block_rows)
+    return None
+
+
+@contextlib.contextmanager
+def on_dask(estimator, X, block_rows=None):
+    """``(rows, runner)`` for an estimator's fit: a dask array and the :class:`Runner` of
+    ``estimator.scheduler`` when ``X`` is a dask array (or a stream with a scheduler), else
+    ``(X, None)`` (the single-process path)."""
+    from actkit._data import as_input
+    from actkit._device import is_accelerator
+    from actkit.errors import ValidationError
+
+    X = as_input(X)
+    scheduler = getattr(estimator, "scheduler", None)
+    Xd = as_dask(X, scheduler, block_rows) if (scheduler is not None or is_dask(X)) else None
+    if Xd is None:
+        yield X, None
+        return
+    device = getattr(estimator, "device", "cpu")
+    if is_accelerator(device):
+        raise ValidationError(f"device={device!r} with Dask: the passes run on the workers' CPUs; use device='cpu'")
+    with use_scheduler(scheduler) as runner:
+        yield Xd, runner
+
+
+# ----------------------------------------------------------------------------- schedulers
+def _active_client():
+    import sys
+
+    if "distributed" not in sys.modules:  # no Client can exist without the import
+        return None
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def _is_client(obj) -> bool:
+    return type(obj).__name__ == "Client" and (type(obj).__module__ or "").startswith("distributed")
+
+
+@contextlib.contextmanager
+def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
+    """Resolve ``scheduler`` into a :class:`Runner` (a context manager).
+
+    Parameters
+    ----------
+    scheduler : None, distributed.Client, str
+        ``None``: the active ``distributed.Client`` if there is one, else Dask's default
+        local scheduler. A ``Client``: used as is (not closed). ``"local:N"``: a
+        ``LocalCluster`` of N worker processes (one thread each) on 127.0.0.1, closed on
+        exit. ``"threads"``, ``"sync"``, ``"processes"``: Dask's local schedulers. Any other
+        string: the address of a running scheduler (``tcp://host:8786`` or ``host:8786``).
+    timeout : float
+        Seconds to connect (and to wait for a first worker) before
+        :class:`~actkit.errors.SchedulerError`.
+    """
+    _require_dask()
+    if scheduler is None:
+        client = _active_client()
+        yield Runner(client=client) if client is not None else Runner(local=None)
+        return
+    if isinstance(scheduler, Runner):
+        yield scheduler
+        return
+    if _is_client(scheduler):
+        yield Runner(client=scheduler)
+        return
+    if not isinstance(scheduler, str) or not scheduler.strip():
+        raise SchedulerError(f"scheduler must be an address, 'local:N', a Dask scheduler name or a "
+                             f"distributed.Client, got {scheduler!r}")
+    text = scheduler.strip()
+    if text in _LOCAL_SCHEDULERS:
+        yield Runner(local=text)
+        return
+    try:
+        import distributed
+    except ImportError:
+        raise ActkitError('the Dask distributed scheduler is not installed; install the extra: '
+                          'pip install "actkit[dask]"') from None
+    if text.startswith("local:"):
+        n = text.split(":", 1)[1]
+        if not n.isdigit() or int(n) < 1:
+            raise SchedulerError(f"--scheduler {text}: use local:N with N >= 1 worker processes")
+        with _quiet_logs(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "port 8787 in use" of a worker's HTTP server
+            cluster = distributed.LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
+                                               host="127.0.0.1", dashboard_address=None)
+            client = distributed.Client(cluster, set_as_default=False)
+        try:
+            yield Runner(client=client)
+        finally:
+            with _quiet_logs():
+                client.close()
+                cluster.close()
+        return
+    address = text if "://" in text else f"tcp://{text}"
+    with _quiet_logs():
+        try:
+            client = distributed.Client(address, timeout=f"{timeout}s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise SchedulerError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+                                 f"({type(exc).__name__}); start one with `dask scheduler` or use "
+                                 f"--scheduler local:N") from None
+    try:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except (OSError, TimeoutError):
+            raise SchedulerError(f"the Dask scheduler at {address} has no workers (waited {timeout:g} s); "
+                                 f"start some with `dask worker {address}`") from None
+        yield Runner(client=client)
+    finally:
+        with _quiet_logs():
+            client.close()
+
+
+@contextlib.contextmanager
+def _quiet_logs():
+    """Connection retries and cluster shutdown log at WARNING; the one-line error says it all."""
+    loggers = [logging.getLogger(n) for n in ("distributed", "distributed.client", "distributed.comm",
+                                              "distributed.core", "distributed.nanny",
+                                              "distributed.scheduler", "distributed.worker")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+# ----------------------------------------------------------------------------- passes
+def _tree(items, merge_delayed):
+    """Pairwise merge in a fixed binary tree (left before right): deterministic."""
+    level = list(items)
+    while len(level) > 1:
+        nxt = [merge_delayed(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+def _bar(total, desc, progress):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="block", leave=False,
+                disable=None if progress is None else not progress)
+
+
+class Runner:
+    """Where passes run: a ``distributed.Client`` or one of Dask's local schedulers.
+
+    Attributes
+    ----------
+    client : distributed.Client or None
+    local : str or None
+        Local scheduler name (``None``: Dask's default) when there is no client.
+    """
+
+    def __init__(self, client=None, local=None):
+        self.client = client
+        self.local = local
+
+    @property
+    def n_workers(self) -> int:
+        """Workers of the cluster (1 for a local scheduler)."""
+        if self.client is None:
+            return 1
+        return max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
+
+    def workers(self) -> list:
+        """Worker addresses, sorted (empty for a local scheduler)."""
+        if self.client is None:
+            return []
+        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def map_reduce(self, X, fn, merge, *, args=(), per_block=None, desc="pass", progress=None):
+        """``merge``-reduce ``fn(chunk, first_row, *args, *per_block[i])`` over the chunks of X.
+
+        Parameters
+        ----------
+        X : dask.array.Array of shape (n_rows, n_features), one column chunk
+        fn : callable (chunk ndarray, int, ...) -> partial result
+        merge : callable (a, b) -> merged result; must not modify its arguments
+        args : tuple
+            Shared arguments (arrays are put in the graph once, not once per task).
+        per_block : list of tuples, optional
+            Extra arguments for each chunk (e.g. the rows to collect from it).
+        desc, progress : progress bar label; ``progress`` None = only on a terminal.
+
+        Returns
+        -------
+        The merged result of all chunks (in row order, as a fixed binary tree).
+        """
+        import dask
+
+        X = check_chunks(X)
+        blocks = X.to_delayed().ravel().tolist()
+        if not blocks:
+            raise ValueError("the dask array has no rows")
+        starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int).tolist()
+        shared = [dask.delayed(a, pure=True) if isinstance(a, np.ndarray) and a.size > 64 else a for a in args]
+        prefix = f"actkit-{getattr(fn, '__name__', 'block')}-{dask.base.tokenize(X.name, fn, *args)}"
+        parts = [dask.delayed(fn, pure=True)(b, s, *shared, *(per_block[i] if per_block else ()),
+                                             dask_key_name=f"{prefix}-{i}")
+                 for i, (b, s) in enumerate(zip(blocks, starts))]
+        with _bar(len(parts), desc, progress) as bar:
+            if self.client is not None:
+                return self._distributed(parts, merge, bar)
+            merged = _tree(parts, lambda a, b: dask.delayed(merge, pure=True)(a, b))
+            with _TaskBar(bar, prefix):
+                (out,) = dask.compute(merged, scheduler=self.local)
+            return out
+
+    def _distributed(self, parts, merge, bar):
+        from distributed import as_completed
+
+        client = self.client
+        futures = client.compute(parts)
+        final = _tree(futures, lambda a, b: client.submit(merge, a, b))
+        done = as_completed(futures, loop=client.loop)
+        del futures  # a merged chunk's statistics are released as soon as they are merged
+        for f in done:
+            bar.update(1)
+            if f.status == "error":
+                break
+            del f
+        return final.result()
+
+    def compute(self, collection):
+        """Compute a dask collection on this runner's scheduler."""
+        if self.client is not None:
+            return self.client.compute(collection).result()
+        return collection.compute(scheduler=self.local)
+
+
+class _TaskBar:
+    """A local-scheduler callback that ticks ``bar`` for every finished per-chunk task."""
+
+    def __init__(self, bar, prefix):
+        from dask.callbacks import Callback
+
+        outer = self
+
+        class _CB(Callback):
+            def _posttask(self, key, result, dsk, state, id):
+                if isinstance(key, str) and key.startswith(outer.prefix):
+                    outer.bar.update(1)
+
+        self.bar, self.prefix = bar, prefix
+        self._cb = _CB()
+
+    def __enter__(self):
+        self._cb.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._cb.__exit__(*exc)
+
+
+def transform(estimator, X, n_out, scheduler=None, block_rows=None):
+    """``estimator.transform`` over Dask: a lazy dask array for a dask ``X``; for a store
+    layer (with a scheduler) the rows computed on that scheduler, as an ndarray."""
+    from actkit._dask_passes import transform as lazy
+
+    if is_dask(X):
+        return lazy(estimator, check_chunks(X), n_out)
+    with use_scheduler(scheduler) as runner:
+        return runner.compute(lazy(estimator, to_dask(X, block_rows), n_out))

@@ -1,0 +1,180 @@
+"""Comparisons on Dask: pairs spread over the workers, per-side statistics computed once.
+
+:func:`compare_many_dask` is :func:`actkit.compare_many` with a ``scheduler``: one
+task per representation computes its split-aware moments, diameter rows and the FastICA
+fits every pair will ask for (``_Side``, cached once), then one task per ordered pair
+(K^2, the diagonal included, as the serial version) computes the cross moments and the
+held-out errors. Tasks open the stores themselves (a store layer travels as its path and
+name); warnings raised on a worker are raised again on the client. :func:`compare_pairs`
+runs independent :func:`actkit.compare` calls (e.g. the layer pairs of two stores).
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import numpy as np
+
+
+class _Ref:
+    """A source as a task can open it: a store layer or an h5py dataset by path."""
+
+    def __init__(self, kind, path, name):
+        self.kind, self.path, self.name = kind, path, name
+
+    def open(self):
+        if self.kind == "layer":
+            import actkit
+
+            return actkit.open_store(self.path)[self.name]
+        import h5py
+
+        return h5py.File(self.path, "r", locking=False)[self.name]
+
+
+def _ref(X, client):
+    import h5py
+
+    from actkit import _dask
+    from actkit._data import as_input
+    from actkit.errors import ValidationError
+    from actkit.store import Layer
+
+    if isinstance(X, Layer):
+        return _Ref("layer", str(X.store.path), X.name)
+    if isinstance(X, h5py.Dataset):
+        return _Ref("h5", X.file.filename, X.name)
+    if _dask.is_dask(X):
+        raise ValidationError("compare_many with a scheduler takes store layers, h5py datasets or arrays, "
+                              "not dask arrays")
+    X = np.asarray(as_input(X))
+    return client.scatter(X, broadcast=False) if client is not None else X
+
+
+def _open(ref):
+    return ref.open() if isinstance(ref, _Ref) else ref
+
+
+def _side_task(ref, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, random_state, ica_params):
+    from actkit.alignment._ica_map import fit_ica_side
+    from actkit.alignment._sides import Side
+
+    side = Side(_open(ref), name, eval_mask, sample_rows, diam_rows, dtype)
+    side.run(block_rows)
+    for k in ica_ks:  # the fits the pairs will ask for, once
+        try:
+            side.ica(k, random_state, ica_params, fit_ica_side)
+        except ValueError:
+            pass  # too few rows etc.: the pair raises it with compare's own message
+    side.X = None  # the pair tasks open the source themselves
+    return side
+
+
+def _pair_task(ref_a, ref_b, side_a, side_b, groups, kwargs):
+    from actkit.alignment import compare
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sides = None if side_a is None else (side_a, side_b)
+        res = compare(_open(ref_a), _open(ref_b), groups=groups, progress=False, _sides=sides, **kwargs)
+    return res, [(w.category, str(w.message)) for w in caught]
+
+
+def _defaults():
+    from actkit.alignment import compare
+
+    return {k: v.default for k, v in inspect.signature(compare).parameters.items()
+            if v.default is not inspect.Parameter.empty}
+
+
+def _run(runner, tasks, desc, progress):
+    """Run ``(fn, args)`` tasks whose args may name earlier tasks' outputs (``("task", i)``)."""
+    from tqdm.auto import tqdm
+
+    results = [None] * len(tasks)
+    with tqdm(total=len(tasks), desc=desc, unit="task", leave=False,
+              disable=None if progress is None else not progress) as bar:
+        if runner.client is None:
+            for i, (fn, args) in enumerate(tasks):
+                results[i] = fn(*[results[a[1]] if isinstance(a, tuple) and a[:1] == ("task",) else a
+                                  for a in args])
+                bar.update(1)
+            return results
+        from distributed import as_completed
+
+        client = runner.client
+        futures = []
+        for fn, args in tasks:
+            args = [futures[a[1]] if isinstance(a, tuple) and a[:1] == ("task",) else a for a in args]
+            futures.append(client.submit(fn, *args, pure=False))
+        for _ in as_completed(futures, loop=client.loop):
+            bar.update(1)
+        return [f.result() for f in futures]
+
+
+def _rewarn(caught):
+    for category, message in caught:
+        warnings.warn(message, category, stacklevel=3)
+
+
+def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None, **kwargs):
+    """:func:`actkit.compare_many` on Dask (same arguments and results)."""
+    from actkit import _dask
+    from actkit.alignment._compare import many_setup
+    from actkit.alignment._ica_map import ica_components
+    from actkit.alignment._inputs import n_features
+    from actkit.alignment._result import METHODS
+
+    kwargs = dict(kwargs)
+    K = len(sources)
+    sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = many_setup(list(sources), kwargs)
+    kwargs.pop("groups", None)
+    d = {**_defaults(), **kwargs}
+    widths = [n_features(X, "X") for X in sources]
+    ica_params = {"fun": "logcosh", "max_iter": d["ica_max_iter"], "tol": d["ica_tol"], "device": str(d["device"])}
+    with _dask.use_scheduler(scheduler) as runner:
+        refs = [_ref(X, runner.client) for X in sources]
+        tasks = []
+        for i in range(K):
+            ks = sorted({ica_components(d["ica_n_components"], min(widths[i], widths[j])) for j in range(K)}) \
+                if "ica" in d.get("methods", METHODS) else []
+            tasks.append((_side_task, (refs[i], f"source {i}", eval_mask, sample_rows, diam_rows, dtype, br, ks,
+                                       d["random_state"], ica_params)))
+        pairs = [(i, j) for i in range(K) for j in range(K)]
+        for i, j in pairs:
+            tasks.append((_pair_task, (refs[i], refs[j], ("task", i), ("task", j), groups, kwargs)))
+        out = _run(runner, tasks, f"compare: {K} sides, {len(pairs)} pairs", progress)
+    matrix = np.full((K, K), np.nan)
+    results = {}
+    for (i, j), (res, caught) in zip(pairs, out[K:]):
+        _rewarn(caught)
+        value = res.to_dict()[metric]
+        matrix[i, j] = np.nan if value is None else value
+        results[(i, j)] = res
+    return matrix, results
+
+
+def compare_pairs(pairs, *, scheduler=None, progress=None, return_warnings=False, **kwargs):
+    """Independent :func:`actkit.compare` calls ``(A, B)``, one task each, in order.
+
+    Returns
+    -------
+    list of CompareResult, or of ``(CompareResult, warnings)`` with ``return_warnings``
+    (``warnings``: list of (category, message) raised on the worker; otherwise they are
+    raised again here).
+    """
+    from actkit import _dask
+
+    groups = kwargs.pop("groups", None)
+    with _dask.use_scheduler(scheduler) as runner:
+        tasks = [(_pair_task, (_ref(A, runner.client), _ref(B, runner.client), None, None, groups, kwargs))
+                 for A, B in pairs]
+        out = _run(runner, tasks, f"compare: {len(tasks)} pair(s)", progress)
+    if return_warnings:
+        return out
+    results = []
+    for res, caught in out:
+        _rewarn(caught)
+        results.append(res)
+    return results

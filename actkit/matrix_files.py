@@ -1,0 +1,503 @@
+"""Embedding files: a matrix someone already saved, read where a store layer is read.
+
+``whiten``, ``ica``, ``dictionary`` and ``compare`` accept, in place of a store:
+
+``.npy``
+    a 2-D float array (float16/32/64), memory-mapped (``allow_pickle=False``: object arrays
+    are refused, never unpickled);
+``.safetensors``
+    one named 2-D float tensor (``--key``; optional when the file holds one tensor),
+    memory-mapped from the file (F16, F32, F64; BF16 is widened to float32 block by block);
+``.parquet``
+    a list / fixed-size-list column of floats (``--column``; optional when the file has one
+    such column), read row group by row group.
+
+Rows are read in blocks (never the whole matrix at once). Opening a file makes one streaming
+pass that refuses NaN/Inf values (naming the first row) and computes the content sha256 that
+serves as the source's fingerprint. The matrix behaves as a one-layer store
+(:class:`MatrixStore`; layer name ``embeddings`` unless given) whose rows are samples (index
+``[row, -1]``); it has no inputs fingerprint, so ``compare`` pairs it with any source of the
+same number of rows. ``actkit import FILE --out store.h5`` writes it as an ordinary store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from actkit.errors import InputError, LayerError
+
+MATRIX_SUFFIXES = (".npy", ".safetensors", ".parquet")
+DEFAULT_LAYER = "embeddings"
+_BLOCK_BYTES = 64 * 2**20
+_SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "BF16": np.uint16}
+
+
+def is_matrix_file(path) -> bool:
+    """True for a path whose suffix names an embedding file (``.npy``, ``.safetensors``, ``.parquet``)."""
+    return Path(str(path)).suffix.lower() in MATRIX_SUFFIXES
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+# ----------------------------------------------------------------------------- readers
+class _ArrayReader:
+    """A numpy (memory-mapped) 2-D array; ``bf16`` marks uint16 storage of bfloat16."""
+
+    def __init__(self, arr, bf16=False):
+        self.arr, self.bf16 = arr, bf16
+        self.shape = tuple(int(s) for s in arr.shape)
+        self.dtype = np.dtype(np.float32) if bf16 else arr.dtype
+
+    def _convert(self, block):
+        if self.bf16:
+            return (np.asarray(block).astype(np.uint32) << 16).view(np.float32)
+        return np.asarray(block)
+
+    def read(self, start, stop):
+        return self._convert(self.arr[start:stop])
+
+    def take(self, idx):
+        return self._convert(self.arr[idx])
+
+
+class _ParquetReader:
+    """A list-of-floats column of a parquet file, read one row group at a time."""
+
+    def __init__(self, path, column):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            self.file = pq.ParquetFile(path)
+        except Exception as exc:
+            raise InputError(f"cannot read {path} as parquet: {_short(exc)}") from None
+        schema = self.file.schema_arrow
+        lists = [f.name for f in schema if _is_float_list(f.type)]
+        if column is None:
+            if len(lists) != 1:
+                raise InputError(f"{path}: pick the embedding column with --column (list-of-float columns: "
+                                 f"{', '.join(lists) or 'none'}; all columns: {', '.join(schema.names)})")
+            column = lists[0]
+        if column not in schema.names:
+            raise InputError(f"{path} has no column {column!r}; its columns are: {', '.join(schema.names)}")
+        if column not in lists:
+            raise InputError(f"column {column!r} of {path} holds {schema.field(column).type}, not a list or "
+                             "array of floats per row")
+        self.column, self.path = column, path
+        meta = self.file.metadata
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        value_type = schema.field(column).type.value_type
+        self.dtype = np.dtype(value_type.to_pandas_dtype()) if value_type != pa.float16() else np.dtype(np.float16)
+        self.shape, self._cache = None, (None, None)
+        first = self._group(0) if sizes and sizes[0] else np.empty((0, 0), self.dtype)
+        self.shape = (int(self.starts[-1]), int(first.shape[1]))
+
+    def _group(self, g):
+        import pyarrow as pa
+
+        if self._cache[0] == g:
+            return self._cache[1]
+        col = self.file.read_row_group(g, columns=[self.column]).column(0).combine_chunks()
+        if col.null_count:
+            raise InputError(f"{self.path}: column {self.column!r} has empty (null) rows")
+        if pa.types.is_fixed_size_list(col.type):
+            width = col.type.list_size
+        else:
+            lengths = np.diff(np.asarray(col.offsets))
+            if lengths.size and (lengths != lengths[0]).any():
+                bad = int(np.flatnonzero(lengths != lengths[0])[0])
+                raise InputError(f"{self.path}: rows of column {self.column!r} have different lengths "
+                                 f"({lengths[0]} and {lengths[bad]} at row {int(self.starts[g]) + bad})")
+            width = int(lengths[0]) if lengths.size else 0
+        values = col.flatten().to_numpy(zero_copy_only=False)
+        block = values.reshape(len(col), width)
+        if self.shape is not None and width != self.shape[1]:
+            raise InputError(f"{self.path}: rows of column {self.column!r} have different lengths "
+                             f"({self.shape[1]} and {width})")
+        self._cache = (g, block)
+        return block
+
+    def read(self, start, stop):
+        out = []
+        g = int(np.searchsorted(self.starts, start, side="right") - 1)
+        while start < stop and g < len(self.starts) - 1:
+            block = self._group(g)
+            lo, hi = start - self.starts[g], min(stop, self.starts[g + 1]) - self.starts[g]
+            out.append(block[lo:hi])
+            start = int(self.starts[g] + hi)
+            g += 1
+        return np.concatenate(out) if len(out) != 1 else out[0]
+
+    def take(self, idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        if idx.size == 0:
+            return np.empty((0, self.shape[1]), self.dtype)
+        groups = np.searchsorted(self.starts, idx, side="right") - 1
+        out = np.empty((idx.size, self.shape[1]), self.dtype)
+        for g in np.unique(groups):
+            sel = groups == g
+            out[sel] = self._group(int(g))[idx[sel] - self.starts[g]]
+        return out
+
+
+def _is_float_list(t) -> bool:
+    import pyarrow as pa
+
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+        return False
+    return pa.types.is_floating(t.value_type)
+
+
+def _open_npy(path):
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise InputError(f"{path} holds an object array (pickled Python objects); save a 2-D float "
+                             "array instead") from None
+        raise InputError(f"cannot read {path} as a .npy array: {_short(exc)}") from None
+    except Exception as exc:
+        raise InputError(f"cannot read {path} as a .npy array: {_short(exc)}") from None
+    return arr
+
+
+def _open_safetensors(path, key):
+    try:
+        with open(path, "rb") as fh:
+            (size,) = struct.unpack("<Q", fh.read(8))
+            if size > 100 * 2**20:
+                raise ValueError("header too large")
+            header = json.loads(fh.read(size))
+    except Exception as exc:
+        raise InputError(f"cannot read {path} as a safetensors file: {_short(exc)}") from None
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    if key is None:
+        if len(tensors) != 1:
+            raise InputError(f"{path} holds {len(tensors)} tensors; pick one with --key "
+                             f"({', '.join(sorted(tensors)[:12])})")
+        key = next(iter(tensors))
+    if key not in tensors:
+        raise InputError(f"{path} has no tensor {key!r}; its tensors are: {', '.join(sorted(tensors)[:12])}")
+    info = tensors[key]
+    dt = info.get("dtype")
+    if dt not in _SAFETENSORS_DTYPES:
+        raise InputError(f"tensor {key!r} of {path} is {dt}; expected floats (F16, BF16, F32, F64)")
+    shape = tuple(int(s) for s in info["shape"])
+    begin, end = (int(x) for x in info["data_offsets"])
+    dtype = np.dtype(_SAFETENSORS_DTYPES[dt])
+    if len(shape) == 2 and (end - begin) != shape[0] * shape[1] * dtype.itemsize:
+        raise InputError(f"tensor {key!r} of {path} is truncated or corrupt")
+    if len(shape) != 2:
+        return key, _Shape(shape, dt), dt == "BF16"
+    arr = np.memmap(path, dtype=dtype, mode="r", offset=8 + size + begin, shape=shape)
+    return key, arr, dt == "BF16"
+
+
+class _Shape:
+    """Stand-in for a tensor of the wrong rank (only its shape is reported)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+# ----------------------------------------------------------------------------- the layer
+class MatrixLayer:
+    """Array-like, streaming view of an embedding file: ``(rows, features)``.
+
+    The same reading interface as a store :class:`~actkit.store.Layer` (``shape``, ``dtype``,
+    ``len``, slicing and sorted/unsorted integer-array row selection, ``np.asarray``,
+    :meth:`iter_blocks`, ``index``, ``groups``), so every estimator and ``compare`` take it.
+    """
+
+    ndim = 2
+    actkit_streaming = True  # read in blocks by actkit._data
+
+    def __init__(self, store: "MatrixStore", name: str, reader):
+        self.store, self.name, self._reader = store, name, reader
+        self.attrs = {"source_file": str(store.path)}
+
+    @property
+    def shape(self):
+        return self._reader.shape
+
+    @property
+    def dtype(self):
+        return self._reader.dtype
+
+    @property
+    def size(self):
+        return self.shape[0] * self.shape[1]
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"<actkit MatrixLayer {self.name!r} of {str(self.store.path)!r} shape={self.shape} dtype={self.dtype}>"
+
+    @property
+    def index(self) -> np.ndarray:
+        """(rows, 2) int64 ``[row, -1]``: every row is one sample."""
+        n = self.shape[0]
+        return np.stack([np.arange(n, dtype=np.int64), np.full(n, -1, np.int64)], 1)
+
+    @property
+    def groups(self) -> np.ndarray:
+        return np.arange(self.shape[0], dtype=np.int64)
+
+    def __getitem__(self, key):
+        rows, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
+        n = self.shape[0]
+        if isinstance(rows, slice):
+            start, stop, step = rows.indices(n)
+            out = self._reader.read(start, stop) if stop > start else np.empty((0, self.shape[1]), self.dtype)
+            out = out[::step] if step != 1 else out
+        elif isinstance(rows, (int, np.integer)):
+            r = int(rows) + (n if rows < 0 else 0)
+            if not 0 <= r < n:
+                raise IndexError(f"row {rows} out of range for {n} rows")
+            out = self._reader.read(r, r + 1)[0]
+        else:
+            arr = np.asarray(rows)
+            if arr.dtype == bool:
+                arr = np.flatnonzero(arr)
+            if arr.size and (arr.min() < 0 or arr.max() >= n):
+                raise IndexError(f"row index out of range for {n} rows")
+            uniq, inverse = np.unique(arr, return_inverse=True)
+            out = self._reader.take(uniq)[inverse.reshape(-1)]
+        return out[(slice(None), *rest)] if rest and np.ndim(out) == 2 else (out[rest] if rest else out)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._reader.read(0, self.shape[0])
+        return np.asarray(out) if dtype is None else np.asarray(out).astype(dtype, copy=False)
+
+    def to_numpy(self, dtype=None):
+        return self.__array__(dtype)
+
+    def iter_blocks(self, block_rows=None, *, start=0, stop=None, dtype=None):
+        """Yield ``(first_row, block)`` pairs covering rows ``start:stop`` in order."""
+        stop = self.shape[0] if stop is None else min(stop, self.shape[0])
+        block_rows = block_rows or _block_rows(self.shape[1], self.dtype.itemsize)
+        for s in range(start, stop, block_rows):
+            block = self._reader.read(s, min(stop, s + block_rows))
+            yield s, (block if dtype is None else block.astype(dtype, copy=False))
+
+
+def _block_rows(features, itemsize):
+    return max(1, int(_BLOCK_BYTES // max(1, features * itemsize)))
+
+
+class MatrixStore:
+    """An embedding file opened as a one-layer, read-only store (see :func:`open_matrix`).
+
+    Attributes
+    ----------
+    path : Path
+    layers : list of str
+        ``[layer]`` (default ``"embeddings"``).
+    fingerprint : str
+        sha256 of the matrix content (shape, dtype and values).
+    inputs_fingerprint : str
+        Empty: a bare matrix does not say which inputs its rows came from.
+    provenance : dict
+        ``file``, ``format``, ``key`` / ``column``, ``rows``, ``features``, ``dtype``, ``sha256``.
+    """
+
+    complete = True
+    progress = None
+    inputs_fingerprint = ""
+    params: dict = {}
+    request: dict = {}
+
+    def __init__(self, path, reader, name, fmt, key=None, column=None, digest=""):
+        self.path = Path(path)
+        self.layers = [name]
+        self._layer = MatrixLayer(self, name, reader)
+        self.fingerprint = digest
+        self.n_samples = int(reader.shape[0])
+        self.provenance = {"source": "embedding file", "file": str(Path(path).resolve()), "format": fmt,
+                           "key": key, "column": column, "rows": int(reader.shape[0]),
+                           "features": int(reader.shape[1]), "dtype": str(reader.dtype), "sha256": digest}
+        self.attrs = {"fingerprint": digest, "n_samples": self.n_samples}
+
+    def __getitem__(self, name):
+        if name not in self.layers:
+            raise LayerError(f"unknown layer {name!r} in {self.path}: an embedding file has one layer, "
+                             f"{self.layers[0]!r} (set its name with --layer)")
+        return self._layer
+
+    def __contains__(self, name):
+        return name in self.layers
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __len__(self):
+        return 1
+
+    def info(self) -> dict:
+        layer = self._layer
+        return {"path": str(self.path), "format": "embedding file", "complete": True, "n_samples": self.n_samples,
+                "fingerprint": self.fingerprint, "inputs_fingerprint": "",
+                "layers": {layer.name: {"shape": list(layer.shape), "dtype": str(layer.dtype)}},
+                "params": {}, "provenance": self.provenance}
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<actkit MatrixStore {str(self.path)!r} layer={self.layers[0]!r} shape={self._layer.shape}>"
+
+
+def open_matrix(path, *, key: str | None = None, column: str | None = None, layer: str | None = None,
+                check: bool = True) -> MatrixStore:
+    """Open an embedding file (``.npy``, ``.safetensors``, ``.parquet``) as a one-layer store.
+
+    Parameters
+    ----------
+    path : str or Path
+    key : str, optional
+        Tensor name in a ``.safetensors`` file (needed when it holds several).
+    column : str, optional
+        Column of a ``.parquet`` file (needed when it has several list-of-float columns).
+    layer : str, optional
+        Name of the one layer (default ``"embeddings"``).
+    check : bool, default True
+        Make the streaming pass that refuses NaN/Inf and computes the content sha256.
+
+    Raises
+    ------
+    InputError
+        Missing file, unknown format, object / 1-D / non-float arrays, missing key or column,
+        NaN or Inf values, fewer than one row.
+    """
+    p = Path(path).expanduser()
+    suffix = p.suffix.lower()
+    if suffix not in MATRIX_SUFFIXES:
+        raise InputError(f"{p} is not an embedding file (.npy, .safetensors, .parquet)")
+    if not p.is_file():
+        raise InputError(f"embedding file not found: {p}")
+    if key is not None and suffix != ".safetensors":
+        raise InputError("--key names a tensor in a .safetensors file")
+    if column is not None and suffix != ".parquet":
+        raise InputError("--column names a column of a .parquet file")
+    bf16 = False
+    if suffix == ".npy":
+        arr, fmt = _open_npy(p), "npy"
+    elif suffix == ".safetensors":
+        key, arr, bf16 = _open_safetensors(p, key)
+        fmt = "safetensors"
+    else:
+        arr, fmt = None, "parquet"
+    if arr is not None:
+        shape = tuple(arr.shape)
+        what = f"tensor {key!r} of {p}" if key else str(p)
+        if len(shape) != 2:
+            raise InputError(f"{what} has shape {shape} ({len(shape)}-D); expected a 2-D (rows, features) matrix")
+        kind = np.dtype(arr.dtype).kind if not isinstance(arr, _Shape) else "f"
+        if not bf16 and kind != "f":
+            raise InputError(f"{what} holds {arr.dtype} values; expected floats (float16, float32, float64)")
+        reader = _ArrayReader(arr, bf16=bf16)
+    else:
+        reader = _ParquetReader(p, column)
+        column = reader.column
+    if reader.shape[0] < 1 or reader.shape[1] < 1:
+        raise InputError(f"{p} holds an empty matrix of shape {reader.shape}")
+    digest = _check_and_digest(reader, p) if check else ""
+    return MatrixStore(p, reader, layer or DEFAULT_LAYER, fmt, key=key, column=column, digest=digest)
+
+
+def _check_and_digest(reader, path) -> str:
+    """One pass over the rows: refuse NaN/Inf, return the content sha256 (hex)."""
+    h = hashlib.sha256(b"actkit-matrix\0")
+    h.update(np.asarray(reader.shape, np.int64).tobytes())
+    h.update(str(reader.dtype).encode())
+    step = _block_rows(reader.shape[1], reader.dtype.itemsize)
+    for s in range(0, reader.shape[0], step):
+        block = np.ascontiguousarray(reader.read(s, min(reader.shape[0], s + step)))
+        finite = np.isfinite(block)
+        if not finite.all():
+            row = s + int(np.flatnonzero(~finite.all(axis=1))[0])
+            raise InputError(f"{path} has NaN or Inf values (first in row {row}); clean the matrix first")
+        h.update(block.tobytes())
+    return h.hexdigest()
+
+
+def open_source(path, *, key=None, column=None, layer=None, strict=True, verify=False):
+    """A store or an embedding file, opened for reading (the analysis commands' one door).
+
+    With ``strict=False`` (``compare`` of several sources) ``key`` applies only to
+    ``.safetensors`` files and ``column`` only to ``.parquet`` files among them; ``verify``
+    checks a store against its checksums (embedding files carry none).
+    """
+    suffix = Path(str(path)).suffix.lower()
+    if not strict:
+        key = key if suffix == ".safetensors" else None
+        column = column if suffix == ".parquet" else None
+    if is_matrix_file(path):
+        return open_matrix(path, key=key, column=column, layer=layer)
+    if key is not None or column is not None:
+        raise InputError("--key and --column apply to embedding files (.safetensors, .parquet), not stores")
+    from actkit.store import open_store
+
+    return open_store(path, verify=verify)  # missing / unfinished (``.partial``): its one-line errors
+
+
+def import_matrix(path, out, *, layer: str | None = None, key: str | None = None, column: str | None = None,
+                  overwrite: bool = False, progress: bool = True):
+    """Write an embedding file as an ordinary one-layer store (``actkit import``).
+
+    The layer (default ``embeddings``) keeps the file's float dtype (float16/32/64; bfloat16
+    becomes float32); its index is ``[row, -1]``. The provenance records the file, its format,
+    key/column and content sha256. Written crash-safely by :func:`actkit.store.create_store`;
+    the identical call on a finished store returns at once.
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    import actkit
+    from actkit.store import LayerSpec, create_store
+    from tqdm.auto import tqdm
+
+    src = open_matrix(path, key=key, column=column, layer=layer)
+    lay = src[src.layers[0]]
+    out = Path(out)
+    if out.resolve() == src.path.resolve():
+        raise InputError("--out must differ from the embedding file")
+    rows, feats = lay.shape
+    dtype = str(lay.dtype) if str(lay.dtype) in ("float16", "float32", "float64") else "float32"
+    request = {"command": "import", "source_sha256": src.fingerprint, "layer": lay.name, "key": src.provenance["key"],
+               "column": src.provenance["column"], "dtype": dtype}
+    provenance = {"command": "import", **src.provenance, "actkit_version": actkit.__version__}
+    spec = LayerSpec(lay.name, rows, feats, dtype=dtype, attrs={"source_file": str(src.path)})
+    kw = dict(n_samples=rows, request=request, provenance=provenance, overwrite=overwrite)
+    writer = create_store(out, [spec], **kw)
+    if writer.complete:
+        return out
+    if writer.samples_done:  # an interrupted import: copy again from the start
+        writer.abort()
+        writer = create_store(out, [spec], **kw)
+    try:
+        with tqdm(total=rows, desc="import", unit="row", disable=None if progress else True, leave=False) as bar:
+            for _, block in lay.iter_blocks():
+                writer.append(lay.name, block)
+                bar.update(len(block))
+        writer.checkpoint(rows, force=True)
+        return writer.finalize()
+    except BaseException:
+        writer.abort()
+        raise

@@ -1,0 +1,445 @@
+"""Sharded stores: one ordinary store per rank, and a store of virtual datasets over them.
+
+(Exported by :mod:`actkit.store`: ``write_virtual_store``, ``consolidate``, ``check_shards``,
+``shard_list``, ``finished_request_hash``.)
+
+A ``torchrun`` extraction with K ranks leaves::
+
+    run.h5                       the store: /layers/<name>/data and /index are HDF5 virtual
+                                 datasets (VDS) that map, in rank order, onto the shards
+    run.h5.shards/rank-0-of-K.h5 ordinary stores, rank r holding samples [n r / K, n (r+1) / K)
+    ...
+
+To :func:`actkit.open_store`, to plain ``h5py`` and to every analysis command ``run.h5`` is an
+ordinary store (same format, written by the same ``store_meta`` / ``write_header``; the
+provenance adds ``shards`` and ``world_size``, the ``/meta`` fields ``shards`` and
+``shard_fingerprints`` list the shard files). Its layers have no ``checksums`` dataset:
+:func:`verify_shards` verifies each shard against its own. Shard
+paths are stored relative to the folder of ``run.h5``, which HDF5 searches, so the pair can be
+moved together. A virtual dataset whose shard file is missing would read as fill values
+(NaN), so :func:`check_shards` (called by ``open_store``) refuses a store with a missing
+unfinished or replaced shard. :func:`consolidate` copies a sharded store into one ordinary file.
+
+The virtual store is written to ``run.h5.partial`` and renamed into place; it is a pure
+function of the shards (``created_at`` is taken from shard 0), so rewriting it after a resumed
+run gives the same bytes.
+
+:func:`write_sharded` is the Dask writer behind :func:`actkit.transform_store` (and the analysis
+commands' ``--scheduler``): the chunks of a dask array are split into K contiguous runs (K =
+workers), the task for run R is pinned to worker R (another worker may take it over if R
+dies), computes its chunks one at a time, transforms them and writes shard R through the
+ordinary :func:`~actkit.store.create_store` writer (preallocated, crash-safe). When every
+shard is complete the shard folder is moved into place and the index is written by
+:func:`write_virtual_store`, exactly as for a torchrun extraction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from actkit.errors import StoreError
+from actkit.store import _integrity as integrity
+from actkit.store._create import _existing_request, layer_group, store_meta, write_header
+from actkit.store._format import h5py_module, partial_path, request_hash
+
+SHARDS = "shards"  # the /meta field listing the shard files
+
+
+def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any],
+                        provenance: Mapping[str, Any], n_samples: int,
+                        inputs_fingerprint: str | None = None, compression: str | None = None) -> Path:
+    """Write ``out``: a store whose layers are virtual datasets over finished shard stores.
+
+    Parameters
+    ----------
+    out : path
+    shard_paths : sequence of path
+        Finished stores, in row order (rank order); every shard holds the same layers.
+    request : dict
+        The request of the whole run (the shards record it with their rank and block).
+    provenance : dict
+        The provenance of the whole run; ``shards`` and ``world_size`` are added.
+    n_samples : int
+    inputs_fingerprint : str, optional
+    compression : {None, "gzip", "lzf"}
+        The shards' compression (part of the request, as for a single store).
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    h5py = h5py_module()
+
+    out = Path(out)
+    shard_paths = [Path(p) for p in shard_paths]
+    rel = [os.path.relpath(p, out.parent if str(out.parent) else ".") for p in shard_paths]
+    shards = []
+    try:
+        for p in shard_paths:
+            with integrity.h5_errors(p):
+                f = h5py.File(p, "r", locking=False)
+                shards.append(f)
+                if not bool(f.attrs.get("complete")):
+                    raise StoreError(f"shard {p} is not finished")
+        metas = [integrity.read_meta(f, p) for f, p in zip(shards, shard_paths)]
+        first, meta0 = shards[0], metas[0]
+        names = list(meta0["layer_order"])
+        prov = {**dict(provenance), "shards": rel, "world_size": len(rel)}
+        layers = {}
+        for name in names:
+            entries = [m["layers"][name] for m in metas]
+            digest = hashlib.sha256()
+            for f in shards:
+                digest.update(np.ascontiguousarray(f[f"layers/{name}/index"][()]).tobytes())
+            layers[name] = {**{k: entries[0][k] for k in ("features", "dtype", "attrs")},
+                            "rows": sum(int(e["rows"]) for e in entries),
+                            "block_rows": None,  # checksums: the shards' own (verify_shards)
+                            "index_sha256": digest.hexdigest()}
+        meta = store_meta(n_samples=n_samples, created_at=meta0["created_at"], inputs_fingerprint=inputs_fingerprint,
+                          full_request={"request": dict(request), "compression": compression}, provenance=prov,
+                          layers=layers, params_sha256=meta0.get("params_sha256", {}),
+                          **{SHARDS: rel, "shard_fingerprints": [m["fingerprint"] for m in metas]})
+        partial = partial_path(out)
+        with h5py.File(partial, "w", libver=("v110", "v110"), track_order=False) as f:
+            write_header(f, meta, complete=True)
+            lg = f.create_group("layers")
+            for name in names:
+                entry = layers[name]
+                grp = layer_group(lg, name, entry["rows"], entry["features"], entry["attrs"])
+                rows = [int(m["layers"][name]["rows"]) for m in metas]
+                for what, fill in (("data", np.nan), ("index", np.iinfo(np.int64).min)):
+                    ds0 = first[f"layers/{name}/{what}"]
+                    width = int(ds0.shape[1])
+                    layout = h5py.VirtualLayout(shape=(entry["rows"], width), dtype=ds0.dtype)
+                    start = 0
+                    for path, n in zip(rel, rows):
+                        if n:
+                            layout[start : start + n] = h5py.VirtualSource(path, f"layers/{name}/{what}",
+                                                                           shape=(n, width))
+                        start += n
+                    _create_virtual(grp, what, layout, fill)
+            pg = f.create_group("params")
+            for key in sorted(first["params"]) if "params" in first else []:
+                pg.create_dataset(key, data=first[f"params/{key}"][()])
+    finally:
+        for f in shards:
+            f.close()
+    os.replace(partial, out)
+    return out
+
+
+def _create_virtual(parent, name: str, layout, fill) -> None:
+    """``create_virtual_dataset`` without object timestamps (the file stays reproducible)."""
+    from h5py import h5d, h5s, h5t
+
+    dtype = np.dtype(layout.dtype)
+    dcpl = layout._get_dcpl(parent.file.filename)
+    dcpl.set_fill_value(np.array([fill], dtype=dtype))
+    dcpl.set_obj_track_times(False)
+    h5d.create(parent.id, name=name.encode(), tid=h5t.py_create(dtype, logical=1),
+               space=h5s.create_simple(tuple(layout.shape)), dcpl=dcpl)
+
+
+def shard_list(f) -> list[str] | None:
+    """The shard files (relative to the store's folder) of an open store (an h5py file or
+    its metadata document), or None."""
+    meta = f if isinstance(f, Mapping) else integrity.read_meta(f, f.filename)
+    return meta.get(SHARDS)
+
+
+def check_shards(path, meta: Mapping) -> None:
+    """Refuse a sharded store (metadata ``meta``) whose shard files are missing, unfinished
+    or replaced by another store (their fingerprints are recorded in the index)."""
+    h5py = h5py_module()
+
+    rel = shard_list(meta)
+    if not rel:
+        return
+    base = Path(path).parent
+    expected = meta.get("shard_fingerprints") or [None] * len(rel)
+    for r, fp in zip(rel, expected):
+        p = base / r
+        if not p.exists():
+            raise StoreError(f"store {path} is sharded and its shard {p} is missing; keep {path}.shards/ "
+                             f"next to it, or share a copy made by `actkit consolidate`")
+        try:
+            with h5py.File(p, "r", locking=False) as s:
+                ok = bool(s.attrs.get("complete"))
+                got = s.attrs.get("fingerprint")
+        except Exception:
+            ok, got = False, None
+        if not ok:
+            raise StoreError(f"shard {p} of {path} is not a finished store; rerun the extraction")
+        got = got.decode("ascii", "replace") if isinstance(got, bytes) else got
+        if fp is not None and got != fp:
+            raise StoreError(f"shard {p} of {path} is another store than the one this index was written over; "
+                             "rerun the command that wrote it")
+
+
+def verify_shards(store, *, read_bytes: int, on_progress=None) -> dict:
+    """:func:`~actkit.store.verify_store` of a sharded store: every shard against its own
+    block checksums, then the index store's row indices and parameters."""
+    from actkit.store._reader import open_store
+
+    checked = {"layers": 0, "blocks": 0, "bytes": 0, "params": 0}
+    for r in shard_list(store.meta):
+        with open_store(store.path.parent / r) as shard:
+            got = integrity.verify_store(shard, read_bytes=read_bytes, on_progress=on_progress)
+        checked["blocks"] += got["blocks"]
+        checked["bytes"] += got["bytes"]
+    hint = "the file is corrupt; re-create it (rerun the command that wrote it with --overwrite)"
+    with integrity.h5_errors(store.path):
+        for name in store.layers:
+            if integrity.array_sha256(store.file[f"layers/{name}/index"][()]) != store.meta["layers"][name]["index_sha256"]:
+                raise StoreError(f"{store.path}: the row index of layer {name} does not match its checksum; {hint}")
+            checked["layers"] += 1
+        for key, digest in store.meta.get("params_sha256", {}).items():
+            if integrity.array_sha256(store.file[f"params/{key}"][()]) != digest:
+                raise StoreError(f"{store.path}: parameter {key} does not match its checksum; {hint}")
+            checked["params"] += 1
+    return checked
+
+
+def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2**20, progress: bool = False) -> Path:
+    """Copy a (sharded) store into one ordinary file.
+
+    Written by :func:`~actkit.store.create_store` (crash-safe, block checksums of its own)
+    with the source's request, inputs fingerprint and ``created_at``, so its request hash and
+    fingerprint are those of the run; layer attributes, indices and parameters are copied;
+    the provenance gains ``consolidated_from``.
+
+    Raises
+    ------
+    StoreError
+        ``out`` exists (without ``overwrite``), equals ``src``, or ``src`` is not a finished store.
+    """
+    from tqdm.auto import tqdm
+
+    from actkit.store._create import LayerSpec, create_store
+    from actkit.store._reader import open_store
+
+    src, out = Path(src), Path(out)
+    if out.resolve() == src.resolve():
+        raise StoreError("--out must differ from the store being consolidated")
+    if out.exists() and not overwrite:
+        raise StoreError(f"{out} already exists; pass --overwrite to replace it")
+    if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise StoreError(f"cannot write {out}: not a file in an existing folder")
+    with open_store(src) as store:  # every check: format, complete, shards present
+        meta = store.meta
+        specs = [LayerSpec(name, *store[name].shape, dtype=str(store[name].dtype), index=store[name].index,
+                           attrs=dict(meta["layers"][name]["attrs"])) for name in store.layers]
+        full_request = meta["request"]
+        kw = dict(n_samples=store.n_samples, request=full_request["request"],
+                  provenance={**store.provenance, "consolidated_from": str(src)}, params=store.params,
+                  inputs_fingerprint=meta.get("inputs_fingerprint") or None, overwrite=True,
+                  compression=full_request.get("compression"), created_at=meta["created_at"])
+        writer = create_store(out, specs, **kw)
+        if writer.samples_done:  # an interrupted copy: start again
+            writer.abort()
+            writer = create_store(out, specs, **kw)
+        total = sum(s.rows for s in specs)
+        try:
+            with tqdm(total=total, desc="consolidate", unit="row", unit_scale=True, leave=False,
+                      disable=None if progress else True) as bar:
+                for s in specs:
+                    ds = store[s.name].dataset
+                    step = max(1, block_bytes // max(1, s.features * np.dtype(s.dtype).itemsize))
+                    for a in range(0, s.rows, step):
+                        block = np.ascontiguousarray(ds[a : a + step])
+                        writer.append(s.name, block)
+                        bar.update(len(block))
+            writer.checkpoint(store.n_samples, force=True)
+            return writer.finalize()
+        except BaseException:
+            writer.abort()
+            raise
+
+
+def finished_request_hash(path) -> str | None:
+    """The request hash of the finished store at ``path``, or None (missing, unfinished, foreign)."""
+    existing = _existing_request(Path(path))
+    return None if existing is None or existing[0] == "old-format" else existing[0]
+
+
+SHARDS_SUFFIX = ".shards"
+
+
+def shard_dir(path) -> Path:
+    return Path(str(path) + SHARDS_SUFFIX)
+
+
+def shard_name(rank: int, world: int) -> str:
+    return f"rank-{rank}-of-{world}.h5"
+
+
+def _split_chunks(chunk_rows, k):
+    """K contiguous runs of chunks with about equal rows: list of (lo, hi) chunk indices."""
+    bounds = np.concatenate([[0], np.cumsum(chunk_rows)])
+    total = bounds[-1]
+    cuts = [0]
+    for r in range(1, k):
+        cuts.append(int(np.searchsorted(bounds, total * r / k)))
+    cuts.append(len(chunk_rows))
+    cuts = sorted(set(min(max(c, 0), len(chunk_rows)) for c in cuts))
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+def _write_shard(X, lo, hi, row0, path, layer, n_out, transform, index_reader, spec_attrs, kw):
+    """Task: compute chunks lo:hi of X one at a time, transform them, write one shard."""
+    from actkit.store._create import LayerSpec, create_store
+
+    rows = int(sum(X.chunks[0][lo:hi]))
+    index = None
+    if index_reader is not None:
+        index = np.asarray(index_reader[row0 : row0 + rows], dtype=np.int64)
+    else:
+        index = np.stack([np.arange(row0, row0 + rows, dtype=np.int64), -np.ones(rows, np.int64)], 1)
+    spec = LayerSpec(layer, rows, int(n_out), dtype="float32", index=index, attrs=spec_attrs)
+    writer = create_store(path, [spec], overwrite=True, **kw)
+    # overwrite=True: a retried task (its worker died) starts its shard again from scratch
+    try:
+        done = 0
+        for i in range(lo, hi):
+            block = np.asarray(X.blocks[i].compute(scheduler="sync"))
+            out = np.asarray(transform(block), dtype=np.float32)
+            if not np.all(np.isfinite(out)):
+                raise ValueError(f"the output has non-finite values (rows {row0 + done}..); check the input data")
+            writer.append(layer, out)
+            done += out.shape[0]
+            writer.checkpoint(0)  # the cursor doubles as the progress the client shows
+        writer.checkpoint(kw["n_samples"], force=True)
+        writer.finalize()
+    except BaseException:
+        writer.abort()
+        raise
+    return str(path)
+
+
+def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request, provenance=None,
+                  params=None, inputs_fingerprint=None, index_reader=None, layer_attrs=None,
+                  overwrite=False, desc="transform", progress=None):
+    """Transform the rows of a dask array into a sharded store at ``out``.
+
+    Parameters
+    ----------
+    runner : actkit._dask.Runner
+    X : dask.array.Array of shape (n_rows, n_features), one column chunk
+    out : path of the index file (shards go to ``out + ".shards"``)
+    layer : str
+        Layer name in the output.
+    transform : callable (rows, n_features) ndarray -> (rows, n_out) ndarray
+        Must pickle (run on the workers).
+    n_out : int
+    n_samples : int
+    request, provenance, params, inputs_fingerprint
+        As for :func:`actkit.store.create_store` (the request decides whether a rerun is a
+        no-op); every shard gets the same, plus its rank.
+    index_reader : array-like, optional
+        Rows' ``[sample, position]`` (e.g. :class:`actkit._dask.H5Rows` over the source's
+        index, read by the workers); default ``[row, -1]``.
+
+    Returns
+    -------
+    Path of the index file.
+    """
+    from tqdm.auto import tqdm
+
+    from actkit._dask import check_chunks
+
+    X = check_chunks(X)
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise StoreError(f"cannot write {out}: folder {parent} does not exist")
+    sharded_request = {**dict(request), "sharded": True}
+    full_request = {"request": sharded_request, "compression": None}  # as write_virtual_store records it
+    rhash = request_hash(full_request)
+    if out.exists() and not overwrite:
+        if finished_request_hash(out) == rhash:
+            return out
+        raise StoreError(f"{out} already holds another store; pass --overwrite (overwrite=True) to replace it")
+    k_want = runner.n_workers
+    if len(X.chunks[0]) < k_want and X.shape[0] >= k_want:  # one shard per worker: split the rows finer
+        X = X.rechunk({0: -(-int(X.shape[0]) // k_want)})
+    runs = _split_chunks(list(X.chunks[0]), k_want)
+    k = len(runs)
+    tmp_dir = Path(str(shard_dir(out)) + ".partial")
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir()
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    spec_attrs = dict(layer_attrs or {})
+    shard_paths = [tmp_dir / shard_name(r, k) for r in range(k)]
+    rows = [int(starts[hi] - starts[lo]) for lo, hi in runs]
+    try:
+        jobs = []
+        workers = runner.workers()
+        for r, (lo, hi) in enumerate(runs):
+            kw = dict(n_samples=int(n_samples), request={**full_request, "shard": r, "of": k},
+                      provenance={**dict(provenance or {}), "shard": {"rank": r, "of": k,
+                                                                      "rows": [int(starts[lo]), int(starts[hi])]}},
+                      params=params, inputs_fingerprint=inputs_fingerprint)
+            args = (X, lo, hi, int(starts[lo]), str(shard_paths[r]), layer, n_out, transform, index_reader,
+                    spec_attrs, kw)
+            if runner.client is not None:
+                jobs.append(runner.client.submit(_write_shard, *args, workers=[workers[r % len(workers)]],
+                                                 allow_other_workers=True, pure=False, key=f"actkit-shard-{r}-"
+                                                 f"{os.getpid()}-{time.monotonic_ns()}"))
+            else:
+                jobs.append(args)
+        total = int(starts[-1])
+        with tqdm(total=total, desc=f"{desc} ({k} shard{'s' * (k > 1)})", unit="row", unit_scale=True,
+                  leave=False, disable=None if progress is None else not progress) as bar:
+            if runner.client is None:
+                for args in jobs:
+                    _write_shard(*args)
+                    bar.update(int(sum(X.chunks[0][args[1]:args[2]])))
+            else:
+                _follow(jobs, shard_paths, rows, bar)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    final_dir = shard_dir(out)
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    os.replace(tmp_dir, final_dir)
+    # the index is the torchrun layout's virtual store over the finished shards
+    final_paths = [final_dir / p.name for p in shard_paths]
+    write_virtual_store(out, final_paths, request=sharded_request, provenance=dict(provenance or {}),
+                        n_samples=int(n_samples), inputs_fingerprint=inputs_fingerprint)
+    return out
+
+
+def _follow(jobs, shard_paths, rows, bar):
+    """Wait for the shard tasks; the bar follows the rows each shard's cursor reports."""
+    from actkit.store._format import progress_path
+
+    shown = 0
+    while True:
+        finished = [j.done() for j in jobs]
+        now = 0
+        for ok, path, n in zip(finished, shard_paths, rows):
+            if ok:
+                now += n
+                continue
+            try:
+                with open(progress_path(path)) as fh:
+                    now += sum(json.load(fh).get("rows_done", {}).values())
+            except (OSError, ValueError):
+                pass
+        if now > shown:
+            bar.update(now - shown)
+            shown = now
+        if all(finished):
+            break
+        time.sleep(0.25)
+    for j in jobs:
+        j.result()  # re-raise a shard's error here

@@ -1,0 +1,96 @@
+"""Hugging Face hub helpers of the model loaders: one-line load errors, cache-only loading
+when the hub cannot be reached, and seeded construction of weights a checkpoint lacks."""
+
+from __future__ import annotations
+
+import torch
+
+from actkit.errors import ModelError
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _why(exc: BaseException, limit: int = 300) -> str:
+    """The error's text as ``": text"`` when it is short enough for one line, else nothing
+    (a message is never cut mid-word; ACTKIT_DEBUG=1 shows the whole traceback)."""
+    text = _short(exc)
+    return f": {text}" if len(text) <= limit else f" ({type(exc).__name__}; ACTKIT_DEBUG=1 shows details)"
+
+
+def _weights_error(where: str, exc: BaseException) -> ModelError | None:
+    """One line for weight files that are not what their name says, or that torch refuses."""
+    import pickle
+
+    text = _short(exc)
+    if type(exc).__name__ == "SafetensorError" or "header too large" in text or "HeaderTooLarge" in text:
+        return ModelError(f"cannot load {where}: a .safetensors file there is not valid safetensors "
+                          "(corrupt, or another format such as a pickle file renamed)")
+    if isinstance(exc, pickle.UnpicklingError) or "weights_only" in text:
+        return ModelError(f"cannot load {where}: torch refused a pickle weight file (it holds objects other "
+                          "than tensors, which could run code; actkit loads pickles only with weights_only)")
+    return None
+
+
+class _Offline(Exception):
+    """The hub cannot be reached (or HF_HUB_OFFLINE is set)."""
+
+
+def _hub_offline_reason() -> str | None:
+    """Why the Hugging Face hub is unusable now (``HF_HUB_OFFLINE``, or one failed connection),
+    or None when it answers. One request, 5 s at most: no retries."""
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    try:
+        urllib.request.urlopen(constants.ENDPOINT.rstrip("/") + "/api/models", timeout=5).close()
+    except urllib.error.HTTPError:  # it answered
+        return None
+    except (OSError, ValueError) as exc:
+        return f"no connection to {constants.ENDPOINT}: {_short(getattr(exc, 'reason', exc))}"
+    return None
+
+
+class _cache_only:
+    """Make huggingface_hub (and transformers, timm through it) use only the local cache."""
+
+    def __enter__(self):
+        from huggingface_hub import constants
+
+        self._before = constants.HF_HUB_OFFLINE
+        constants.HF_HUB_OFFLINE = True
+
+    def __exit__(self, *exc):
+        from huggingface_hub import constants
+
+        constants.HF_HUB_OFFLINE = self._before
+
+
+def _offline_error(spec: str, reason: str, timm: bool = False) -> ModelError:
+    alt = "--checkpoint FILE.safetensors, timm:local-dir:PATH" if timm else "a local model folder (save_pretrained)"
+    return ModelError(f"cannot load {spec}: it is not in the local Hugging Face cache and the hub cannot be "
+                      f"reached ({reason}); pass {alt}, or run once online to cache it")
+
+
+def _seeded(seed):
+    """Seed torch's RNG for the weights a checkpoint lacks, without touching the caller's."""
+    import contextlib
+
+    if seed is None:
+        return contextlib.nullcontext()
+    rng = torch.random.fork_rng(devices=[])
+
+    class _Ctx:
+        def __enter__(self):
+            rng.__enter__()
+            torch.manual_seed(int(seed))
+
+        def __exit__(self, *exc):
+            return rng.__exit__(*exc)
+
+    return _Ctx()

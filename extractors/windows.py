@@ -1,0 +1,117 @@
+"""Token windows: the text stream packed into consecutive windows of exactly L tokens.
+
+The convention of sparse-autoencoder and interpretability work (TransformerLens
+``tokenize_and_concatenate``, SAELens ``context_size``):
+
+1. every text is tokenised without special tokens and followed by the tokenizer's EOS token
+   (the document separator; none when the tokenizer has no EOS);
+2. the texts are concatenated, in input order, into one token stream;
+3. the stream is cut into consecutive pieces of ``L - 1`` tokens, each window being the
+   tokenizer's BOS token followed by its piece -- or, for a tokenizer without a BOS token,
+   pieces of ``L`` tokens; windows never overlap and the final partial piece is dropped;
+4. with ``max_tokens = N`` there are at most ``N // L`` windows, and texts are read and
+   tokenised only until those are filled (the rest of the corpus is never touched).
+
+This runs as a pre-pass before the store exists, so the row count (``windows * L`` rows with
+``--pool none``) is known before the first forward pass; the packed ids are held in memory
+(4 bytes a token: 100 M tokens take 400 MB). Without ``--max-tokens`` the whole corpus is
+tokenised in this pre-pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit.errors import InputError
+
+_CHUNK = 1024  # texts tokenised per tokenizer call (the first calls take fewer: 64, 128, ...)
+
+
+def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None = None,
+                 model_positions: int | None = None, progress: bool = True):
+    """Pack ``texts`` into windows of ``context_length`` token ids.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+    texts : sequence of str
+        Supports ``len`` and slicing (lists, or lazy dataset columns).
+    context_length : int
+        L, tokens per window (BOS included).
+    max_tokens : int, optional
+        N: at most ``N // L`` windows.
+    model_positions : int, optional
+        The model's position table; ``L`` larger than it is refused.
+
+    Returns
+    -------
+    windows : ndarray of shape (W, L), int64
+    packing : dict
+        JSON-ready record of the packing (for the provenance): ``context_length``, ``bos``,
+        ``separator``, ``max_tokens``, ``windows``, ``tokens``, ``rows_used`` (texts read),
+        ``dropped_tokens`` (the unused tail of the stream that was tokenised).
+
+    Raises
+    ------
+    InputError
+        ``L`` < 2 (with BOS) or < 1, ``L`` beyond the position table, ``N < L``, or fewer
+        tokens than one window.
+    """
+    from tqdm.auto import tqdm
+
+    L = int(context_length)
+    bos = tokenizer.bos_token_id
+    eos = tokenizer.eos_token_id
+    if L < (2 if bos is not None else 1):
+        raise InputError(f"--context-length must be at least {2 if bos is not None else 1}, got {L}")
+    if model_positions is not None and L > model_positions:
+        raise InputError(f"--context-length {L} is larger than the model's position table "
+                         f"({model_positions} positions)")
+    if max_tokens is not None and int(max_tokens) < L:
+        raise InputError(f"--max-tokens {max_tokens} is smaller than one window of {L} tokens")
+    body = L - 1 if bos is not None else L
+    limit = None if max_tokens is None else int(max_tokens) // L  # windows
+    need = None if limit is None else limit * body  # stream tokens
+    pieces, have, rows = [], 0, 0
+    n = len(texts)
+    bar = tqdm(total=need if need is not None else n, desc="packing token windows",
+               unit="tokens" if need is not None else "texts", disable=None if progress else True, leave=False)
+    try:
+        start, step = 0, 64
+        while start < n:
+            if need is not None and have >= need:
+                break
+            chunk = texts[start : min(n, start + step)]
+            start, step = start + step, min(_CHUNK, 2 * step)
+            ids = tokenizer(list(chunk), add_special_tokens=False)["input_ids"]
+            for seq in ids:
+                if need is not None and have >= need:
+                    break
+                rows += 1
+                arr = np.asarray(seq + ([eos] if eos is not None else []), dtype=np.int64)
+                pieces.append(arr)
+                have += arr.size
+                bar.update(arr.size if need is not None else 1)
+    finally:
+        bar.close()
+    stream = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+    count = stream.size // body if limit is None else min(limit, stream.size // body)
+    if count == 0:
+        raise InputError(f"the inputs give {stream.size} tokens, fewer than one window of {L} "
+                         f"({body} text tokens{' after the BOS token' if bos is not None else ''})")
+    windows = stream[: count * body].reshape(count, body)
+    if bos is not None:
+        windows = np.concatenate([np.full((count, 1), bos, np.int64), windows], axis=1)
+    packing = {
+        "context_length": L,
+        "bos": None if bos is None else int(bos),
+        "separator": None if eos is None else int(eos),
+        "max_tokens": None if max_tokens is None else int(max_tokens),
+        "windows": int(count),
+        "tokens": int(count * L),
+        "rows_used": int(rows),
+        "dropped_tokens": int(stream.size - count * body),
+        "convention": "texts + EOS separator concatenated; BOS + (L-1) stream tokens per window "
+                      "(L tokens without BOS); tail dropped",
+    }
+    return windows, packing

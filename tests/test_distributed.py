@@ -1,0 +1,242 @@
+"""``torchrun --nproc-per-node 2 -m actkit extract``: real processes, gloo, loopback.
+
+The sharded store is an ordinary store to every reader, equals a single-process extraction
+to 1e-5, resumes bitwise after a rank is killed, and refuses ranks started differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import actkit
+from actkit.errors import StoreError
+from actkit.store import open_store, progress_path
+from cli_helpers import cli_error, run_cli
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+REPO = Path(__file__).resolve().parents[1]
+EPOCH = "1700000000"
+LAYERS = "gpt_neox.layers.0,gpt_neox.layers.2"
+
+
+def _env():
+    return dict(os.environ, SOURCE_DATE_EPOCH=EPOCH, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
+                MASTER_ADDR="127.0.0.1", PYTHONPATH=str(REPO))
+
+
+def _torchrun(*args, nproc=2):
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *map(str, args)]
+
+
+def _extract_cmd(model, inputs, out, *extra):
+    return _torchrun("-m", "actkit", "extract", model, "--inputs", inputs, "--layers", LAYERS, "--out", out,
+                     "--batch-size", "2", "--final-hidden", "--no-progress", *extra)
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    words = "the quick brown fox jumps over a lazy dog while features hold".split()
+    lines = [" ".join(words[(i * 7 + k) % len(words)] for k in range(3 + i % 9)) for i in range(101)]
+    path = tmp_path_factory.mktemp("dist") / "texts.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def sharded(tiny_gpt_neox, texts, tmp_path_factory):
+    """An uninterrupted 2-rank run (and the time it took)."""
+    out = tmp_path_factory.mktemp("run") / "run.h5"
+    proc = subprocess.run(_extract_cmd(tiny_gpt_neox, texts, out), cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(out)  # only rank 0 prints
+    return out
+
+
+def test_sharded_store_is_an_ordinary_store_equal_to_one_process(sharded, tiny_gpt_neox, texts, tmp_path):
+    shards = [sharded.with_name("run.h5.shards") / f"rank-{r}-of-2.h5" for r in range(2)]
+    assert all(p.is_file() for p in shards)
+    single = tmp_path / "single.h5"
+    actkit.extract(str(tiny_gpt_neox), texts, single, layers=LAYERS, batch_size=3, final_hidden=True,
+                   progress=False)
+    with open_store(sharded) as a, open_store(single) as b:
+        assert a.complete and a.layers == b.layers == ["gpt_neox.layers.0", "gpt_neox.layers.2", "final_hidden"]
+        assert a.n_samples == b.n_samples == 101
+        assert a.inputs_fingerprint == b.inputs_fingerprint
+        for name in a.layers:
+            la, lb = a[name], b[name]
+            assert la.shape == lb.shape and la.dtype == lb.dtype
+            np.testing.assert_array_equal(la.index, lb.index)
+            np.testing.assert_allclose(np.asarray(la), np.asarray(lb), atol=1e-5, rtol=0)
+            assert la.attrs == lb.attrs
+        pa, pb = a.provenance, b.provenance
+        assert pa["shards"] == ["run.h5.shards/rank-0-of-2.h5", "run.h5.shards/rank-1-of-2.h5"]
+        assert pa["world_size"] == 2
+        different = {k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k)}
+        assert different == {"shards", "world_size", "batch_size"}
+    # each shard holds a contiguous block of samples, global sample ids in its index
+    with open_store(shards[0]) as s0, open_store(shards[1]) as s1:
+        assert s0.n_samples == 50 and s1.n_samples == 51
+        assert s0["final_hidden"].groups.max() == 49 and s1["final_hidden"].groups.min() == 50
+        assert s1.request["request"]["samples"] == [50, 101]
+
+
+def test_plain_h5py_from_another_folder_sees_virtual_datasets(sharded, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the shard paths are relative to the store's folder, not the cwd
+    with h5py.File(sharded, "r") as f:
+        data = f["layers/final_hidden/data"]
+        assert data.is_virtual and data.shape[1] == 32
+        assert np.isfinite(data[:]).all()
+        idx = f["layers/final_hidden/index"][:]
+        assert (idx[:, 0] == np.repeat(np.arange(101), np.bincount(idx[:, 0]))).all()
+
+
+def test_analysis_and_compare_read_the_sharded_store(sharded, tmp_path, capsys):
+    out = tmp_path / "w.h5"
+    code, _, err = run_cli(capsys, "whiten", sharded, "--layer", "final_hidden", "--out", out, "--quiet")
+    assert code == 0, err
+    assert actkit.open_store(out)["final_hidden"].shape[0] == actkit.open_store(sharded)["final_hidden"].shape[0]
+    code, stdout, err = run_cli(capsys, "compare", sharded, sharded, "--layers", "final_hidden",
+                                "--methods", "rigid", "--quiet")
+    assert code == 0, err
+    assert "final_hidden" in stdout
+
+
+def test_consolidate_copies_into_one_file_and_missing_shard_is_refused(sharded, tmp_path, capsys):
+    single = tmp_path / "single.h5"
+    code, _, err = run_cli(capsys, "consolidate", sharded, "--out", single)
+    assert code == 0, err
+    with h5py.File(single, "r") as f:
+        assert not f["layers/final_hidden/data"].is_virtual and "shards" not in f.attrs
+    with open_store(sharded) as a, open_store(single) as b:
+        assert a.attrs["request_hash"] == b.attrs["request_hash"]
+        for name in a.layers:
+            np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]))
+            np.testing.assert_array_equal(a[name].index, b[name].index)
+        assert b.provenance["consolidated_from"] == str(sharded)
+    assert "already exists" in cli_error(capsys, "consolidate", sharded, "--out", single)
+
+    # a copy of run.h5 without its shards must not read as zeros / NaN
+    lonely = tmp_path / "alone" / "run.h5"
+    lonely.parent.mkdir()
+    lonely.write_bytes(sharded.read_bytes())
+    with pytest.raises(StoreError, match="shard .* is missing"):
+        open_store(lonely)
+    assert "is missing" in cli_error(capsys, "info", lonely)
+
+
+def _rank_pids(parent: int) -> dict:
+    """rank -> pid of the worker processes torchrun started (children of its agent)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid != parent:
+            continue
+        for item in env:
+            if item.startswith(b"RANK="):
+                found[int(item[5:])] = int(entry.name)
+    return found
+
+
+def test_kill_one_rank_then_rerun_is_bitwise_identical(sharded, tiny_gpt_neox, texts, tmp_path):
+    out = tmp_path / "run.h5"
+    cmd = _extract_cmd(tiny_gpt_neox, texts, out, "--checkpoint-every", "0")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cursor = progress_path(out.with_name("run.h5.shards") / "rank-1-of-2.h5")
+    killed = False
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                done = json.loads(cursor.read_text())["samples_done"]
+            except (OSError, ValueError, KeyError):
+                done = 0
+            if done >= 4:
+                pid = _rank_pids(proc.pid).get(1)
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+                    break
+            time.sleep(0.003)
+    finally:
+        proc.wait(timeout=120)
+    assert killed, "rank 1 finished before it could be killed"
+    assert proc.returncode != 0 and not out.exists()
+    state = json.loads(cursor.read_text())
+    assert 4 <= state["samples_done"] < 51  # rank 1's shard stopped part-way
+
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.read_bytes() == sharded.read_bytes()
+    for r in range(2):
+        name = f"rank-{r}-of-2.h5"
+        assert (out.with_name("run.h5.shards") / name).read_bytes() == (
+            sharded.with_name("run.h5.shards") / name).read_bytes()
+
+
+def test_ranks_started_with_different_commands_are_refused(tiny_gpt_neox, texts, tmp_path):
+    out = tmp_path / "run.h5"
+    script = tmp_path / "launch.py"
+    script.write_text(
+        "import os, sys\n"
+        "from actkit.cli import main\n"
+        f"args = ['extract', {str(tiny_gpt_neox)!r}, '--inputs', {str(texts)!r}, '--out', {str(out)!r},\n"
+        "        '--no-progress', '--layers', 'gpt_neox.layers.0' if os.environ['RANK'] == '0' else 'gpt_neox.layers.1']\n"
+        "sys.exit(main(args))\n"
+    )
+    proc = subprocess.run(_torchrun(script), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("actkit: error:")]
+    assert errors and all("different command" in line for line in errors), proc.stderr[-3000:]
+    assert "layers" in errors[0]
+    assert not out.exists() and not out.with_name("run.h5.shards").exists()  # nothing written
+
+
+def test_device_map_auto_on_cpu_equals_device_cpu(tiny_gpt_neox, texts, tmp_path):
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    actkit.extract(str(tiny_gpt_neox), texts, a, layers=LAYERS, max_samples=9, progress=False)
+    actkit.extract(str(tiny_gpt_neox), texts, b, layers=LAYERS, max_samples=9, device_map="auto", progress=False)
+    with open_store(a) as sa, open_store(b) as sb:
+        for name in sa.layers:
+            np.testing.assert_allclose(np.asarray(sa[name]), np.asarray(sb[name]), atol=1e-6)
+        # on a CPU-only machine accelerate leaves everything on the CPU
+        assert sb.provenance["device_map"] == "auto" and sb.provenance["hf_device_map"] == {"": "cpu"}
+
+
+def test_token_windows_from_parquet_over_two_ranks(tiny_gpt_neox, texts, tmp_path):
+    import datasets
+
+    parquet = tmp_path / "d.parquet"
+    datasets.Dataset.from_dict({"text": texts.read_text().splitlines()}).to_parquet(str(parquet))
+    out, single = tmp_path / "run.h5", tmp_path / "single.h5"
+    cmd = _torchrun("-m", "actkit", "extract", tiny_gpt_neox, "--inputs", parquet, "--layers", "gpt_neox.layers.1",
+                    "--context-length", "16", "--max-tokens", "600", "--batch-size", "4", "--out", out,
+                    "--no-progress")
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    actkit.extract(str(tiny_gpt_neox), parquet, single, layers="gpt_neox.layers.1", context_length=16,
+                   max_tokens=600, batch_size=5, progress=False)
+    with open_store(out) as a, open_store(single) as b:
+        assert a.n_samples == b.n_samples == 37  # 600 // 16 windows, split 18 + 19
+        la, lb = a["gpt_neox.layers.1"], b["gpt_neox.layers.1"]
+        np.testing.assert_array_equal(la.index, lb.index)
+        np.testing.assert_allclose(np.asarray(la), np.asarray(lb), atol=1e-5, rtol=0)
+        assert a.provenance["packing"] == b.provenance["packing"]
+        assert a.inputs_fingerprint == b.inputs_fingerprint
