@@ -1,4 +1,4 @@
-"""PCA and ZCA whitening from streaming float64 statistics (``shared/spec/science.md`` §2).
+"""PCA and ZCA whitening from streaming float64 statistics (``docs/definitions.md`` §2).
 
 ``mu`` = mean, ``Sigma`` = covariance (ddof=1), ``Sigma = U diag(lambda) U'`` (``eigh`` in
 float64, eigenvalues sorted in decreasing order, eigenvector signs fixed so that each

@@ -88,3 +88,31 @@ def test_label_encoding_and_errors():
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         infomec(s, bad)
+
+
+def test_infoe_uses_the_official_unweighted_log_loss():
+    """Hsu et al.'s code fits the logistic regression with balanced class weights but
+    scores it with the plain log loss (sklearn.metrics.log_loss); on imbalanced factors
+    that differs from the balanced-weighted loss (actkit 0.1, ``infoe_loss="balanced"``)."""
+    import warnings
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import log_loss
+
+    rng = np.random.default_rng(3)
+    s = (rng.random(400) < 0.2).astype(int)[:, None]            # 20% / 80%
+    z = s + 0.8 * rng.normal(size=(400, 1))
+    zs = (z - z.mean(0)) / z.std(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = LogisticRegression(C=np.inf, class_weight="balanced", max_iter=1000).fit(zs, s[:, 0])
+    p = clf.predict_proba(zs)
+    by_hand = (np.log(2) - log_loss(s[:, 0], p)) / np.log(2)
+    w = np.where(s[:, 0] == 1, 400 / (2 * s.sum()), 400 / (2 * (400 - s.sum())))
+    balanced = (np.log(2) - log_loss(s[:, 0], p, sample_weight=w)) / np.log(2)
+    out = infomec(s, z)
+    assert out["infoe"] == pytest.approx(by_hand, abs=1e-6)
+    assert infomec(s, z, infoe_loss="balanced")["infoe"] == pytest.approx(balanced, abs=1e-6)
+    assert abs(by_hand - balanced) > 1e-3
+    with pytest.raises(ValueError, match="infoe_loss"):
+        infomec(s, z, infoe_loss="weighted")

@@ -1,4 +1,4 @@
-"""Amari distance, MCC and Hoyer sparsity against their formulas (science.md §2-3)."""
+"""Amari distance, MCC and Hoyer sparsity against their formulas (docs/definitions.md §2-3)."""
 
 import numpy as np
 import pytest

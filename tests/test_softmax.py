@@ -117,3 +117,64 @@ def test_input_errors():
         softmax_distances(f, g, np.hstack([f, f]), np.hstack([g, g]))
     with pytest.raises(ValueError, match="labels"):
         softmax_distances(f, g[:4], f, g[:4])
+
+
+# ----------------------------------------------------------------- official conventions
+def _d_svd_by_hand(U1, U2):
+    """1 - mean singular value of the cross-covariance of the column-standardised pair
+    (the mean covariance of PLS-SVD's paired scores, written out)."""
+    Z1 = (U1 - U1.mean(0)) / U1.std(0, ddof=1)
+    Z2 = (U2 - U2.mean(0)) / U2.std(0, ddof=1)
+    return 1.0 - np.linalg.svd(Z1.T @ Z2 / (len(Z1) - 1), compute_uv=False).mean()
+
+
+def _perturbed(seed=5):
+    rng, f, g = _model(seed)
+    return f, g, f + 0.3 * rng.normal(size=f.shape), g + 0.3 * rng.normal(size=g.shape)
+
+
+def test_d_svd_f_enumerates_every_subset_by_default():
+    """Official code: the max over every M-subset of the diversity labels (C(7, 3) = 35
+    here); a few random subsets (actkit 0.1's convention) can miss the worst one."""
+    from itertools import combinations
+
+    f1, g1, f2, g2 = _perturbed()
+    out = softmax_distances(f1, g1, f2, g2)
+    assert out["svd_f_enumerated"] and out["svd_f_subsets"] == 35
+    y0 = out["pivot_label"]
+    R = [y for y in range(C) if y not in (y0, out["left_out_label"])]
+    by_hand = [_d_svd_by_hand(f1 @ (g1[list(J)] - g1[y0]).T, f2 @ (g2[list(J)] - g2[y0]).T)
+               for J in combinations(R, M)]
+    assert out["d_svd_f"] == pytest.approx(max(by_hand), rel=1e-9)
+    sampled = softmax_distances(f1, g1, f2, g2, svd_label_subsets="random", n_subsets=2)
+    assert not sampled["svd_f_enumerated"] and sampled["svd_f_subsets"] == 2
+    assert sampled["d_svd_f"] < out["d_svd_f"] - 1e-6       # the sample missed the worst
+    assert min(abs(sampled["d_svd_f"] - v) for v in by_hand) < 1e-9   # one of the 35
+
+
+def test_d_svd_f_samples_when_there_are_too_many_subsets():
+    f1, g1, f2, g2 = _perturbed()
+    out = softmax_distances(f1, g1, f2, g2, max_subsets=10, n_subsets=7)
+    assert not out["svd_f_enumerated"] and out["svd_f_subsets"] == 7
+
+
+def test_d_svd_g_uses_the_input_set_d_llv_chose():
+    """Official code: d_SVD(g) on the M inputs chosen for d_LLV only (the set Theorem
+    4.7's bound covers); actkit 0.1 also maximised over random input sets."""
+    f1, g1, f2, g2 = _perturbed()
+    out = softmax_distances(f1, g1, f2, g2)
+    x0, I = out["pivot_input"], out["chosen_inputs"]
+    assert out["svd_g_input_sets"] == 1 and len(I) == M
+    by_hand = _d_svd_by_hand(g1 @ (f1[I] - f1[x0]).T, g2 @ (f2[I] - f2[x0]).T)
+    assert out["d_svd_g"] == pytest.approx(by_hand, rel=1e-9)
+    wide = softmax_distances(f1, g1, f2, g2, svd_input_sets="random")
+    assert wide["svd_g_input_sets"] == 20
+    assert wide["d_svd_g"] > out["d_svd_g"] + 1e-6     # the max over more sets is larger here
+
+
+def test_conventions_are_validated():
+    f1, g1, f2, g2 = _perturbed()
+    with pytest.raises(ValueError, match="svd_label_subsets"):
+        softmax_distances(f1, g1, f2, g2, svd_label_subsets="some")
+    with pytest.raises(ValueError, match="svd_input_sets"):
+        softmax_distances(f1, g1, f2, g2, svd_input_sets="all")

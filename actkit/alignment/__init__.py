@@ -1,7 +1,7 @@
 """Cross-model alignment (Nelson et al., Table 1): :func:`align`, :func:`compare`,
 :func:`compare_many`.
 
-``shared/spec/science.md`` §1 and §3 define every quantity here. Four transform classes map
+``docs/definitions.md`` §1 and §3 define every quantity here. Four transform classes map
 rows of ``A`` (N x Da) onto the rows of ``B`` (N x Db) that come from the same inputs:
 
 =================  =============================================================  =========

@@ -1,6 +1,6 @@
 """The ICA alignment: whiten and FastICA each side alone, then match the sources.
 
-``shared/spec/science.md`` §1, the ``ica`` row: ``h(a) = mixing_B P unmixing_A (a - mu_A) + mu_B``
+``docs/definitions.md`` §1, the ``ica`` row: ``h(a) = mixing_B P unmixing_A (a - mu_A) + mu_B``
 with the sources of the two sides matched by the optimal signed permutation. Also the rows
 rule of FastICA (:func:`ica_min_rows`, :func:`ica_rows`).
 """

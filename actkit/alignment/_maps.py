@@ -2,7 +2,7 @@
 
 Each is a scikit-learn ``BaseEstimator`` fitted on paired rows, ``fit(A, B)``, with
 ``transform(A)`` (rows of A in B's space) and ``score(A, B)`` (the normalised error of
-``shared/spec/science.md`` §1: mean l2 distance over the rows / diam(B)). Every fit is
+``docs/definitions.md`` §1: mean l2 distance over the rows / diam(B)). Every fit is
 closed form from second moments accumulated block by block (:class:`~actkit.stats.CrossMoments`),
 so the data never has to fit in memory.
 """

@@ -17,7 +17,7 @@ MATRIX_METRICS = (*METHODS, "ica_efficiency", "linear_cka", "linear_cka_debiased
                   "diameter")
 
 CONVENTIONS = {
-    "convention_spec": "shared/spec/science.md sections 1 and 3 (actkit 0.1)",
+    "convention_spec": "docs/definitions.md sections 1 and 3 (actkit 0.1)",
     "convention_error": "mean_i ||h(a_i) - b_i||_2 / diam(B_eval), on held-out rows only",
     "convention_split": "by input sample (groups): no sample straddles fit and eval; seeded",
     "convention_permutation": "signed permutation + translation; Hungarian on "

@@ -1,4 +1,5 @@
-"""FastICA: our own implementation (numpy on CPU, torch on GPUs), streaming-aware (science.md §2).
+"""FastICA: our own implementation (numpy on CPU, torch on GPUs), streaming-aware
+(``docs/definitions.md`` §2).
 
 The model is scikit-learn's ``FastICA`` (same hyperparameters where they make sense, same
 fitted attributes, same contrast functions ``logcosh`` / ``exp`` / ``cube``), with a faster

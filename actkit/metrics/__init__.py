@@ -13,7 +13,7 @@
 ``softmax_distances``  d_KL, d_LLV, d_SVD (Nielsen et al. 2025); ``softmax_distances_from_stores``
 =====================  ==========================================================
 
-Formulas follow ``shared/spec/science.md``; each module cites its section.
+Formulas follow ``docs/definitions.md``; each module cites its section.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Identifiability metrics for ICA and sparse codes (``shared/spec/science.md`` §2-3).
+"""Identifiability metrics for ICA and sparse codes (``docs/definitions.md`` §2-3).
 
 ``amari_distance(W, A)``   unmixing vs true mixing, 0 = perfect up to scale and permutation
 ``mcc(Z_true, Z_est)``     mean Hungarian-matched |Pearson| correlation of latents

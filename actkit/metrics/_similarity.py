@@ -1,6 +1,6 @@
 """Representation similarity: linear CKA (plain and debiased), mean CCA, linear R^2.
 
-Formulas follow ``shared/spec/science.md`` §3. Everything here works in *feature space*:
+Formulas follow ``docs/definitions.md`` §3. Everything here works in *feature space*:
 CKA and CCA are computed from the (D x D) second moments of the two representations, never
 from (N x N) Gram matrices of samples, so they cost O(N D^2) time and O(D^2) memory and can
 be accumulated block by block over data that does not fit in memory

@@ -1,4 +1,4 @@
-"""Distances between two softmax models (Nielsen et al. 2025), ``shared/spec/science.md`` §4.
+"""Distances between two softmax models (Nielsen et al. 2025), ``docs/definitions.md`` §4.
 
 Model ``k``: ``p_k(y|x) = softmax_y(f_k(x)^T g_k(y))`` with embeddings ``f_k`` (N x M) and
 unembeddings ``g_k`` (C x M). For a causal LM, ``f`` is the final hidden state after the final
@@ -10,7 +10,10 @@ over that subset.
   label pivot / left-out label chosen to minimise T1 and the input pivot + M inputs chosen as
   the best of ``num_samples`` random draws (minimising T2). All variances ddof=1.
 - ``d_svd_f``, ``d_svd_g``: 1 - m_SVD of the standardised log-odds coordinates of the
-  embeddings (resp. unembeddings), PLS-SVD with M components, max over M-subsets.
+  embeddings (resp. unembeddings), PLS-SVD with M components. As the official code:
+  ``d_svd_f`` is the max over **every** M-subset of the diversity labels when there are at
+  most ``max_subsets`` of them (else over ``n_subsets`` random ones), ``d_svd_g`` uses the
+  input set d_LLV chose (the set Theorem 4.7's bound covers).
 - ``bound``: 2 M d_llv (Thm 4.7: d_LLV <= eps implies d_{f,g} <= 2 M eps).
 """
 
@@ -109,8 +112,28 @@ def _subsets(pool, M, n_subsets, rng):
     return [np.sort(rng.choice(pool, size=M, replace=False)) for _ in range(n_subsets)]
 
 
+#: ``svd_label_subsets="all"`` enumerates every M-subset up to this many (official code).
+MAX_SUBSETS = 5000
+
+LABEL_SUBSETS = ("all", "random")
+INPUT_SETS = ("chosen", "random")
+
+
+def _label_subsets(pool, M, how, n_subsets, max_subsets, rng):
+    """The M-subsets of the diversity labels d_SVD(f) maximises over, and whether all."""
+    from itertools import combinations
+    from math import comb
+
+    pool = np.asarray(pool)
+    if how == "all" and pool.size >= M and comb(pool.size, M) <= max_subsets:
+        return [np.array(J) for J in combinations(pool.tolist(), M)], True
+    subsets = _subsets(pool, M, n_subsets, rng)
+    return subsets, pool.size == M
+
+
 def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=20,
-                      random_state=0):
+                      random_state=0, svd_label_subsets="all", svd_input_sets="chosen",
+                      max_subsets=MAX_SUBSETS):
     """Distances between two softmax models on the same N inputs and C labels.
 
     Parameters
@@ -124,8 +147,19 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
     num_samples : int, default=100
         Random draws of (input pivot, M inputs) for d_LLV's input side (paper: 100-200).
     n_subsets : int, default=20
-        Random M-subsets of labels (resp. inputs) over which d_SVD takes its max.
+        Random M-subsets of labels (resp. inputs) over which d_SVD takes its max, where
+        the options below draw them at random.
     random_state : int, default=0
+    svd_label_subsets : {"all", "random"}, default="all"
+        d_SVD(f)'s M-subsets of the diversity labels R. ``"all"`` (the official code):
+        every one of the C(|R|, M) subsets when there are at most ``max_subsets``, else
+        ``n_subsets`` random ones (``svd_f_enumerated`` says which); ``"random"`` (actkit
+        0.1): ``n_subsets`` random ones, which can miss the worst subset.
+    svd_input_sets : {"chosen", "random"}, default="chosen"
+        d_SVD(g)'s input sets. ``"chosen"`` (the official code): the M inputs d_LLV chose,
+        the set Theorem 4.7's bound covers; ``"random"`` (actkit 0.1): that set and
+        ``n_subsets - 1`` random M-subsets of the inputs, maximised over.
+    max_subsets : int, default=5000
 
     Returns
     -------
@@ -137,9 +171,9 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
     Notes
     -----
     Conventions **[actkit]** where the spec is silent: the input-side standard deviations
-    ``sd_y`` run over all C labels; d_SVD's label subsets are drawn from R = labels minus
-    {pivot, left out} and its input subsets from all inputs but the input pivot, both
-    ``n_subsets`` times at random (all of them when only one subset exists).
+    ``sd_y`` run over all C labels; d_SVD's label subsets come from R = labels minus
+    {pivot, left out} and (``svd_input_sets="random"``) its input subsets from all inputs
+    but the input pivot. ``docs/definitions.md`` writes every formula out.
     """
     from actkit.metrics._inputs import as_2d
 
@@ -160,6 +194,10 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
         raise ValidationError(f"need at least M + 2 = {M + 2} labels for d_LLV and d_SVD, got {C}")
     if N < M + 2:
         raise ValidationError(f"need at least M + 2 = {M + 2} inputs, got {N}")
+    if svd_label_subsets not in LABEL_SUBSETS:
+        raise ValidationError(f"svd_label_subsets must be one of {LABEL_SUBSETS}, got {svd_label_subsets!r}")
+    if svd_input_sets not in INPUT_SETS:
+        raise ValidationError(f"svd_input_sets must be one of {INPUT_SETS}, got {svd_input_sets!r}")
     rng = np.random.default_rng(random_state)
     l1, l2 = _log_softmax(f1, g1), _log_softmax(f2, g2)
 
@@ -171,14 +209,16 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
 
     # d_SVD, embedding side: U_k = f_k L_k^T, L_k = [g_k(y_j) - g_k(y0)]_{j in J}
     d_f = 0.0
-    for J in _subsets(R, M, n_subsets, rng):
+    label_sets, enumerated = _label_subsets(R, M, svd_label_subsets, n_subsets, max_subsets, rng)
+    for J in label_sets:
         U1 = f1 @ (g1[J] - g1[y0]).T
         U2 = f2 @ (g2[J] - g2[y0]).T
         d_f = max(d_f, 1.0 - _m_svd(U1, U2))
     # unembedding side: V_k = g_k N_k^T, N_k = [f_k(x_i) - f_k(x0)]_{i in I}
     d_g = 0.0
     pool = np.delete(np.arange(N), x0)
-    for I in [xs] + _subsets(pool, M, n_subsets - 1, rng):
+    input_sets = [xs] + (_subsets(pool, M, n_subsets - 1, rng) if svd_input_sets == "random" else [])
+    for I in input_sets:
         V1 = g1 @ (f1[I] - f1[x0]).T
         V2 = g2 @ (f2[I] - f2[x0]).T
         d_g = max(d_g, 1.0 - _m_svd(V1, V2))
@@ -192,6 +232,9 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
         "t1": t1, "t2": t2, "t3": t3, "t4": t4,
         "pivot_label": int(y0), "left_out_label": int(y_lo), "pivot_input": int(x0),
         "M": int(M), "lam": float(lam),
+        "svd_f_subsets": len(label_sets), "svd_f_enumerated": bool(enumerated),
+        "svd_g_input_sets": len(input_sets), "chosen_inputs": [int(i) for i in xs],
+        "svd_label_subsets": svd_label_subsets, "svd_input_sets": svd_input_sets,
     }
 
 

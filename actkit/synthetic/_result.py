@@ -49,7 +49,7 @@ class ExperimentResult:
     settings : dict
         Sizes, seeds, quick/full, device.
     conventions : dict
-        **[actkit]** choices where the papers are silent (science.md tags).
+        **[actkit]** choices where the papers are silent (docs/definitions.md tags).
     extra : dict
         Further measurements (curves, matrices) kept in the JSON, not in the table.
     runtime_s : float

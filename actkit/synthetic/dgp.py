@@ -2,7 +2,7 @@
 
 Every function is a pure numpy function of its arguments and ``random_state``: the
 same seed gives the same arrays, bit for bit. Setups follow
-``shared/spec/science.md`` §4 and §6; where the papers are silent the choice is an
+``docs/definitions.md`` §4 and §6; where the papers are silent the choice is an
 **[actkit]** convention, recorded in the ``info`` dict each generator returns so it
 can be written into the result files.
 
@@ -345,13 +345,13 @@ def discriminative_dgp(n_samples, *, measurement, k=2, n_labels=None, temperatur
     return g(Z), Z, Y, info
 
 
-# slot permutation of model 2 in the KL counterexample (science.md §4)
+# slot permutation of model 2 in the KL counterexample (docs/definitions.md §4)
 KL_PERMUTATION = (5, 0, 2, 4, 6, 1, 3)
 
 
 def kl_counterexample(rho, *, n_per_label=500, n_labels=7, permutation=KL_PERMUTATION,
                       random_state=None):
-    """Nielsen et al.'s KL counterexample (Thm 3.1 / Cor 3.2), science.md §4.
+    """Nielsen et al.'s KL counterexample (Thm 3.1 / Cor 3.2), docs/definitions.md §4.
 
     Model 1: ``g(y_k) = rho (cos 2 pi k / C, sin 2 pi k / C)``; an input of label ``k`` has
     ``f = r (cos theta, sin theta)``, ``theta = 2 pi k / C + U(-pi/64, pi/64)``,

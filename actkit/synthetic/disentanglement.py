@@ -7,7 +7,7 @@ vanilla convolutional autoencoder (squared error, no disentanglement term; strid
 convolutions to a 10-D bottleneck and a spatial broadcast decoder, whose first layer is
 linear in the code, so the loss has no preferred code basis; the paper's AE follows Hsu et
 al. with a transposed-convolution decoder) with several seeds and score with
-``actkit.metrics.infomec`` (InfoM / InfoE / InfoC, science.md §5) on held-out images:
+``actkit.metrics.infomec`` (InfoM / InfoE / InfoC, docs/definitions.md §5) on held-out images:
 
 - ``AE``: the bottleneck as is;
 - ``AE + ICA``: PCA whitening + ``actkit.FastICA`` of the bottleneck (the paper's recipe);
@@ -169,7 +169,7 @@ def run(*, quick=False, device="cpu", random_state=0):
             "controls": "AE + PCA: actkit.Whitener (PCA) of the bottleneck; AE + PCA + rand: "
                         "that whitened code times Haar-random rotations (n_rotations draws, "
                         "averaged); PCA*: the same on the top-10 pixel PCs",
-            "scores": "actkit.metrics.infomec on n_eval held-out images (science.md section 5)",
+            "scores": "actkit.metrics.infomec on n_eval held-out images (docs/definitions.md section 5)",
             "paper": "Table 2 values quoted as InfoM/InfoE/InfoC (Shapes3D column and the "
                      "aggregate over Shapes3D, MPI3D, Falcor3D, Isaac3D)",
         })

@@ -1,6 +1,6 @@
 """Experiment ``kl``: Nielsen et al., KL vs LLV (Table 1, Cor. 3.2 and Thm 4.7).
 
-Part 1, the KL counterexample (:func:`actkit.synthetic.dgp.kl_counterexample`, science.md
+Part 1, the KL counterexample (:func:`actkit.synthetic.dgp.kl_counterexample`, docs/definitions.md
 §4): two softmax models whose label slots are permuted. As the unembedding norm rho grows,
 both saturate on the same label, so d_KL -> 0, while their embeddings stay unrelated:
 mean CCA ~ 0 and d_SVD ~ 1 (``actkit.metrics.softmax_distances``, ``actkit.metrics.mean_cca``).
@@ -107,7 +107,7 @@ def run(*, quick=False, device="cpu", random_state=0):
         settings={"quick": quick, "device": str(device), "random_state": random_state,
                   "n_classes_radial": N_CLASSES, "M": M, **cfg},
         conventions={
-            "counterexample": "science.md section 4: C=7, M=2, permutation [5,0,2,4,6,1,3]",
+            "counterexample": "docs/definitions.md section 4: C=7, M=2, permutation [5,0,2,4,6,1,3]",
             "distances": "actkit.metrics.softmax_distances (d_LLV lambda=1e-5, pivots searched "
                          "over num_samples draws), mean CCA = actkit.metrics.mean_cca(f1, f2)",
             "radial_data": "[actkit] x = r(cos t, sin t), r ~ U(0.5, 1.5), label = angular "
