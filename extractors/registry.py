@@ -33,7 +33,7 @@ from actkit._device import resolve_device
 from actkit.errors import ActkitError, ModelError
 
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
-from ._hub import (_cache_only, _hub_offline_reason, _Offline, _offline_error, _seeded, _short,  # noqa: F401
+from ._hub import (_cache_only, _hub_offline_reason, _Offline, _offline_error, _seeded, _short,
                    _weights_error, _why)
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
