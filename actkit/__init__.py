@@ -12,6 +12,7 @@ The public API (everything a user needs fits on one screen)::
     actkit.align(A, B, method=...)                      # permutation | rigid | linear | ica
     actkit.compare(A, B)                                # every alignment + similarity metric
     actkit.compare_many([A, B, C], metric=...)          # pairwise matrix -> (matrix, results)
+    actkit.compare_models(model_a, model_b, inputs, layers=[...])  # extract both, then compare
     actkit.RunningMoments, actkit.CrossMoments          # mergeable streaming moments
     actkit.metrics                                      # amari_distance, mcc, linear_cka, infomec, ...
 
@@ -41,6 +42,7 @@ _LAZY = {
     "SparseDictionary": "actkit.dictionary",
     "sparse_dictionary": "actkit.dictionary",
     "transform_store": "actkit._derived",
+    "compare_models": "actkit.pipeline",
     "align": "actkit.alignment",
     "compare": "actkit.alignment",
     "compare_many": "actkit.alignment",
@@ -53,7 +55,7 @@ _LAZY = {
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)
-_MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo")
+_MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo", "pipeline")
 
 __getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY, _MODULES)
 __all__ = sorted([*__all__, "__version__"])

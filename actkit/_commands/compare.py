@@ -292,32 +292,21 @@ def _run_stores(args, paths, methods, display=None):
 def _run_models(args, methods):
     import tempfile
 
-    import actkit
     from actkit.errors import ActkitError
+    from actkit.pipeline import extract_stores
 
     if not args.layers:
         raise ActkitError("--inputs needs --layers L1,L2,... (see `actkit layers MODEL`)")
     layers = _split_list(args.layers)
-    if args.work_dir:
-        os.makedirs(args.work_dir, exist_ok=True)
-        tmp = None
-        folder = args.work_dir
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="actkit-compare-")
-        folder = tmp.name
+    tmp = None if args.work_dir else tempfile.TemporaryDirectory(prefix="actkit-compare-")
+    folder = args.work_dir or tmp.name
     try:
-        stores = []
-        for i, model in enumerate(args.sources):
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)[-60:]
-            out = os.path.join(folder, f"{i}_{safe}.h5")
-            if not args.quiet:
-                print(f"extracting {model} -> {out}", file=sys.stderr)
-            actkit.extract(model, args.inputs, out, layers=layers, pool=args.pool,
-                           batch_size=args.batch_size, device=args.device,
-                           max_samples=args.max_samples, progress=not args.quiet,
-                           final_hidden=bool(args.softmax_labels) and "final_hidden" not in layers,
-                           unembedding=bool(args.softmax_labels))
-            stores.append(out)
+        stores = extract_stores(args.sources, args.inputs, folder, layers=layers,
+                                echo=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
+                                pool=args.pool, batch_size=args.batch_size, device=args.device,
+                                max_samples=args.max_samples, progress=not args.quiet,
+                                final_hidden=bool(args.softmax_labels) and "final_hidden" not in layers,
+                                unembedding=bool(args.softmax_labels))
         args.layer_a = args.layer_b = None
         return _run_stores(args, stores, methods, display=args.sources)
     finally:
