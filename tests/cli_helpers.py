@@ -20,3 +20,20 @@ def cli_error(capsys, *argv) -> str:
     assert code == 2, (code, out, err)
     assert len(lines) == 1 and lines[0].startswith("actkit: error: "), err
     return lines[0]
+
+
+def perturbed_copy(src, dst, scale=0.05, seed=5):
+    """Save a copy of the causal LM at ``src`` to ``dst`` with every weight perturbed by
+    ``scale`` x N(0, 1) noise (seeded), tokenizer files copied: a second, related checkpoint."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(src)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn_like(p))
+    model.save_pretrained(dst, safe_serialization=True)
+    for f in src.iterdir():
+        if "token" in f.name or f.name.endswith(".txt") or f.name == "special_tokens_map.json":
+            (dst / f.name).write_bytes(f.read_bytes())

@@ -137,19 +137,10 @@ def test_user_mistakes_one_line(stores, capsys, tmp_path):
 
 
 def test_compare_models_directly(tiny_gpt_neox, tmp_path, capsys):
-    import torch
-    from transformers import AutoModelForCausalLM
+    from cli_helpers import perturbed_copy
 
     other = tmp_path / "other"
-    model = AutoModelForCausalLM.from_pretrained(tiny_gpt_neox)
-    torch.manual_seed(5)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    model.save_pretrained(other, safe_serialization=True)
-    for f in tiny_gpt_neox.iterdir():
-        if "token" in f.name or f.name.endswith(".txt") or f.name == "special_tokens_map.json":
-            (other / f.name).write_bytes(f.read_bytes())
+    perturbed_copy(tiny_gpt_neox, other)
     rng = np.random.default_rng(0)
     words = "the quick brown fox jumps over lazy dog model features sparse whitening".split()
     texts = tmp_path / "texts.txt"

@@ -10,27 +10,12 @@ import pytest
 
 import actkit
 from actkit.errors import ActkitError
-from cli_helpers import run_cli
-
-
-def _perturbed_copy(src, dst):
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(src)
-    torch.manual_seed(5)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    model.save_pretrained(dst, safe_serialization=True)
-    for f in src.iterdir():
-        if "token" in f.name or f.name.endswith(".txt") or f.name == "special_tokens_map.json":
-            (dst / f.name).write_bytes(f.read_bytes())
+from cli_helpers import perturbed_copy, run_cli
 
 
 def test_compare_models_equals_the_cli(tiny_gpt_neox, tmp_path, capsys):
     other = tmp_path / "other"
-    _perturbed_copy(tiny_gpt_neox, other)
+    perturbed_copy(tiny_gpt_neox, other)
     rng = np.random.default_rng(0)
     words = "the quick brown fox jumps over lazy dog model features sparse whitening".split()
     texts = tmp_path / "texts.txt"
