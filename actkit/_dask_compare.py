@@ -56,15 +56,15 @@ def _open(ref):
     return ref.open() if isinstance(ref, _Ref) else ref
 
 
-def _side_task(ref, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, random_state, ica_params):
-    from actkit.alignment._ica_map import fit_ica_side
+def _side_task(ref, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, seeds, ica_params):
+    from actkit.alignment._ica_map import ica_restarts
     from actkit.alignment._sides import Side
 
     side = Side(_open(ref), name, eval_mask, sample_rows, diam_rows, dtype)
     side.run(block_rows)
     for k in ica_ks:  # the fits the pairs will ask for, once
         try:
-            side.ica(k, random_state, ica_params, fit_ica_side)
+            ica_restarts(side, k, seeds, ica_params)
         except ValueError:
             pass  # too few rows etc.: the pair raises it with compare's own message
     side.X = None  # the pair tasks open the source themselves
@@ -140,7 +140,8 @@ def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None,
             ks = sorted({ica_components(d["ica_n_components"], min(widths[i], widths[j])) for j in range(K)}) \
                 if "ica" in d.get("methods", METHODS) else []
             tasks.append((_side_task, (refs[i], f"source {i}", eval_mask, sample_rows, diam_rows, dtype, br, ks,
-                                       d["random_state"], ica_params)))
+                                       [int(d["random_state"]) + r for r in range(int(d["ica_restarts"]))],
+                                       ica_params)))
         pairs = [(i, j) for i in range(K) for j in range(K)]
         for i, j in pairs:
             tasks.append((_pair_task, (refs[i], refs[j], ("task", i), ("task", j), groups, kwargs)))

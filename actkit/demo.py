@@ -44,6 +44,13 @@ PAPER_TABLE1 = {
 }
 
 COLUMNS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "linear_cka")
+# with each row's ICA numbers: their spread over the restarts, how many sources ICA
+# identified, and whether every FastICA fit converged (the table marks a row that did not)
+SPREAD_COLUMNS = ("ica_std", "ica_efficiency_std", "ica_identified", "ica_converged")
+# the FastICA settings of each form (full, quick): every fit converges within max_iter on
+# the zoo pairs; the full form keeps 10000 rows per side (>= ica_min_rows(k) for k <= 141)
+DEMO_ICA = {"ica_max_iter": 1000, "ica_max_rows": 10000}
+QUICK_ICA = {"ica_max_iter": 1000, "ica_max_rows": 2000}
 # quick mode: (texts, images) per model. Images are cheap to extract through the tiny
 # models; 512 keeps >= ~20 FastICA fit rows per component on every zoo row (run_demo)
 _QUICK_SAMPLES = (32, 512)
@@ -140,7 +147,8 @@ def _extract(model, pair: DemoPair, layer: str, stores: Path, tag: str, max_samp
 
 def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
              pairs: list[DemoPair] | None = None, device: str = "cpu",
-             random_state: int = 0, progress: bool | None = None, log=print) -> dict:
+             random_state: int = 0, progress: bool | None = None, log=print,
+             ica_restarts: int = 3) -> dict:
     """Run the Table-1 protocol on pairs of checkpoints and write stores, JSON and a figure.
 
     Parameters
@@ -149,8 +157,11 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         Output folder: ``stores/`` (one HDF5 store per model and layer), ``report.json``,
         ``table1.png``. Rerunning reuses finished stores (extraction is a no-op then).
     quick : bool, default=False
-        Reduced form for tests: 32 texts / 512 images per model, at most 2000 rows and 50
-        iterations for FastICA (numbers are then rougher). The image count keeps about 20
+        Reduced form for tests: 32 texts / 512 images per model and at most 2000 rows per
+        side for FastICA (``QUICK_ICA``; the full form: ``DEMO_ICA``, 10000 rows), so the
+        numbers are rougher. Both allow 1000 FastICA iterations; a row whose fits did not
+        converge is marked ``*`` in the table and ``ours["ica_converged"] = False`` in the
+        JSON. The image count keeps about 20
         or more FastICA fit rows per component on every zoo row: ResNet-tiny's ``layer3``
         has 4 rows per image, so 512 images give 1638 fit rows for 64 components (64 images
         gave 204, and FastICA then found sources that do not match across the seeds).
@@ -164,6 +175,8 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         Progress bars (None: only on a terminal).
     log : callable
         Receives one line of text per step (``print`` by default; ``None`` for silence).
+    ica_restarts : int, default=3
+        FastICA fits per side (see :func:`actkit.compare`).
 
     Returns
     -------
@@ -207,13 +220,16 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # the result's notes, logged below
             res = actkit.compare(A, B, random_state=random_state, progress=show,
-                                 ica_max_iter=50 if quick else 200,
-                                 ica_max_rows=2000 if quick else 10000)
+                                 ica_restarts=ica_restarts, **(QUICK_ICA if quick else DEMO_ICA))
         d = res.to_dict()
         notes = list(res.notes)
         for note in notes:
             log(f"[{i}/{len(pairs)}] {pair.name}: note: {note}")
-        ours = {c: d.get(c) for c in COLUMNS}
+        from actkit.alignment import ica_summary
+
+        for line in ica_summary([res], [pair.layer]):
+            log(f"[{i}/{len(pairs)}] {pair.name}: {line}")
+        ours = {c: d.get(c) for c in COLUMNS + SPREAD_COLUMNS}
         errs = [ours[m] for m in ("permutation", "ica", "rigid", "linear")]
         ordering = all(e is not None for e in errs) and all(
             errs[k] >= errs[k + 1] - 1e-12 for k in range(3))

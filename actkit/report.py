@@ -1,6 +1,7 @@
 """Readable reports of :func:`actkit.compare` results: text tables and PNG figures.
 
 ``format_table(results, labels)``      Table-1-style text table (Nelson et al.)
+``ica_summary(results, labels)``       per pair: the sources ICA identified and matched
 ``format_matrix(matrix, labels)``      pairwise matrix of one metric (``compare_many``)
 ``plot_compare(results, labels, path)`` errors per method per layer + matched-source
                                         correlation matrices, one PNG
@@ -17,9 +18,9 @@ import os
 import numpy as np
 
 from actkit._atomic import save_figure_atomic
-from actkit.alignment import format_matrix, format_table, row_labels, value_of
+from actkit.alignment import format_matrix, format_table, ica_summary, row_labels, value_of
 
-__all__ = ["format_table", "format_matrix", "plot_compare", "plot_errors",
+__all__ = ["format_table", "format_matrix", "ica_summary", "plot_compare", "plot_errors",
            "plot_source_correlation", "plot_matrix"]
 
 _METHODS = ("permutation", "rigid", "linear", "ica")

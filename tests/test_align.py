@@ -1,5 +1,6 @@
 """Alignments and compare: ground truths, references (scipy/sklearn/brute force), errors."""
 
+import math
 import itertools
 import json
 import warnings
@@ -422,3 +423,89 @@ def test_store_layers_use_groups_and_refuse_mismatch(tmp_path):
     sd = _store(tmp_path / "d.h5", B, index2)
     with pytest.raises(ValueError, match="different row indexes"):
         compare(sa["h"], sd["h"])
+
+
+def _noisy(B, rel, seed=0):
+    rng = np.random.default_rng(seed)
+    return B + rel * B.std() * rng.standard_normal(B.shape)
+
+
+def test_efficiency_is_nan_with_a_note_when_permutation_minus_rigid_is_noise():
+    """A representation against a noisy copy: every error ~0, so (perm - ica) / (perm -
+    rigid) divides noise by noise; it must be NaN with a warning, never 144652886%."""
+    rng, S = _sources(0)
+    A = S @ rng.normal(size=(D, D))
+    with pytest.warns(UserWarning, match="ica_efficiency is undefined"):
+        res = compare(A, _noisy(A, 1e-6))
+    assert math.isnan(res.ica_efficiency)
+    d = res.to_dict()
+    assert d["ica_efficiency"] is None and d["ica_efficiency_std"] is None
+    assert d["efficiency_denominator"] <= d["efficiency_noise"]
+    assert res.errors["ica"] <= res.errors["rigid"] + 0.01
+    from actkit.report import format_table
+
+    table = format_table([res], ["noisy copy"])
+    assert "(\u2013)" in table and "\u2013: ICA efficiency undefined" in table
+
+
+def test_efficiency_is_finite_and_in_range_when_rigid_beats_permutation():
+    """Mixed independent sources mapped by a random rotation: permutation - rigid is far
+    above its noise; the efficiency is (perm - ica) / (perm - rigid), with ICA recovering
+    the sources it lies near 1 (documented range: 0 = no better than the permutation,
+    1 = as good as the rigid map)."""
+    rng, S = _sources(0)
+    A = S @ rng.normal(size=(D, D))
+    B = A @ ortho_group.rvs(D, random_state=3)
+    res = compare(A, B)
+    d = res.to_dict()
+    e = res.errors
+    assert d["efficiency_denominator"] > 10 * d["efficiency_noise"]
+    assert res.ica_efficiency == pytest.approx((e["permutation"] - e["ica"]) / (e["permutation"] - e["rigid"]))
+    assert 0.8 <= res.ica_efficiency <= 1.1
+    assert d["ica_identified"] == D
+
+
+def test_ica_restarts_give_a_spread_and_identical_seeds_identical_results():
+    rng, S = _sources(4)
+    A = S @ rng.normal(size=(D, D))
+    B = (S + 0.3 * rng.normal(size=S.shape)) @ rng.normal(size=(D, D))
+    r1 = compare(A, B, ica_restarts=4, random_state=1).to_dict()
+    r2 = compare(A, B, ica_restarts=4, random_state=1).to_dict()
+    for key in ("ica", "ica_std", "ica_efficiency", "ica_efficiency_std", "ica_identified"):
+        assert r1[key] == r2[key], key
+    assert r1["ica_restarts"] == 4
+    assert r1["ica_std"] is not None and r1["ica_std"] >= 0
+    assert r1["ica_efficiency_std"] == pytest.approx(
+        r1["ica_std"] / (r1["permutation"] - r1["rigid"]))
+    one = compare(A, B, ica_restarts=1).to_dict()
+    assert one["ica_std"] is None and one["ica_restarts"] == 1
+    with pytest.raises(ValueError, match="ica_restarts"):
+        compare(A, B, ica_restarts=0)
+
+
+def test_table_prints_the_spread_only_where_it_shows():
+    from actkit.report import format_table
+
+    row = {"permutation": 0.5, "rigid": 0.3, "linear": 0.2, "ica": 0.4, "ica_efficiency": 0.5,
+           "linear_cka": 0.9, "mean_cca": 0.8, "ica_std": 0.012, "ica_efficiency_std": 0.06,
+           "ica_converged": True}
+    table = format_table([row], ["x"])
+    assert "0.400±0.012 (50±6%)" in table and "±: standard deviation over the ICA restarts" in table
+    assert "0.40±0.01 (50±6%)" in format_table([row], ["x"], ica_digits=2, eff_step=5)
+    quiet = {**row, "ica_std": 1e-5, "ica_efficiency_std": 5e-5}
+    assert "0.400 (50%)" in format_table([quiet], ["x"]) and "±" not in format_table([quiet], ["x"])
+    starred = format_table([{**quiet, "ica_converged": False}], ["x"])
+    assert "0.400 (50%)*" in starred and "*: FastICA did not converge" in starred
+
+
+def test_gaussian_directions_are_not_identified():
+    """Gaussian sources have no ICA solution: no source is found by every restart, and the
+    ICA map falls back on the permutation alignment."""
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(N, D)) @ rng.normal(size=(D, D))
+    B = A @ ortho_group.rvs(D, random_state=2)
+    res = compare(A, B)
+    assert res.to_dict()["ica_identified"] == 0
+    e = res.errors
+    # at most a chance source shared by two restarts: ICA closes < 10% of the perm-rigid gap
+    assert abs(e["ica"] - e["permutation"]) <= 0.1 * (e["permutation"] - e["rigid"]), e

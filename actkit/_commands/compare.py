@@ -65,6 +65,10 @@ def register(sub) -> None:
                         "and less time")
     p.add_argument("--ica-max-iter", type=int, default=200,
                    help="FastICA iterations per side (default 200); non-convergence is noted")
+    p.add_argument("--ica-restarts", type=_restarts_arg, default=3, metavar="R",
+                   help="FastICA fits per side with seeds seed..seed+R-1 (default 3): the "
+                        "sources every fit finds are the identified ones, and the ica error's "
+                        "spread over the fits is reported (ica_std)")
     p.add_argument("--ica-tol", type=float, default=1e-4,
                    help="FastICA tolerance (largest gradient entry; default 1e-4)")
     p.add_argument("--diameter-max-rows", type=int, default=10000,
@@ -184,9 +188,20 @@ def run(args) -> int:
 def _compare_kwargs(args, methods):
     return dict(eval_fraction=args.eval_fraction, random_state=args.seed, alpha=args.alpha,
                 ica_max_rows=args.ica_max_rows, ica_max_iter=args.ica_max_iter, methods=methods,
+                ica_restarts=args.ica_restarts,
                 ica_n_components=args.ica_n_components, ica_tol=args.ica_tol,
                 diameter_max_rows=args.diameter_max_rows or None, device=args.device,
                 progress=False if args.quiet else None)
+
+
+def _restarts_arg(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
 
 
 def _ica_rows_arg(text):
@@ -217,7 +232,7 @@ def _run_stores(args, paths, methods, display=None):
     import actkit
     from actkit.alignment import compare_many
     from actkit.matrix_files import open_source
-    from actkit.report import format_matrix, format_table, plot_compare, save_matrix_plot
+    from actkit.report import format_matrix, format_table, ica_summary, plot_compare, save_matrix_plot
 
     display = display or paths
     with contextlib.ExitStack() as stack:
@@ -250,6 +265,8 @@ def _run_stores(args, paths, methods, display=None):
 
         store_a, store_b = stores
         pairs = _layer_pairs(args, store_a, store_b)
+        # before any alignment: bad label ids are refused before minutes of work
+        sm = _softmax(args, store_a, store_b, paths[0], paths[1]) if args.softmax_labels else None
         results, labels = [], []
         remote = None
         if getattr(args, "runner", None) is not None:  # --scheduler: every layer pair is a task
@@ -272,13 +289,14 @@ def _run_stores(args, paths, methods, display=None):
             labels.append(la if la == lb else f"{la} -> {lb}")
         print(format_table(results, labels, title=f"{display[0]} -> {display[1]}  "
                                                   f"(held-out error / diam(B))"))
+        for line in ica_summary(results, labels):
+            print(line)
         payload = {}
         for lab, res in zip(labels, results):
             d = res.to_dict()
             d["store_a"], d["store_b"] = str(display[0]), str(display[1])
             payload[lab] = d
-        if args.softmax_labels:
-            sm = _softmax(args, store_a, store_b, paths[0], paths[1])
+        if sm is not None:
             print("softmax distances (final_hidden, unembedding): " + "  ".join(
                 f"{k}={v:.4g}" for k, v in sm.items() if isinstance(v, float)))
             payload["softmax"] = {k: v for k, v in sm.items() if isinstance(v, (float, int))}

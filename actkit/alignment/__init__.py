@@ -36,7 +36,7 @@ from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, ica_rows
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import split
-from actkit.alignment._table import format_matrix, format_table, row_labels, value_of
+from actkit.alignment._table import format_matrix, format_table, ica_summary, row_labels, value_of
 
 __all__ = [
     "align",
@@ -54,6 +54,7 @@ __all__ = [
     "ica_rows",
     "split",
     "format_table",
+    "ica_summary",
     "format_matrix",
     "row_labels",
     "value_of",

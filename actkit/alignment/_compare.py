@@ -62,8 +62,8 @@ def align(A, B, method="rigid", **params):
 
 def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=METHODS,
             alpha=0.0, ica_n_components=None, ica_max_rows="auto", ica_max_iter=200,
-            ica_tol=1e-4, diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None, progress=None,
-            device="cpu", _sides=None) -> CompareResult:
+            ica_tol=1e-4, ica_restarts=3, diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None,
+            progress=None, device="cpu", _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
 
     Parameters
@@ -92,6 +92,18 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         FastICA's sources are unreliable (measured in docs/compare.md): ``compare`` then
         warns (``UserWarning``); ``to_dict()["ica_rows_per_component"]`` says how many it had.
     ica_max_iter, ica_tol : FastICA stopping rule.
+    ica_restarts : int, default=3
+        FastICA fits per side (seeds ``random_state + r``). Each pair of restarts
+        identifies the sources it shares on a side; only identified sources are matched
+        across the sides, the rest of A is mapped as the permutation alignment maps it, and
+        the ica map is the mean of the restart-pair maps (docs/definitions.md, "ICA
+        alignment"), so float noise that sends FastICA to other local optima moves the ica
+        error only by about its spread. ``to_dict()``: ``ica_identified_a|b`` (sources every
+        restart finds), ``ica_std`` (the standard deviation of the restart-pair maps'
+        errors), ``ica_efficiency_std`` (``ica_std / (permutation - rigid)``); None with one
+        restart (the classic ICA alignment). ``ica_efficiency`` is NaN (with a note) when
+        permutation - rigid is not above ``max(1e-5, 2 x`` its standard error over the
+        held-out input samples ``)``.
     diameter_max_rows : int or None, default=10000
         diam(B_eval) is exact up to this many eval rows, else the exact diameter of a seeded
         random subset of that size, a lower bound (recorded as ``diameter_method="sampled"``);
@@ -132,7 +144,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     eval_rows = np.flatnonzero(eval_mask)
     ica = ICAAlignment(n_components=ica_n_components, random_state=random_state,
                        max_rows=ica_max_rows, max_iter=ica_max_iter, tol=ica_tol,
-                       device=device)
+                       device=device, restarts=ica_restarts)
     k_ica = min(n_features(A, "A"), n_features(B, "B"))
     ica_sample = (ica.sample_rows_for(n, fit_rows, k=k_ica) if "ica" in methods
                    else np.zeros(0, np.int64))
@@ -178,15 +190,33 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     diam_b = diameter(pair.b.diam)
     if not diam_b > 0:
         raise ValidationError("B's held-out rows are all identical (zero diameter): errors are undefined")
-    sums = pair.eval_errors(alignments)
-    errors = {name: s / eval_rows.size / diam_b for name, s in sums.items()}
-    t_err = time.perf_counter()
+    maps = dict(alignments)
+    if "ica" in alignments:
+        for r, h in enumerate(alignments["ica"].restarts_):
+            maps[("ica", r)] = h
+    sums = pair.eval_errors(maps)
+    errors = {name: s / eval_rows.size / diam_b for name, s in sums.items()
+              if isinstance(name, str)}
+    ica_runs = np.array([sums[key] for key in maps if isinstance(key, tuple)]) \
+        / eval_rows.size / diam_b
+    ica_std = float(ica_runs.std(ddof=1)) if ica_runs.size > 1 else float("nan")
 
-    eff = float("nan")
-    if {"permutation", "rigid", "ica"} <= set(errors):
+    eff = eff_std = den = den_se = float("nan")
+    if {"permutation", "rigid"} <= set(errors):
         den = errors["permutation"] - errors["rigid"]
-        if abs(den) > 1e-12:
+        d_rows = (np.concatenate(pair.row_errors["permutation"])
+                  - np.concatenate(pair.row_errors["rigid"])) / diam_b
+        den_se = ratio_se(d_rows, None if groups is None else np.asarray(groups)[eval_rows])
+    if "ica" in errors and np.isfinite(den):
+        if den > efficiency_noise(den_se):
             eff = (errors["permutation"] - errors["ica"]) / den
+            eff_std = ica_std / den
+        else:
+            _note(notes, f"ica_efficiency is undefined: permutation - rigid = {den:.2g} is not "
+                         f"above noise ({efficiency_noise(den_se):.2g}: max(1e-5, 2 x its standard "
+                         f"error)), so (perm - ica) / (perm - rigid) has no meaning here",
+                  UserWarning)
+    t_err = time.perf_counter()
 
     all_pm = pair.fit_pm.copy().merge(pair.eval_pm)
     cka = all_pm.cka()
@@ -226,6 +256,16 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "ica_n_iter_a": int(alignments["ica"].n_iter_[0]) if "ica" in alignments else None,
         "ica_n_iter_b": int(alignments["ica"].n_iter_[1]) if "ica" in alignments else None,
         "ica_converged": bool(alignments["ica"].converged_) if "ica" in alignments else None,
+        "ica_restarts": int(ica_restarts) if "ica" in alignments else None,
+        "ica_std": ica_std if "ica" in alignments else None,
+        "ica_efficiency_std": eff_std,
+        "ica_identified": (min(alignments["ica"].n_identified_) if "ica" in alignments
+                           else None),
+        "ica_identified_a": alignments["ica"].n_identified_[0] if "ica" in alignments else None,
+        "ica_identified_b": alignments["ica"].n_identified_[1] if "ica" in alignments else None,
+        "ica_matched": int(alignments["ica"].pairs_.shape[0]) if "ica" in alignments else None,
+        "efficiency_denominator": den, "efficiency_denominator_se": den_se,
+        "efficiency_noise": efficiency_noise(den_se),
         "ica_device": str(device) if "ica" in alignments else None,
         "cca_n_components": int(rho.size),
         "diameter": float(diam_b), "diameter_method": diam_method,
@@ -241,6 +281,33 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
                          linear_cka_debiased=cka_d, mean_cca=mcca, matched_correlations=matched,
                          source_correlation=src_corr, alignments=alignments, info=info,
                          notes=notes)
+
+
+#: ica_efficiency is undefined (NaN) when permutation - rigid is at most this far above 0:
+#: float rounding of the errors (1e-5 of the diameter) or twice its standard error over
+#: the held-out input samples, whichever is larger.
+EFFICIENCY_FLOOR = 1e-5
+
+
+def efficiency_noise(se):
+    """The noise level of ``permutation - rigid``: ``max(1e-5, 2 se)``."""
+    return float(max(EFFICIENCY_FLOOR, 2.0 * se)) if np.isfinite(se) else EFFICIENCY_FLOOR
+
+
+def ratio_se(d, groups):
+    """Standard error of the mean of per-row values ``d`` with rows clustered in groups
+    (input samples): ``sqrt(G / (G - 1) sum_g (t_g - mean n_g)^2) / n``."""
+    n = d.size
+    if n < 2:
+        return float("nan")
+    if groups is None:
+        return float(d.std(ddof=1) / np.sqrt(n))
+    _, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    G = counts.size
+    if G < 2:
+        return float("nan")
+    t = np.bincount(inv.ravel(), weights=d)
+    return float(np.sqrt(G / (G - 1) * np.sum((t - d.mean() * counts) ** 2)) / n)
 
 
 def _note(notes, message, category):

@@ -1,8 +1,11 @@
 """The ICA alignment: whiten and FastICA each side alone, then match the sources.
 
-``docs/definitions.md`` §1, the ``ica`` row: ``h(a) = mixing_B P unmixing_A (a - mu_A) + mu_B``
-with the sources of the two sides matched by the optimal signed permutation. Also the rows
-rule of FastICA (:func:`ica_min_rows`, :func:`ica_rows`).
+``docs/definitions.md`` §1, "ICA alignment": FastICA is fitted ``restarts`` times on each
+side; the sources every restart finds are the *identified* ones
+(:mod:`actkit.alignment._ica_consensus`); they are matched across the sides by the optimal
+signed permutation, and the rest of A (unidentified and unmatched sources) is mapped as the
+permutation alignment maps it. Also the rows rule of FastICA (:func:`ica_min_rows`,
+:func:`ica_rows`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from actkit._threads import small_linalg
 from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._maps import Alignment
 from actkit.errors import ValidationError
+
+#: An identified source of A is matched to one of B only where the two correlate at least
+#: this much on the fit rows (else both join the unidentified rest).
+MATCH_MIN_CORR = 0.5
 
 ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...
 ICA_AUTO_MAX_BYTES = 2 ** 30        # ... and at most 1 GiB of float32 sample rows per side
@@ -76,7 +83,8 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
 
     Uses :func:`actkit.whitening.whitening_from_moments` (eigenvalues below ``1e-6`` x the
     largest are dropped) and :class:`actkit.FastICA` with ``whiten=False``.
-    Returns ``(unmixing (k, d), mixing (d, k), mean (d,), rank, n_iter, converged)``.
+    Returns ``{"whitening" (k, d), "dewhitening" (d, k), "rotation" (k, k) orthogonal,
+    "mean" (d,), "rank", "n_iter", "converged"}``.
     """
     from actkit.whitening import whitening_from_moments
 
@@ -95,10 +103,40 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     W_inv = wp["dewhitening"][:, :k]                  # (d, k)
     Z = ((sample.astype(np.float64) - mean) @ W.T).astype(sample.dtype, copy=False)
     R, n_iter, converged = fastica_rotation(Z, random_state, ica_params)   # (k, k)
-    unmixing = R @ W
     with small_linalg():
-        mixing = W_inv @ np.linalg.pinv(R)
-    return unmixing, mixing, mean, rank, n_iter, converged
+        u, _, vt = np.linalg.svd(R)
+    return {"whitening": W, "dewhitening": W_inv, "rotation": u @ vt, "mean": mean,
+            "rank": rank, "n_iter": n_iter, "converged": converged}
+
+
+def ica_restarts(side, k, seeds, ica_params):
+    """FastICA on one side once per seed, then the identified sources
+    (:func:`actkit.alignment._ica_consensus.identified_sources`).
+
+    Returns ``(fits, info)``: ``fits[0]`` holds the sources every restart finds,
+    ``fits[1:]`` those each pair of restarts ``(r, s)``, ``r < s``, shares
+    (:func:`~actkit.alignment._ica_consensus.pair_sources`); each is ``(unmixing (k, d),
+    mixing (d, k), n_identified)`` with the identified sources in rows ``[:n_identified]``
+    and a basis of the unidentified subspace in the others. ``info``: ``n_iter`` (the most
+    iterations of a restart) and ``converged`` (every restart reached ``tol``). Cached on
+    the side."""
+    from actkit.alignment._ica_consensus import identified_sources, pair_sources, side_rotation
+
+    key = ("restarts", k, tuple(seeds), tuple(sorted(ica_params.items())))
+    if key not in side._ica:
+        fits = [side.ica(k, s, ica_params, fit_ica_side) for s in seeds]
+        W, W_inv = fits[0]["whitening"], fits[0]["dewhitening"]
+        out = []
+        with small_linalg():
+            rotations = [f["rotation"] for f in fits]
+            U, _ = identified_sources(rotations)
+            for V in [U] + pair_sources(rotations):
+                T, m = side_rotation(V, W.shape[0])
+                out.append((T @ W, W_inv @ T.T, m))
+        restarts_ok = all(f["converged"] for f in fits)
+        side._ica[key] = (out, {"n_iter": max(f["n_iter"] for f in fits),
+                                "converged": restarts_ok})
+    return side._ica[key]
 
 
 def fastica_rotation(Z, random_state, ica_params):
@@ -119,12 +157,23 @@ def fastica_rotation(Z, random_state, ica_params):
 
 
 class ICAAlignment(Alignment):
-    """Unsupervised alignment through independent components (spec §1, ``ica`` row).
+    """Unsupervised alignment through independent components (docs/definitions.md §1).
 
     Each side is PCA-whitened (top ``k = min(Da, Db)`` components, fit-row covariance,
-    ddof=1) and rotated by FastICA **separately**; the two source sets are matched by the
-    optimal signed permutation (using the paired fit rows only to match, never to fit a
-    map) and ``h(a) = mixing_B P unmixing_A (a - mu_A) + mu_B``.
+    ddof=1) and rotated by FastICA **separately**, ``restarts`` times (seeds
+    ``random_state + r``). For each pair of restarts, the sources the two share on a side
+    (``|cos| >= 0.995``, :mod:`actkit.alignment._ica_consensus`) are that pair's
+    *identified* sources; identified sources of A and B are matched by the optimal signed
+    permutation on the fit rows (a match correlating below ``MATCH_MIN_CORR`` is dropped),
+    ``h_I(a) = mixing_B,I P unmixing_A,I (a - mu_A)``, and the rest of A -- what ICA did not
+    identify or match -- is mapped as the permutation alignment maps it:
+    ``h(a) = h_I(a) + Q' (a_rest) + mu_B``, ``a_rest = mixing_A,rest unmixing_A,rest
+    (a - mu_A)``, ``Q`` the signed permutation of the coordinates. The fitted map is the
+    mean of the ``R (R - 1) / 2`` restart-pair maps (``restarts_``). With nothing
+    identified this is the permutation alignment; with one restart, the classic ICA
+    alignment (every source matched, one draw among FastICA's local optima). Float noise
+    that sends FastICA to other local optima therefore moves the result only by about the
+    spread over the restart pairs (``compare``'s ``ica_std``).
 
     Parameters
     ----------
@@ -137,6 +186,9 @@ class ICAAlignment(Alignment):
         components, at most 1 GiB of float32 rows per side (see :func:`ica_rows`).
     fun, max_iter, tol
         Passed to FastICA.
+    restarts : int, default=3
+        FastICA fits per side. With 1, every source counts as identified (nothing to
+        compare it with; the result then depends on FastICA's local optimum).
     device : str, default="cpu"
         Torch device of the FastICA passes (e.g. ``"cuda"``); moments, whitening and
         matching stay on the CPU in float64.
@@ -145,13 +197,19 @@ class ICAAlignment(Alignment):
     ----------
     unmixing_a_, unmixing_b_ : ndarray of shape (k, Da), (k, Db)
     mixing_a_, mixing_b_ : ndarray of shape (Da, k), (Db, k)
-    pairs_ : ndarray of shape (k, 2)
-        Matched (source of A, source of B).
-    signs_ : ndarray of shape (k,)
+    pairs_ : ndarray of shape (n_matched, 2)
+        Matched (source of A, source of B) among the sources every restart found.
+    signs_ : ndarray of shape (n_matched,)
+    n_identified_ : (int, int)
+        Sources every restart found on A and on B (rows ``[:n]`` of the unmixing matrices,
+        which are those of the sources every restart found).
+    restarts_ : list of ICAAlignment
+        The map of each pair of restarts (``R (R - 1) / 2``; empty with one restart);
+        ``coef_`` is their mean and the spread of their errors is ``compare``'s ``ica_std``.
     n_iter_ : (int, int)
         FastICA iterations on each side.
     converged_ : bool
-        Whether FastICA reached ``tol`` on both sides within ``max_iter``.
+        Whether every FastICA restart reached ``tol`` on both sides within ``max_iter``.
     """
 
     method = "ica"
@@ -165,10 +223,12 @@ class ICAAlignment(Alignment):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0.0, None, closed="neither")],
         "device": [str, object],
+        "restarts": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, *, n_components=None, random_state=0, max_rows="auto",
-                 fun="logcosh", max_iter=200, tol=1e-4, device="cpu"):
+                 fun="logcosh", max_iter=200, tol=1e-4, device="cpu", restarts=3):
+        self.restarts = restarts
         self.n_components = n_components
         self.random_state = random_state
         self.max_rows = max_rows
@@ -185,27 +245,66 @@ class ICAAlignment(Alignment):
         return sample_rows(rows, ica_rows(self.max_rows, k), self.random_state)
 
     def fit_pair(self, pair):
+        R = self.restarts
+        if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1:
+            raise ValidationError(f"ica_restarts must be an int >= 1, got {R!r}")
         self._validate()
-        m = pair.fit_pm
         k = ica_components(self.n_components, min(pair.a.d, pair.b.d))
         params = {"fun": self.fun, "max_iter": self.max_iter, "tol": self.tol,
                   "device": str(self.device)}
-        Ua, Ma, mu_a, _, it_a, conv_a = pair.a.ica(k, self.random_state, params, fit_ica_side)
-        Ub, Mb, mu_b, _, it_b, conv_b = pair.b.ica(k, self.random_state, params, fit_ica_side)
-        self.n_iter_ = (it_a, it_b)
-        self.converged_ = bool(conv_a and conv_b)
+        seeds = [int(self.random_state) + r for r in range(int(R))]
+        fa, ia = ica_restarts(pair.a, k, seeds, params)
+        fb, ib = ica_restarts(pair.b, k, seeds, params)
+        self.n_iter_ = (ia["n_iter"], ib["n_iter"])
+        self.converged_ = bool(ia["converged"] and ib["converged"])
+        self._fit_sources(pair, fa[0], fb[0])
+        self.restarts_ = []
+        for sa, sb in zip(fa[1:], fb[1:]):
+            h = ICAAlignment(**self.get_params())
+            h.n_iter_, h.converged_ = self.n_iter_, self.converged_
+            self.restarts_.append(h._fit_sources(pair, sa, sb))
+        if self.restarts_:
+            # the map: the mean of the restart-pair maps (docs/definitions.md, "ICA alignment")
+            self._set(np.mean([h.coef_ for h in self.restarts_], axis=0), self.mean_a_, self.mean_b_)
+        return self
+
+    def _fit_sources(self, pair, side_a, side_b):
+        """Identified sources matched by signed permutation; the rest by the permutation
+        alignment (docs/definitions.md, "ICA alignment")."""
+        m = pair.fit_pm
+        Ua, Ma, ma = side_a
+        Ub, Mb, mb = side_b
         k = min(Ua.shape[0], Ub.shape[0])
+        ma, mb = min(ma, k), min(mb, k)
         Ua, Ma, Ub, Mb = Ua[:k], Ma[:, :k], Ub[:k], Mb[:, :k]
         # source moments on fit rows, from the raw moments
         cross = Ua @ m.scatter_xy() @ Ub.T
         va = np.einsum("ij,jk,ik->i", Ua, m.scatter_xx(), Ua)
         vb = np.einsum("ij,jk,ik->i", Ub, m.scatter_yy(), Ub)
-        P, r, c = signed_permutation(va, vb, cross)
+        r = c = np.zeros(0, np.int64)
+        P = np.zeros((ma, mb))
+        if ma and mb:
+            P, r, c = signed_permutation(va[:ma], vb[:mb], cross[:ma, :mb])
+            # a source whose match correlates below MATCH_MIN_CORR on the fit rows has no
+            # counterpart among B's identified sources: it joins the rest
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho = np.abs(cross[r, c]) / np.sqrt(va[r] * vb[c])
+            weak = ~(rho >= MATCH_MIN_CORR)
+            P[r[weak], c[weak]] = 0.0
+            r, c = r[~weak], c[~weak]
+        # identified part: (a - mu_A) Ua_I' P Mb_I'
+        coef = Ua[:ma].T @ P @ Mb[:, :mb].T
+        rest = np.setdiff1d(np.arange(k), r)
+        if rest.size:
+            # the rest of A says nothing ICA could identify: it is mapped as the
+            # permutation alignment maps it
+            Q, _, _ = signed_permutation(np.diag(m.scatter_xx()), np.diag(m.scatter_yy()),
+                                         m.scatter_xy())
+            coef = coef + Ua[rest].T @ Ma[:, rest].T @ Q
         self.unmixing_a_, self.mixing_a_ = Ua, Ma
         self.unmixing_b_, self.mixing_b_ = Ub, Mb
         self.pairs_ = np.stack([r, c], axis=1)
-        self.signs_ = P[r, c]
+        self.signs_ = P[r, c] if r.size else np.zeros(0)
         self.n_components_ = k
-        # row convention: h(a) = (a - mu_A) Ua^T P Mb^T + mu_B
-        return self._set(Ua.T @ P @ Mb.T, m.mean_x, m.mean_y)
-
+        self.n_identified_ = (int(ma), int(mb))
+        return self._set(coef, m.mean_x, m.mean_y)

@@ -17,7 +17,7 @@ MATRIX_METRICS = (*METHODS, "ica_efficiency", "linear_cka", "linear_cka_debiased
                   "diameter")
 
 CONVENTIONS = {
-    "convention_spec": "docs/definitions.md sections 1 and 3 (actkit 0.1)",
+    "convention_spec": "docs/definitions.md section 1 (actkit 0.1)",
     "convention_error": "mean_i ||h(a_i) - b_i||_2 / diam(B_eval), on held-out rows only",
     "convention_split": "by input sample (groups): no sample straddles fit and eval; seeded",
     "convention_permutation": "signed permutation + translation; Hungarian on "
@@ -28,15 +28,20 @@ CONVENTIONS = {
     "convention_linear": "affine least squares (normal equations in float64), ridge alpha "
                          "on weights only",
     "convention_ica": "PCA whitening (ddof=1, top k=min(Da,Db)) + FastICA(logcosh) fitted "
-                      "separately on each side's fit rows; sources matched by signed "
-                      "permutation on fit rows; h(a)=mixing_B P unmixing_A (a-mu_A)+mu_B",
-    "convention_ica_efficiency": "(err_permutation - err_ica) / (err_permutation - err_rigid)",
+                      "separately on each side's fit rows, ica_restarts times; identified "
+                      "sources = those every restart finds (|cos| >= 0.995), matched by signed "
+                      "permutation on fit rows (pairs correlating < 0.5 dropped); the rest of "
+                      "A mapped by the permutation alignment (docs/definitions.md, ICA "
+                      "alignment)",
+    "convention_ica_efficiency": "(err_permutation - err_ica) / (err_permutation - err_rigid); "
+                                 "NaN when err_permutation - err_rigid <= max(1e-5, 2 x its "
+                                 "standard error over held-out input samples)",
     "convention_cka": "linear CKA on all rows, feature-space; debiased = unbiased HSIC "
                       "(Song et al. 2012)",
     "convention_cca": "mean of the top min(rank A, rank B) canonical correlations, all rows, "
                       "in-sample (closed form of sklearn CCA)",
-    "convention_matched_corr": "Pearson correlation of ICA sources paired on fit rows, "
-                               "measured on eval rows",
+    "convention_matched_corr": "Pearson correlation of matched identified ICA sources "
+                               "(paired on fit rows), measured on eval rows",
 }
 
 

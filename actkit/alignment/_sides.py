@@ -152,6 +152,8 @@ class Pair:
         """Sum over eval rows of ||h(a_i) - b_i|| for each alignment."""
         em = self.eval_mask
         sums = dict.fromkeys(alignments, 0.0)
+        # per-row errors of these two: the noise of the ICA efficiency's denominator
+        self.row_errors = {k: [] for k in ("permutation", "rigid") if k in alignments}
         start = 0
         with progress_bar(self.n, "compare: held-out errors", self.progress) as bar:
             for xa, xb in zip(blocks(self.A, self.block_rows, self.dtype),
@@ -161,7 +163,14 @@ class Pair:
                 if sel.any():
                     ya, yb = (xa, xb) if sel.all() else (xa[sel], xb[sel])
                     for name, h in alignments.items():
-                        sums[name] += summed_l2(h.predict_block(ya, self.dtype), yb)
+                        pred = h.predict_block(ya, self.dtype)
+                        if name in self.row_errors:
+                            diff = pred - yb
+                            e = np.sqrt(np.einsum("ij,ij->i", diff, diff, dtype=np.float64))
+                            self.row_errors[name].append(e)
+                            sums[name] += float(e.sum())
+                        else:
+                            sums[name] += summed_l2(pred, yb)
                 start = stop
                 bar.update(xa.shape[0])
         return sums

@@ -13,7 +13,8 @@ import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["format_table", "format_matrix", "value_of", "row_labels"]
+__all__ = ["format_table", "format_matrix", "value_of", "row_labels", "ica_cell",
+           "table_footnotes", "ica_summary"]
 
 
 def value_of(res, key):
@@ -24,6 +25,74 @@ def value_of(res, key):
 
 def _fmt(x, digits=3):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _spread(x, std, digits, pct=False, step=1):
+    """``x`` with ``±std`` when the spread shows at the printed precision (``pct``: a
+    percentage rounded to multiples of ``step``)."""
+    scale, places = (100, 0) if pct else (1, digits)
+    value = scale * x
+    if pct and step != 1:
+        value = step * round(value / step)
+    shown = f"{value:.{places}f}"
+    unit = "%" if pct else ""
+    if std is None or math.isnan(std) or scale * std < 0.5 * max(step if pct else 0, 10 ** -places):
+        return shown + unit
+    return f"{shown}\u00b1{scale * std:.{places}f}{unit}"
+
+
+def _dict(r):
+    return r.to_dict() if hasattr(r, "to_dict") else dict(r)
+
+
+def _ran_ica(d):
+    return "ica_std" in d or "ica_restarts" in d
+
+
+def ica_cell(r, digits=3, eff_step=1):
+    """The ICA column: error (``±`` its spread over the restarts), efficiency in
+    parentheses (in percent, rounded to multiples of ``eff_step``), ``(–)`` where the
+    efficiency is undefined, ``*`` where FastICA did not converge."""
+    ica, eff = value_of(r, "ica"), value_of(r, "ica_efficiency")
+    if math.isnan(ica):
+        return "-"
+    d = _dict(r)
+    cell = _spread(ica, d.get("ica_std"), digits)
+    if not math.isnan(eff):
+        cell += f" ({_spread(eff, d.get('ica_efficiency_std'), digits, pct=True, step=eff_step)})"
+    elif _ran_ica(d) and d.get("permutation") is not None and d.get("rigid") is not None:
+        cell += " (\u2013)"
+    if d.get("ica_converged") is False:
+        cell += "*"
+    return cell
+
+
+def table_footnotes(results):
+    """One line per mark :func:`format_table` printed (``–``, ``*``, ``±``)."""
+    ds = [_dict(r) for r in results]
+    notes = []
+    if any(_ran_ica(d) and d.get("ica") is not None and d.get("ica_efficiency") is None
+           and d.get("permutation") is not None and d.get("rigid") is not None for d in ds):
+        notes.append("\u2013: ICA efficiency undefined: permutation - rigid is not above noise")
+    if any(d.get("ica_converged") is False for d in ds):
+        notes.append("*: FastICA did not converge within ica_max_iter on at least one side")
+    if any(isinstance(d.get("ica_std"), float) and d["ica_std"] >= 0.005 for d in ds):
+        notes.append("\u00b1: standard deviation over the ICA restarts")
+    return notes
+
+
+def ica_summary(results, labels):
+    """One line per compared pair with ICA: how many sources each side's restarts
+    identified and how many were matched (docs/definitions.md, "ICA alignment")."""
+    out = []
+    for lab, r in zip(labels, results):
+        d = _dict(r)
+        if d.get("ica_identified_a") is None:
+            continue
+        out.append(f"ica {lab}: {d['ica_identified_a']} of {d['ica_n_components']} sources identified "
+                   f"on A, {d['ica_identified_b']} on B ({d['ica_restarts']} restarts), "
+                   f"{d['ica_matched']} matched; the rest mapped as the permutation maps it")
+    return out
 
 
 def row_labels(results, labels):
@@ -41,11 +110,15 @@ def row_labels(results, labels):
 
 
 def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 3,
-                 title: str | None = None) -> str:
+                 title: str | None = None, ica_digits: int | None = None,
+                 eff_step: int = 1) -> str:
     """A Table-1-style text table: one row per compared pair.
 
     Columns: permutation, rigid, linear (held-out mean l2 error / diam(B)), ICA with its
-    efficiency in parentheses (as in Nelson et al., Table 1), linear CKA and mean CCA.
+    efficiency in parentheses (as in Nelson et al., Table 1), linear CKA and mean CCA. The
+    ICA cell (:func:`ica_cell`) adds ``±`` the spread over the restarts where it shows at
+    the printed precision, ``(–)`` for an undefined efficiency and ``*`` for a fit that did
+    not converge; a footnote line under the table explains each mark used.
 
     Parameters
     ----------
@@ -55,6 +128,11 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
         results' layer names.
     digits : int, default=3
     title : str, optional
+    ica_digits : int or None, default=None
+        Decimals of measured ICA errors (None: ``digits``); rows without ICA restarts (e.g.
+        a paper's numbers) keep ``digits``.
+    eff_step : int, default=1
+        Measured efficiencies are printed in percent rounded to multiples of this.
 
     Returns
     -------
@@ -74,13 +152,11 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA"]
     rows = []
     for lab, r in zip(labels, results):
-        eff = value_of(r, "ica_efficiency")
-        ica = _fmt(value_of(r, "ica"), digits)
-        if not math.isnan(eff) and ica != "-":
-            ica = f"{ica} ({eff:.0%})"
         rows.append([lab, _fmt(value_of(r, "permutation"), digits), _fmt(value_of(r, "rigid"), digits),
-                     _fmt(value_of(r, "linear"), digits), ica, _fmt(value_of(r, "linear_cka"), digits),
-                     _fmt(value_of(r, "mean_cca"), digits)])
+                     _fmt(value_of(r, "linear"), digits),
+                     ica_cell(r, *((digits, 1) if not _ran_ica(_dict(r)) else
+                                   (digits if ica_digits is None else ica_digits, eff_step))),
+                     _fmt(value_of(r, "linear_cka"), digits), _fmt(value_of(r, "mean_cca"), digits)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(header)]
     def line(cells):
@@ -89,6 +165,7 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     out = [] if title is None else [title]
     out += [line(header), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in rows]
+    out += table_footnotes(results)
     return "\n".join(out)
 
 
