@@ -3,7 +3,7 @@ demo compares it (``actkit.demo.DEMO_ICA``, ``ica_restarts`` restarts), then aga
 replaced by copies carrying 1e-6 relative Gaussian noise (what another batch size or CPU
 changes), and B against each noisy copy.
 
-    python benchmarks/bench_ica_stability.py [--copies 3] [--restarts 3] [--out DIR]
+    python benchmarks/bench_ica_stability.py [--copies 3] [--restarts 3] [--out DIR] [--only NAME]
 
 Prints, per pair, each alignment error's largest move over the copies, the range of the
 ica error and of its efficiency, how many sources ICA identified on each side, and the
@@ -28,10 +28,13 @@ def main(argv=None):
     p.add_argument("--copies", type=int, default=3, help="noisy copies of B per pair (default 3)")
     p.add_argument("--restarts", type=int, default=3, help="ica_restarts (default 3)")
     p.add_argument("--out", default="actkit-demo/stores", help="store folder (the demo's by default)")
+    p.add_argument("--only", default="", help="only the pairs whose name contains this")
     args = p.parse_args(argv)
     print(f"float-noise stability of the demo's pairs: {args.copies} copies, ica_restarts={args.restarts}, "
           f"{DEMO_ICA}")
     for pair in zoo_pairs():
+        if args.only not in pair.name:
+            continue
         t0 = time.perf_counter()
         layer_b = pair.layer_b or pair.layer
         a = actkit.open_store(_extract(pair.model_a, pair, pair.layer, _path(args.out), "", None, "cpu", False))[pair.layer]

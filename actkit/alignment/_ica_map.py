@@ -21,10 +21,6 @@ from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._maps import Alignment
 from actkit.errors import ValidationError
 
-#: An identified source of A is matched to one of B only where the two correlate at least
-#: this much on the fit rows (else both join the unidentified rest).
-MATCH_MIN_CORR = 0.5
-
 ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...
 ICA_AUTO_MAX_BYTES = 2 ** 30        # ... and at most 1 GiB of float32 sample rows per side
 
@@ -92,7 +88,11 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     if not np.max(np.diag(cov), initial=0.0) > 0:
         raise ValidationError("a representation has zero variance on the fit rows: nothing to align")
     with small_linalg():
-        wp = whitening_from_moments(mean, cov, method="pca", n_components=None, warn=False)
+        # eigenvalues below 1e-6 x the largest are rounding noise of float32 row blocks (a
+        # null direction's scatter comes out at ~1e-8 x the largest): whitening one would
+        # let float noise decide the rank, and so which directions the two sides keep
+        wp = whitening_from_moments(mean, cov, method="pca", n_components=None, eps=1e-6,
+                                    warn=False)
     rank = int(wp["rank"])
     k = min(k, rank)
     if sample.shape[0] < 2 * k:
@@ -135,7 +135,7 @@ def ica_restarts(side, k, seeds, ica_params):
                 out.append((T @ W, W_inv @ T.T, m))
         restarts_ok = all(f["converged"] for f in fits)
         side._ica[key] = (out, {"n_iter": max(f["n_iter"] for f in fits),
-                                "converged": restarts_ok})
+                                "converged": restarts_ok, "k": int(W.shape[0])})
     return side._ica[key]
 
 
@@ -164,9 +164,10 @@ class ICAAlignment(Alignment):
     ``random_state + r``). For each pair of restarts, the sources the two share on a side
     (``|cos| >= 0.995``, :mod:`actkit.alignment._ica_consensus`) are that pair's
     *identified* sources; identified sources of A and B are matched by the optimal signed
-    permutation on the fit rows (a match correlating below ``MATCH_MIN_CORR`` is dropped),
-    ``h_I(a) = mixing_B,I P unmixing_A,I (a - mu_A)``, and the rest of A -- what ICA did not
-    identify or match -- is mapped as the permutation alignment maps it:
+    permutation on the fit rows, and a matched pair is mapped through ICA,
+    ``h_I(a) = mixing_B,I P unmixing_A,I (a - mu_A)``, only where that lowers the fit-row
+    squared error of the map; the rest of A -- what ICA did not identify or match -- is
+    mapped as the permutation alignment maps it:
     ``h(a) = h_I(a) + Q' (a_rest) + mu_B``, ``a_rest = mixing_A,rest unmixing_A,rest
     (a - mu_A)``, ``Q`` the signed permutation of the coordinates. The fitted map is the
     mean of the ``R (R - 1) / 2`` restart-pair maps (``restarts_``). With nothing
@@ -255,9 +256,19 @@ class ICAAlignment(Alignment):
         seeds = [int(self.random_state) + r for r in range(int(R))]
         fa, ia = ica_restarts(pair.a, k, seeds, params)
         fb, ib = ica_restarts(pair.b, k, seeds, params)
+        if ia["k"] != ib["k"]:
+            # one side has fewer non-degenerate directions: fit the other with as many
+            # components (dropping its least-variance whitened directions, not an arbitrary
+            # part of its rotated basis)
+            k = min(ia["k"], ib["k"])
+            if ia["k"] > k:
+                fa, ia = ica_restarts(pair.a, k, seeds, params)
+            else:
+                fb, ib = ica_restarts(pair.b, k, seeds, params)
         self.n_iter_ = (ia["n_iter"], ib["n_iter"])
         self.converged_ = bool(ia["converged"] and ib["converged"])
-        self._fit_sources(pair, fa[0], fb[0])
+        # one restart: the classic ICA alignment (every source identified and matched)
+        self._fit_sources(pair, fa[0], fb[0], select=int(R) > 1)
         self.restarts_ = []
         for sa, sb in zip(fa[1:], fb[1:]):
             h = ICAAlignment(**self.get_params())
@@ -268,7 +279,7 @@ class ICAAlignment(Alignment):
             self._set(np.mean([h.coef_ for h in self.restarts_], axis=0), self.mean_a_, self.mean_b_)
         return self
 
-    def _fit_sources(self, pair, side_a, side_b):
+    def _fit_sources(self, pair, side_a, side_b, select=True):
         """Identified sources matched by signed permutation; the rest by the permutation
         alignment (docs/definitions.md, "ICA alignment")."""
         m = pair.fit_pm
@@ -281,30 +292,31 @@ class ICAAlignment(Alignment):
         cross = Ua @ m.scatter_xy() @ Ub.T
         va = np.einsum("ij,jk,ik->i", Ua, m.scatter_xx(), Ua)
         vb = np.einsum("ij,jk,ik->i", Ub, m.scatter_yy(), Ub)
+        Sxx, Syy, Sxy = m.scatter_xx(), m.scatter_yy(), m.scatter_xy()
+        # the fallback: all of A (its rotated whitened basis) as the permutation maps it
+        Q, _, _ = signed_permutation(np.diag(Sxx), np.diag(Syy), Sxy)
+        coef = Ua.T @ Ma.T @ Q
         r = c = np.zeros(0, np.int64)
-        P = np.zeros((ma, mb))
+        signs = np.zeros(0)
         if ma and mb:
             P, r, c = signed_permutation(va[:ma], vb[:mb], cross[:ma, :mb])
-            # a source whose match correlates below MATCH_MIN_CORR on the fit rows has no
-            # counterpart among B's identified sources: it joins the rest
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rho = np.abs(cross[r, c]) / np.sqrt(va[r] * vb[c])
-            weak = ~(rho >= MATCH_MIN_CORR)
-            P[r[weak], c[weak]] = 0.0
-            r, c = r[~weak], c[~weak]
-        # identified part: (a - mu_A) Ua_I' P Mb_I'
-        coef = Ua[:ma].T @ P @ Mb[:, :mb].T
-        rest = np.setdiff1d(np.arange(k), r)
-        if rest.size:
-            # the rest of A says nothing ICA could identify: it is mapped as the
-            # permutation alignment maps it
-            Q, _, _ = signed_permutation(np.diag(m.scatter_xx()), np.diag(m.scatter_yy()),
-                                         m.scatter_xy())
-            coef = coef + Ua[rest].T @ Ma[:, rest].T @ Q
+            signs = P[r, c]
+            # mapping source i of A onto its match j through ICA replaces u_i m_i' Q by
+            # u_i s n_j', i.e. adds u_i v_i' with v_i = s n_j - Q' m_i. The sources are
+            # uncorrelated on the fit rows (u_i' Sxx u_l = 0), so the fit-row squared error
+            # changes by 2 u_i' (Sxx coef - Sxy) v_i + (u_i' Sxx u_i) |v_i|^2 for each pair
+            # alone: a pair goes through ICA only where that lowers it
+            V = signs[:, None] * Mb[:, c].T - (Q.T @ Ma[:, r]).T            # (pairs, Db)
+            U = Ua[r]                                                       # (pairs, Da)
+            G = Sxx @ coef - Sxy
+            gain = 2.0 * np.einsum("id,de,ie->i", U, G, V) + va[r] * np.einsum("ie,ie->i", V, V)
+            keep = gain < 0 if select else np.ones(r.size, bool)
+            coef = coef + U[keep].T @ V[keep]
+            r, c, signs = r[keep], c[keep], signs[keep]
         self.unmixing_a_, self.mixing_a_ = Ua, Ma
         self.unmixing_b_, self.mixing_b_ = Ub, Mb
         self.pairs_ = np.stack([r, c], axis=1)
-        self.signs_ = P[r, c] if r.size else np.zeros(0)
+        self.signs_ = signs
         self.n_components_ = k
         self.n_identified_ = (int(ma), int(mb))
         return self._set(coef, m.mean_x, m.mean_y)

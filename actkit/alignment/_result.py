@@ -27,11 +27,13 @@ CONVENTIONS = {
                         "scaling, + translation (semi-orthogonal if Da != Db)",
     "convention_linear": "affine least squares (normal equations in float64), ridge alpha "
                          "on weights only",
-    "convention_ica": "PCA whitening (ddof=1, top k=min(Da,Db)) + FastICA(logcosh) fitted "
-                      "separately on each side's fit rows, ica_restarts times; identified "
-                      "sources = those every restart finds (|cos| >= 0.995), matched by signed "
-                      "permutation on fit rows (pairs correlating < 0.5 dropped); the rest of "
-                      "A mapped by the permutation alignment (docs/definitions.md, ICA "
+    "convention_ica": "PCA whitening (ddof=1, top k=min(Da,Db), eigenvalues < 1e-6 x the "
+                      "largest dropped) + FastICA(logcosh) fitted separately on each side's "
+                      "fit rows, ica_restarts times; per pair of restarts, identified sources "
+                      "= those both find (|cos| >= 0.995), matched by signed permutation on "
+                      "fit rows, a pair mapped through ICA only where that lowers the fit-row "
+                      "squared error; the rest of A mapped by the permutation alignment; the "
+                      "map = mean of the restart-pair maps (docs/definitions.md, ICA "
                       "alignment)",
     "convention_ica_efficiency": "(err_permutation - err_ica) / (err_permutation - err_rigid); "
                                  "NaN when err_permutation - err_rigid <= max(1e-5, 2 x its "

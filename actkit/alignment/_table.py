@@ -67,8 +67,9 @@ def ica_cell(r, digits=3, eff_step=1):
     return cell
 
 
-def table_footnotes(results):
-    """One line per mark :func:`format_table` printed (``–``, ``*``, ``±``)."""
+def table_footnotes(results, cells=()):
+    """One line per mark :func:`format_table` printed (``–``, ``*``, ``±``; ``cells``: the
+    printed ICA cells)."""
     ds = [_dict(r) for r in results]
     notes = []
     if any(_ran_ica(d) and d.get("ica") is not None and d.get("ica_efficiency") is None
@@ -76,8 +77,9 @@ def table_footnotes(results):
         notes.append("\u2013: ICA efficiency undefined: permutation - rigid is not above noise")
     if any(d.get("ica_converged") is False for d in ds):
         notes.append("*: FastICA did not converge within ica_max_iter on at least one side")
-    if any(isinstance(d.get("ica_std"), float) and d["ica_std"] >= 0.005 for d in ds):
-        notes.append("\u00b1: standard deviation over the ICA restarts")
+    if any("\u00b1" in cell for cell in cells):
+        notes.append("\u00b1: standard deviation of the ICA error (and efficiency) over the "
+                     "pairs of FastICA restarts")
     return notes
 
 
@@ -165,7 +167,7 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     out = [] if title is None else [title]
     out += [line(header), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in rows]
-    out += table_footnotes(results)
+    out += table_footnotes(results, [row[4] for row in rows])
     return "\n".join(out)
 
 
