@@ -92,7 +92,9 @@ def test_too_few_ica_rows_is_noted(stores, capsys):
     code, out, err = _run(capsys, "compare", a, b, "--layers", "l1", "--ica-max-rows", "50",
                           "--quiet")
     assert code == 0
-    assert "note: l1: ICA had 50 fit rows for 6 components" in err and "spurious" in err
+    # b's l1 = a's l1 times a random matrix: its smallest eigenvalue is 2.6e-8 of the
+    # largest, below the rounding of float32 block moments, so ICA keeps 5 components
+    assert "note: l1: ICA had 50 fit rows for 5 components" in err and "spurious" in err
     code, out, err = _run(capsys, "compare", a, b, "--layers", "l1", "--quiet")
     assert code == 0 and "spurious" not in err
     # fewer components need fewer rows

@@ -66,9 +66,10 @@ def register(sub) -> None:
     p.add_argument("--ica-max-iter", type=int, default=200,
                    help="FastICA iterations per side (default 200); non-convergence is noted")
     p.add_argument("--ica-restarts", type=_restarts_arg, default=3, metavar="R",
-                   help="FastICA fits per side with seeds seed..seed+R-1 (default 3): the "
-                        "sources every fit finds are the identified ones, and the ica error's "
-                        "spread over the fits is reported (ica_std)")
+                   help="FastICA fits per side with seeds seed..seed+R-1 (default 3): only "
+                        "sources that pairs of fits agree on are mapped through ICA, and the ica "
+                        "error's spread over the pairs is reported (ica_std); 1 = the classic "
+                        "ICA alignment (one draw among FastICA's local optima)")
     p.add_argument("--ica-tol", type=float, default=1e-4,
                    help="FastICA tolerance (largest gradient entry; default 1e-4)")
     p.add_argument("--diameter-max-rows", type=int, default=10000,

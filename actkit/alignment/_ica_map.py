@@ -78,7 +78,7 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     """PCA whitening from the fit-row covariance, then FastICA on whitened sample rows.
 
     Uses :func:`actkit.whitening.whitening_from_moments` (eigenvalues below ``1e-6`` x the
-    largest are dropped) and :class:`actkit.FastICA` with ``whiten=False``.
+    largest are dropped for float32 rows, ``1e-10`` for float64) and :class:`actkit.FastICA` with ``whiten=False``.
     Returns ``{"whitening" (k, d), "dewhitening" (d, k), "rotation" (k, k) orthogonal,
     "mean" (d,), "rank", "n_iter", "converged"}``.
     """
@@ -88,10 +88,12 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     if not np.max(np.diag(cov), initial=0.0) > 0:
         raise ValidationError("a representation has zero variance on the fit rows: nothing to align")
     with small_linalg():
-        # eigenvalues below 1e-6 x the largest are rounding noise of float32 row blocks (a
-        # null direction's scatter comes out at ~1e-8 x the largest): whitening one would
-        # let float noise decide the rank, and so which directions the two sides keep
-        wp = whitening_from_moments(mean, cov, method="pca", n_components=None, eps=1e-6,
+        # with float32 rows, eigenvalues below 1e-6 x the largest are rounding noise of the
+        # row blocks (a null direction's scatter comes out at ~1e-8 x the largest):
+        # whitening one would let float noise decide the rank, and so which directions the
+        # two sides keep; float64 rows keep everything above 1e-10 x the largest
+        eps = 1e-6 if sample.dtype == np.float32 else 1e-10
+        wp = whitening_from_moments(mean, cov, method="pca", n_components=None, eps=eps,
                                     warn=False)
     rank = int(wp["rank"])
     k = min(k, rank)

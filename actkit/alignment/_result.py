@@ -27,8 +27,8 @@ CONVENTIONS = {
                         "scaling, + translation (semi-orthogonal if Da != Db)",
     "convention_linear": "affine least squares (normal equations in float64), ridge alpha "
                          "on weights only",
-    "convention_ica": "PCA whitening (ddof=1, top k=min(Da,Db), eigenvalues < 1e-6 x the "
-                      "largest dropped) + FastICA(logcosh) fitted separately on each side's "
+    "convention_ica": "PCA whitening (ddof=1, top k=min(Da,Db), eigenvalues < 1e-6 (float32) "
+                      "or 1e-10 (float64) x the largest dropped) + FastICA(logcosh) fitted separately on each side's "
                       "fit rows, ica_restarts times; per pair of restarts, identified sources "
                       "= those both find (|cos| >= 0.995), matched by signed permutation on "
                       "fit rows, a pair mapped through ICA only where that lowers the fit-row "
