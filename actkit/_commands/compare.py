@@ -195,26 +195,23 @@ def _compare_kwargs(args, methods):
                 progress=False if args.quiet else None)
 
 
-def _restarts_arg(text):
+def _int_at_least(text, low, also=""):
+    """``int(text)`` if it is at least ``low``, else argparse's one-line error."""
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+        value = low - 1
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {also}an integer >= {low}, got {text!r}")
     return value
+
+
+def _restarts_arg(text):
+    return _int_at_least(text, 1)
 
 
 def _ica_rows_arg(text):
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer >= 2, got {text!r}")
-    return value
+    return text if text == "auto" else _int_at_least(text, 2, "'auto' or ")
 
 
 def _print_notes(layer, results):
