@@ -9,6 +9,7 @@ so the data never has to fit in memory.
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from numbers import Real
 
 import numpy as np
@@ -23,7 +24,7 @@ from actkit.alignment._sides import Pair
 from actkit.errors import NotFittedError, ValidationError
 
 
-class Alignment(BaseEstimator):
+class Alignment(BaseEstimator, metaclass=ABCMeta):
     """Base of the fitted alignments: an affine map ``h(a) = (a - mean_a_) coef_ + mean_b_``.
 
     Attributes (after ``fit``)
@@ -71,9 +72,12 @@ class Alignment(BaseEstimator):
         """Rows this alignment needs in memory besides the moments (none: closed form)."""
         return np.zeros(0, np.int64)
 
+    @abstractmethod
     def fit_pair(self, pair):
-        """Fit from the moments of a :class:`~actkit.alignment._sides.Pair`. Returns self."""
-        raise NotImplementedError
+        """Fit from the moments of a :class:`~actkit.alignment._sides.Pair`. Returns self.
+
+        Each alignment (permutation, rigid, linear, ica) implements it; the base class
+        cannot be instantiated."""
 
     def _set(self, coef, mean_a, mean_b):
         self.coef_ = np.asarray(coef, dtype=np.float64)
