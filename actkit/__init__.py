@@ -13,6 +13,7 @@ The public API (everything a user needs fits on one screen)::
     actkit.compare(A, B)                                # every alignment + similarity metric
     actkit.compare_many([A, B, C], metric=...)          # pairwise matrix -> (matrix, results)
     actkit.compare_models(model_a, model_b, inputs, layers=[...])  # extract both, then compare
+    actkit.evaluate_postprocessing(X, y, control=...)   # Base / PCA / PCA+ICA / PCA+Rand downstream
     actkit.RunningMoments, actkit.CrossMoments          # mergeable streaming moments
     actkit.metrics                                      # amari_distance, mcc, linear_cka, infomec, ...
 
@@ -51,11 +52,16 @@ _LAZY = {
     "RigidAlignment": "actkit.alignment",
     "LinearAlignment": "actkit.alignment",
     "ICAAlignment": "actkit.alignment",
+    "evaluate_postprocessing": "actkit.evaluation",
     "ActkitError": "actkit.errors",
+    "to_torch": "actkit.loader",
+    "ActivationDataset": "actkit.loader",
+    "export_store": "actkit.export",
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)
-_MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo", "pipeline")
+_MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo", "pipeline", "matrix_files",
+            "evaluation", "loader", "sweep")
 
 __getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY, _MODULES)
 __all__ = sorted([*__all__, "__version__"])

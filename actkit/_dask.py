@@ -29,9 +29,10 @@ import warnings
 
 import numpy as np
 
+from actkit._threads import current_threads, small_linalg, worker_env
 from actkit.errors import ActkitError, SchedulerError, StoreError
 
-__all__ = ["is_dask", "to_dask", "from_h5", "as_dask", "use_scheduler", "Runner", "CONNECT_TIMEOUT"]
+__all__ = ["is_dask", "to_dask", "from_h5", "from_rows", "as_dask", "use_scheduler", "Runner", "CONNECT_TIMEOUT"]
 
 # seconds to reach a scheduler (and for it to have a worker); ACTKIT_DASK_TIMEOUT overrides
 CONNECT_TIMEOUT = float(os.environ.get("ACTKIT_DASK_TIMEOUT", "3"))
@@ -83,10 +84,10 @@ class H5Rows:
         self.dtype = np.dtype(dtype)
 
     def __getitem__(self, key):
-        import h5py
+        from actkit.store._format import open_read
 
         try:
-            f = h5py.File(self.path, "r", locking=False)
+            f = open_read(self.path)
         except OSError as exc:
             reason = "no such file" if isinstance(exc, FileNotFoundError) or not os.path.exists(self.path) \
                 else (str(exc).splitlines() or ["unreadable"])[0]
@@ -115,24 +116,31 @@ def _check_sources(path, ds):
 
 def from_h5(path, dataset, shape, dtype, block_rows=None, token=""):
     """A dask array over rows of an HDF5 dataset: one chunk per ``block_rows`` rows."""
+    return from_rows(H5Rows(os.path.abspath(path), dataset, shape, dtype), block_rows, token)
+
+
+def from_rows(src, block_rows=None, token=""):
+    """A dask array over ``src``, a picklable row source that opens its file in the process
+    that reads it (:class:`H5Rows`, :class:`actkit._matrix_readers.MatrixRows`): one chunk per
+    ``block_rows`` rows (default: the row block of every streamed pass)."""
     _require_dask()
     import dask.array as da
     from dask.base import tokenize
 
     from actkit._rows import block_rows as default_block_rows
 
-    rows, d = int(shape[0]), int(shape[1])
+    rows, d = src.shape
     if block_rows is None:
-        block_rows = default_block_rows(d, np.dtype(dtype).itemsize)
+        block_rows = default_block_rows(d, src.dtype.itemsize)
     block_rows = max(1, min(int(block_rows), max(rows, 1)))
-    src = H5Rows(os.path.abspath(path), dataset, (rows, d), dtype)
-    name = "actkit-rows-" + tokenize(src.path, src.dataset, rows, d, str(dtype), block_rows, token)
+    name = "actkit-rows-" + tokenize(repr(src), rows, d, str(src.dtype), block_rows, token)
     return da.from_array(src, chunks=(block_rows, d), name=name, lock=False, asarray=True,
-                         meta=np.empty((0, 0), dtype=dtype))
+                         meta=np.empty((0, 0), dtype=src.dtype))
 
 
 def to_dask(layer, block_rows=None):
-    """``layer`` (a store :class:`~actkit.store.Layer` or an ``h5py.Dataset``) as a dask array.
+    """``layer`` (a store :class:`~actkit.store.Layer`, an embedding file's
+    :class:`~actkit.matrix_files.MatrixLayer` or an ``h5py.Dataset``) as a dask array.
 
     Parameters
     ----------
@@ -147,6 +155,8 @@ def to_dask(layer, block_rows=None):
     """
     from actkit.store import Layer
 
+    if not isinstance(layer, Layer) and hasattr(layer, "to_dask"):  # an embedding file's layer
+        return layer.to_dask(block_rows)
     if isinstance(layer, Layer):
         f = layer.store.file
         token = (layer.store.fingerprint, os.path.getmtime(f.filename))
@@ -270,7 +280,8 @@ def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
         with _quiet_logs(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "port 8787 in use" of a worker's HTTP server
             cluster = distributed.LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
-                                               host="127.0.0.1", dashboard_address=None)
+                                               host="127.0.0.1", dashboard_address=None,
+                                               env=worker_env(int(n)))
             client = distributed.Client(cluster, set_as_default=False)
         try:
             yield Runner(client=client)
@@ -279,7 +290,7 @@ def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
                 client.close()
                 cluster.close()
         return
-    address = text if "://" in text else f"tcp://{text}"
+    address = _check_scheduler(text, timeout)
     with _quiet_logs():
         try:
             client = distributed.Client(address, timeout=f"{timeout}s", set_as_default=False)
@@ -297,6 +308,60 @@ def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
     finally:
         with _quiet_logs():
             client.close()
+
+
+def _check_scheduler(text: str, timeout: float) -> str:
+    """The address of ``--scheduler TEXT`` once a Dask scheduler answers there, within
+    ``timeout`` seconds; else one-line :class:`~actkit.errors.SchedulerError` (a malformed
+    address, nothing listening, or a server that does not speak Dask's protocol, such as an
+    HTTP server: ``distributed.Client`` would wait on it without end)."""
+    import asyncio
+    import threading
+
+    from distributed.comm import connect, parse_address
+    from distributed.comm.addressing import parse_host_port
+
+    address = text if "://" in text else f"tcp://{text}"
+    try:
+        protocol, location = parse_address(address)
+        if protocol in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:
+        raise SchedulerError(f"--scheduler {text} is not a scheduler address ({_short(exc)}); use "
+                             f"tcp://HOST:PORT, HOST:PORT or local:N") from None
+
+    async def identity():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    result = {}
+
+    def probe():
+        try:
+            result["reply"] = asyncio.run(asyncio.wait_for(identity(), timeout))
+        except BaseException as exc:  # reported below, in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=probe, name="actkit-scheduler-probe", daemon=True)
+    with _quiet_logs():
+        thread.start()
+        thread.join(timeout + 2)
+    error, reply = result.get("error"), result.get("reply")
+    if isinstance(reply, dict) and reply.get("type") == "Scheduler":
+        return address
+    if isinstance(error, OSError) and not isinstance(error, TimeoutError):  # nothing listening there
+        raise SchedulerError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+                             f"({_short(error)}); start one with `dask scheduler` or use --scheduler local:N")
+    raise SchedulerError(f"{address} did not answer as a Dask scheduler within {timeout:g} s (is something "
+                         f"else listening there?); start one with `dask scheduler`, or use --scheduler local:N")
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -395,8 +460,8 @@ class Runner:
             if self.client is not None:
                 return self._distributed(parts, merge, bar)
             merged = _tree(parts, lambda a, b: dask.delayed(merge, pure=True)(a, b))
-            with _TaskBar(bar, prefix):
-                (out,) = dask.compute(merged, scheduler=self.local)
+            with _TaskBar(bar, prefix), self._local_threads() as kw:
+                (out,) = dask.compute(merged, scheduler=self.local, **kw)
             return out
 
     def _distributed(self, parts, merge, bar):
@@ -418,7 +483,18 @@ class Runner:
         """Compute a dask collection on this runner's scheduler."""
         if self.client is not None:
             return self.client.compute(collection).result()
-        return collection.compute(scheduler=self.local)
+        with self._local_threads() as kw:
+            return collection.compute(scheduler=self.local, **kw)
+
+    @contextlib.contextmanager
+    def _local_threads(self):
+        """Dask's local thread pool at the thread budget, each task's BLAS at one thread (the
+        pools never multiply); yields the compute keywords."""
+        if self.local not in (None, "threads"):
+            yield {}
+            return
+        with small_linalg():
+            yield {"num_workers": current_threads()}
 
 
 class _TaskBar:

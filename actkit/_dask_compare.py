@@ -28,9 +28,9 @@ class _Ref:
             import actkit
 
             return actkit.open_store(self.path)[self.name]
-        import h5py
+        from actkit.store._format import open_read
 
-        return h5py.File(self.path, "r", locking=False)[self.name]
+        return open_read(self.path)[self.name]
 
 
 def _ref(X, client):
@@ -57,14 +57,15 @@ def _open(ref):
 
 
 def _side_task(ref, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, seeds, ica_params):
-    from actkit.alignment._ica_map import ica_restarts
+    from actkit.alignment._ica_map import ica_fit_components, side_fits
     from actkit.alignment._sides import Side
 
     side = Side(_open(ref), name, eval_mask, sample_rows, diam_rows, dtype)
     side.run(block_rows)
-    for k in ica_ks:  # the fits the pairs will ask for, once
+    for n_components, width in ica_ks:  # the fits the pairs will ask for, once
         try:
-            ica_restarts(side, k, seeds, ica_params)
+            k, _ = ica_fit_components(n_components, width, side.sample.shape[0])
+            side_fits(side, k, seeds, ica_params)
         except ValueError:
             pass  # too few rows etc.: the pair raises it with compare's own message
     side.X = None  # the pair tasks open the source themselves
@@ -122,7 +123,6 @@ def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None,
     """:func:`actkit.compare_many` on Dask (same arguments and results)."""
     from actkit import _dask
     from actkit.alignment._compare import many_setup
-    from actkit.alignment._ica_map import ica_components
     from actkit.alignment._inputs import n_features
     from actkit.alignment._result import METHODS
 
@@ -137,10 +137,10 @@ def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None,
         refs = [_ref(X, runner.client) for X in sources]
         tasks = []
         for i in range(K):
-            ks = sorted({ica_components(d["ica_n_components"], min(widths[i], widths[j])) for j in range(K)}) \
+            ks = sorted({(d["ica_n_components"], min(widths[i], widths[j])) for j in range(K)}) \
                 if "ica" in d.get("methods", METHODS) else []
             tasks.append((_side_task, (refs[i], f"source {i}", eval_mask, sample_rows, diam_rows, dtype, br, ks,
-                                       [int(d["random_state"]) + r for r in range(int(d["ica_restarts"]))],
+                                       [int(d["ica_seed"]) + r for r in range(int(d["ica_restarts"]))],
                                        ica_params)))
         pairs = [(i, j) for i in range(K) for j in range(K)]
         for i, j in pairs:

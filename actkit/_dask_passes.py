@@ -96,52 +96,57 @@ def gather(runner, X, rows, *, desc="rows", progress=None):
 
 
 # ----------------------------------------------------------------------------- FastICA
-def _whitened(block, mean, Kt, dtype):
-    return (np.asarray(block, dtype=dtype) - mean) @ Kt
+# The FastICA kernels run over the fixed reduction blocks of actkit.ica._reduce (the array
+# is rechunked onto their boundaries) and return a BlockSum: merged in row order, it builds
+# the same tree of sums as the single-process pass, so Dask gives the same bits.
+def _ica_blocks(block, start, rows, mean, Kt, dtype):
+    from actkit.ica._reduce import whiten_block
+
+    block = np.asarray(block)
+    for i, s in enumerate(range(0, block.shape[0], rows)):
+        yield start // rows + i, whiten_block(block[s : s + rows], mean, Kt, dtype)
 
 
-def _ica_kernel(block, start, mean, Kt, Wt, fun, alpha, need_loss, sub_rows):
+def _ica_kernel(block, start, rows, mean, Kt, Wt, fun, alpha, need_loss):
+    from actkit._threads import small_linalg
     from actkit.ica._contrast import contrast
+    from actkit.ica._reduce import BlockSum
+    from actkit.ica._source import block_stats
 
     f = contrast(fun, alpha)
-    k = Wt.shape[0]
-    EG, M, Egp = np.zeros(k), np.zeros((k, k)), np.zeros(k)
-    for b in _sub_blocks(block, sub_rows):
-        Y = _whitened(b, mean, Kt, Wt.dtype) @ Wt
-        sG, g, sgp = f(Y, np, need_loss)
-        if need_loss:
-            EG += sG
-        M += g.T @ Y
-        Egp += sgp
-    return EG, M, Egp
+    acc = BlockSum()
+    with small_linalg():
+        for i, Zb in _ica_blocks(block, start, rows, mean, Kt, Wt.dtype):
+            acc.add(i, block_stats(Zb, Wt, f, need_loss))
+    return acc
 
 
-def _add3(a, b):
-    return a[0] + b[0], a[1] + b[1], a[2] + b[2]
-
-
-def _deflation_kernel(block, start, mean, Kt, wt, fun, alpha, sub_rows):
+def _deflation_kernel(block, start, rows, mean, Kt, wt, fun, alpha):
+    from actkit._threads import small_linalg
     from actkit.ica._contrast import contrast
+    from actkit.ica._reduce import BlockSum
+    from actkit.ica._source import deflation_block
 
     f = contrast(fun, alpha)
-    acc, gp = np.zeros(Kt.shape[1]), 0.0
-    for b in _sub_blocks(block, sub_rows):
-        Zb = _whitened(b, mean, Kt, wt.dtype)
-        _, g, sgp = f(Zb @ wt, np, False)
-        acc += (Zb.T @ g)[:, 0]
-        gp += float(sgp[0])
-    return acc, gp
+    acc = BlockSum()
+    with small_linalg():
+        for i, Zb in _ica_blocks(block, start, rows, mean, Kt, wt.dtype):
+            acc.add(i, deflation_block(Zb, wt, f))
+    return acc
 
 
-def _add2(a, b):
-    return a[0] + b[0], a[1] + b[1]
+def _block_sum_merge(a, b):
+    return a.merge(b)
 
 
-def _norms_kernel(block, start, mean, Kt, m, sub_rows):
+def _norms_kernel(block, start, rows, mean, Kt, dtype, m):
+    from actkit._threads import small_linalg
+
     best_rows, best_norms = np.zeros((0, Kt.shape[1])), np.zeros(0)
-    for b in _sub_blocks(block, sub_rows):
-        Zb = np.asarray(_whitened(b, mean, Kt, Kt.dtype), dtype=np.float64)
-        best_rows, best_norms = _top(best_rows, best_norms, Zb, np.einsum("ij,ij->i", Zb, Zb), m)
+    with small_linalg():
+        for _, Zb in _ica_blocks(block, start, rows, mean, Kt, dtype):
+            Zb = np.asarray(Zb, dtype=np.float64)
+            best_rows, best_norms = _top(best_rows, best_norms, Zb, np.einsum("ij,ij->i", Zb, Zb), m)
     return best_rows, best_norms, m
 
 
@@ -157,42 +162,60 @@ def _norms_merge(a, b):
     return (*_top(a[0], a[1], b[0], b[1], a[2]), a[2])
 
 
+def on_reduction_blocks(X, rows):
+    """X rechunked so that every chunk boundary is a multiple of ``rows`` (unchanged when it
+    already is): the chunks then hold whole reduction blocks."""
+    sizes = X.chunks[0]
+    if all(c % rows == 0 for c in sizes[:-1]):
+        return X
+    target = max(rows, int(round(float(np.median(sizes)) / rows)) * rows)
+    return X.rechunk({0: target})
+
+
 class ICAPasses:
     """The passes of :mod:`actkit.ica` over a dask array of raw rows (whitened on workers).
 
-    Attached to an ``ica._Source`` as ``source.remote``; ``_pass``, ``_deflation`` and
-    ``_data_init`` call it instead of iterating ``source.blocks()``.
+    Attached to an ``ica._source.WhitenedSource`` as ``source.remote``; ``data_pass``,
+    ``deflation_pass`` and ``data_init`` call it instead of iterating ``source.blocks()``.
+    The array is rechunked onto the fixed reduction blocks (:mod:`actkit.ica._reduce`), and
+    each pass merges the blocks' sums in the same tree as the single-process pass.
     """
 
-    def __init__(self, runner, X, mean, K, *, fun, alpha, dtype, block_rows, progress=False):
-        self.runner, self.X = runner, X
+    def __init__(self, runner, X, mean, K, *, fun, alpha, dtype, progress=False):
+        from actkit.ica._reduce import pass_rows
+
+        self.rows = pass_rows(int(X.shape[1]))
+        self.runner, self.X = runner, on_reduction_blocks(X, self.rows)
         self.dtype = np.dtype(dtype)
-        self.mean = np.asarray(mean).astype(self.dtype)
-        self.Kt = np.ascontiguousarray(np.asarray(K).T.astype(self.dtype))
+        self.mean = np.asarray(mean, dtype=np.float64)
+        self.Kt = np.ascontiguousarray(np.asarray(K, dtype=np.float64).T)
         self.fun, self.alpha = fun, float(alpha)
-        self.block_rows = int(block_rows)
         self.n = int(X.shape[0])
         self.progress = progress
 
     def pass_stats(self, W, need_loss=True):
-        """``EG`` (k,), ``M`` (k, k), ``Egp`` (k,) at rotation W, as ``ica._pass``."""
+        """``EG`` (k,), ``M`` (k, k), ``Egp`` (k,) at rotation W, as ``ica._source.data_pass``."""
         Wt = np.ascontiguousarray(W.T, dtype=self.dtype)
-        EG, M, Egp = self.runner.map_reduce(
-            self.X, _ica_kernel, _add3, args=(self.mean, self.Kt, Wt, self.fun, self.alpha, bool(need_loss),
-                                              self.block_rows), desc="ica: pass", progress=self.progress)
-        return EG / self.n, M / self.n, Egp / self.n
+        acc = self.runner.map_reduce(
+            self.X, _ica_kernel, _block_sum_merge,
+            args=(self.rows, self.mean, self.Kt, Wt, self.fun, self.alpha, bool(need_loss)),
+            desc="ica: pass", progress=self.progress)
+        EG, M, Egp = acc.total()
+        return (None if EG is None else EG / self.n), M / self.n, Egp / self.n
 
     def deflation_sums(self, w):
         """``sum Z' g(Z w)`` (k,) and ``sum g'(Z w)`` for one unit ``w`` (k,)."""
         wt = np.ascontiguousarray(np.asarray(w)[:, None], dtype=self.dtype)
-        return self.runner.map_reduce(self.X, _deflation_kernel, _add2,
-                                      args=(self.mean, self.Kt, wt, self.fun, self.alpha, self.block_rows),
-                                      desc="ica: deflation pass", progress=self.progress)
+        acc = self.runner.map_reduce(self.X, _deflation_kernel, _block_sum_merge,
+                                     args=(self.rows, self.mean, self.Kt, wt, self.fun, self.alpha),
+                                     desc="ica: deflation pass", progress=self.progress)
+        total, gp = acc.total()
+        return total, float(gp[0])
 
     def largest_rows(self, m):
         """The ``m`` whitened rows of largest norm (float64) and their squared norms."""
         rows, norms, _ = self.runner.map_reduce(self.X, _norms_kernel, _norms_merge,
-                                                args=(self.mean, self.Kt, int(m), self.block_rows),
+                                                args=(self.rows, self.mean, self.Kt, self.dtype, int(m)),
                                                 desc="ica: start", progress=self.progress)
         return rows, norms
 

@@ -16,6 +16,7 @@ from typing import Iterator
 import numpy as np
 
 from actkit._rows import block_rows as default_block_rows
+from actkit._threads import prefetch_allowed
 from actkit.errors import ValidationError
 
 
@@ -93,7 +94,8 @@ def iter_blocks(X, block_rows: int | None = None, dtype=None, *, start: int = 0,
 
     In-memory sources yield views (no copy unless ``dtype`` differs); streaming sources
     read ``block_rows`` rows at a time (default: :func:`actkit._rows.block_rows`, about
-    32 MiB a block), one block ahead on a background thread.
+    32 MiB a block), one block ahead on a background thread when the thread budget is 2 or
+    more (:mod:`actkit._threads`).
     """
     if _is_torch(X):
         X = as_array(X)
@@ -119,7 +121,7 @@ def iter_blocks(X, block_rows: int | None = None, dtype=None, *, start: int = 0,
         return block if dtype is None else block.astype(dtype, copy=False)
 
     starts = list(range(start, stop, block_rows))
-    if not prefetch or len(starts) <= 1:
+    if not prefetch or len(starts) <= 1 or not prefetch_allowed():
         for s in starts:
             yield read(s)
         return
@@ -160,6 +162,11 @@ def _prefetched(read, starts) -> Iterator[np.ndarray]:
                 q.get_nowait()
             except queue.Empty:
                 t.join(0.05)
+
+
+def prefetched(read, starts) -> Iterator[np.ndarray]:
+    """``read(s)`` for every ``s`` of ``starts``, in order, one result ahead on a thread."""
+    return _prefetched(read, starts)
 
 
 def gather_rows(X, idx, block_rows: int | None = None) -> np.ndarray:

@@ -167,13 +167,19 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     try:
         bar = tqdm(total=n, desc=f"{kind}: transform", unit="row", leave=False,
                    disable=None if progress is None else not progress)
-        for block in iter_blocks(layer, block_rows):
+        def write(block):
             rows = np.asarray(estimator.transform(block), dtype=np.float32)
             if not np.all(np.isfinite(rows)):
                 raise ValidationError(f"the {kind} output has non-finite values; check the input data")
             fault("derived-rows")
             writer.append(name, rows)
             bar.update(len(block))
+
+        if hasattr(layer, "for_each_verified"):  # a store's rows: checked against their checksums as read
+            layer.for_each_verified(write, block_rows)
+        else:
+            for block in iter_blocks(layer, block_rows):
+                write(block)
         bar.close()
         writer.checkpoint(kw["n_samples"], force=True)
         path = writer.finalize()
@@ -192,8 +198,8 @@ def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows,
     from actkit._dask_passes import portable
     from actkit.store._shards import shard_dir, write_sharded
 
-    f = layer.store.file.filename
-    index = H5Rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
+    f = getattr(getattr(layer.store, "file", None), "filename", None)  # None: an embedding file
+    index = None if f is None else H5Rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
     with use_scheduler(scheduler) as runner:
         path = write_sharded(runner, layer.to_dask(block_rows), out, layer=spec.name,
                              transform=portable(estimator).transform, n_out=spec.features,

@@ -9,12 +9,16 @@ named point in this process fail with ``ACTION``:
     ``SIGTERM`` to this process (what ``kill`` and schedulers send).
 ``enospc``
     ``OSError(ENOSPC)``, as a full disk gives it.
+``wait``
+    Touch ``$ACTKIT_FAULT_RELEASE.waiting``, then wait until the file ``$ACTKIT_FAULT_RELEASE``
+    exists (at most 10 minutes): a race between two real processes made deterministic.
 
 Points: ``model-loaded``, ``store-created`` (the ``.partial`` file is written, the cursor is
 not), ``rows`` (rows of one layer are about to be written), ``cursor`` (a resume cursor has
 just been written), ``cursor-write`` (a cursor is being written), ``finalize`` (the store is
 marked complete, not yet renamed), ``renamed`` (renamed, the cursor not yet removed),
-``derived-rows`` (an analysis command is about to write a block of rows).
+``derived-rows`` (an analysis command is about to write a block of rows), ``shard-rows`` (a
+Dask worker is about to write a block of rows into its shard).
 
 Unset (the normal case) this costs one dictionary lookup per call.
 """
@@ -46,5 +50,13 @@ def fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
     elif action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    elif action == "wait":
+        import time
+
+        release = os.environ["ACTKIT_FAULT_RELEASE"]
+        open(release + ".waiting", "a").close()
+        deadline = time.monotonic() + 600
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.05)
     else:  # pragma: no cover - a typo in a test
         raise RuntimeError(f"unknown ACTKIT_FAULT action {action!r}")

@@ -22,8 +22,11 @@ COMMANDS = [
     "ica",
     "dictionary",
     "compare",
+    "evaluate",
     "import_matrix",
     "consolidate",
+    "export",
+    "sweep",
     "demo",
     "reproduce",
 ]
@@ -47,9 +50,26 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.register(sub)
     for name, subparser in sub.choices.items():
+        if name in THREADED:
+            subparser.add_argument(
+                "--threads", type=_positive_int, default=None, metavar="N",
+                help="CPU threads for torch, BLAS and actkit's own workers, split so they never "
+                     "multiply (default: OMP_NUM_THREADS, else the CPUs this process may use; "
+                     "results do not depend on it)")
         subparser.formatter_class = HelpFormatter
         _show_defaults(subparser)
     return parser
+
+
+# the commands that compute (every command runs under the thread policy; these take --threads)
+THREADED = ("extract", "whiten", "ica", "dictionary", "compare", "import", "consolidate", "verify", "demo",
+            "reproduce")
+
+
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -80,7 +100,7 @@ def _show_defaults(parser) -> None:
         if action.help in (None, argparse.SUPPRESS) or action.option_strings == [] and action.nargs in ("+", "*"):
             continue
         default = action.default
-        if default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._HelpAction):
+        if default is None or default is False or default is argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
             continue
         if "default" not in action.help.lower():
             action.help += " (default: %(default)s)"
@@ -115,6 +135,23 @@ def _user_errors():
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status. Output into a pipe whose reader has gone (``| head``)
+    ends the command quietly with status 141, as it does any Unix pipe writer."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise
+        return _quiet_broken_pipe()
+
+
+def _run(argv) -> int:
+    from actkit._threads import quiet_waiting, use_threads
+
+    quiet_waiting()  # before torch / numpy load their thread pools
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
@@ -129,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     _SHOWN.clear()
     try:
-        return int(args.func(args) or 0)
+        with use_threads(getattr(args, "threads", None)):
+            return int(args.func(args) or 0)
     except Terminated:
         print(f"actkit: terminated (SIGTERM){resumable}", file=sys.stderr)
         return 143
@@ -146,6 +184,35 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _reader_gone() -> bool:
+    """Whether stdout or stderr is a pipe whose reader has gone (``actkit layers M | head``)."""
+    import select
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            poll = select.poll()
+            poll.register(stream.fileno(), select.POLLERR)
+            if any(ev & select.POLLERR for _, ev in poll.poll(0)):
+                return True
+        except (OSError, ValueError, AttributeError):  # no file descriptor (e.g. captured)
+            continue
+    return False
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of our output has gone: stop quietly, as a pipe's writer does (exit status
+    141 = 128 + SIGPIPE, what the shell reports for ``seq 1 100000 | head``). Later writes (the
+    interpreter's final flush) go to /dev/null instead of a second BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+    os.close(devnull)
+    return 141
 
 
 def _main_thread() -> bool:

@@ -23,189 +23,21 @@ same number of rows. ``actkit import FILE --out store.h5`` writes it as an ordin
 from __future__ import annotations
 
 import hashlib
-import json
-import struct
 from pathlib import Path
 
 import numpy as np
 
+from actkit._matrix_readers import MatrixRows, open_reader
 from actkit.errors import InputError, LayerError
 
 MATRIX_SUFFIXES = (".npy", ".safetensors", ".parquet")
 DEFAULT_LAYER = "embeddings"
 _BLOCK_BYTES = 64 * 2**20
-_SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "BF16": np.uint16}
 
 
 def is_matrix_file(path) -> bool:
     """True for a path whose suffix names an embedding file (``.npy``, ``.safetensors``, ``.parquet``)."""
     return Path(str(path)).suffix.lower() in MATRIX_SUFFIXES
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
-
-
-# ----------------------------------------------------------------------------- readers
-class _ArrayReader:
-    """A numpy (memory-mapped) 2-D array; ``bf16`` marks uint16 storage of bfloat16."""
-
-    def __init__(self, arr, bf16=False):
-        self.arr, self.bf16 = arr, bf16
-        self.shape = tuple(int(s) for s in arr.shape)
-        self.dtype = np.dtype(np.float32) if bf16 else arr.dtype
-
-    def _convert(self, block):
-        if self.bf16:
-            return (np.asarray(block).astype(np.uint32) << 16).view(np.float32)
-        return np.asarray(block)
-
-    def read(self, start, stop):
-        return self._convert(self.arr[start:stop])
-
-    def take(self, idx):
-        return self._convert(self.arr[idx])
-
-
-class _ParquetReader:
-    """A list-of-floats column of a parquet file, read one row group at a time."""
-
-    def __init__(self, path, column):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            self.file = pq.ParquetFile(path)
-        except Exception as exc:
-            raise InputError(f"cannot read {path} as parquet: {_short(exc)}") from None
-        schema = self.file.schema_arrow
-        lists = [f.name for f in schema if _is_float_list(f.type)]
-        if column is None:
-            if len(lists) != 1:
-                raise InputError(f"{path}: pick the embedding column with --column (list-of-float columns: "
-                                 f"{', '.join(lists) or 'none'}; all columns: {', '.join(schema.names)})")
-            column = lists[0]
-        if column not in schema.names:
-            raise InputError(f"{path} has no column {column!r}; its columns are: {', '.join(schema.names)}")
-        if column not in lists:
-            raise InputError(f"column {column!r} of {path} holds {schema.field(column).type}, not a list or "
-                             "array of floats per row")
-        self.column, self.path = column, path
-        meta = self.file.metadata
-        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        value_type = schema.field(column).type.value_type
-        self.dtype = np.dtype(value_type.to_pandas_dtype()) if value_type != pa.float16() else np.dtype(np.float16)
-        self.shape, self._cache = None, (None, None)
-        first = self._group(0) if sizes and sizes[0] else np.empty((0, 0), self.dtype)
-        self.shape = (int(self.starts[-1]), int(first.shape[1]))
-
-    def _group(self, g):
-        import pyarrow as pa
-
-        if self._cache[0] == g:
-            return self._cache[1]
-        col = self.file.read_row_group(g, columns=[self.column]).column(0).combine_chunks()
-        if col.null_count:
-            raise InputError(f"{self.path}: column {self.column!r} has empty (null) rows")
-        if pa.types.is_fixed_size_list(col.type):
-            width = col.type.list_size
-        else:
-            lengths = np.diff(np.asarray(col.offsets))
-            if lengths.size and (lengths != lengths[0]).any():
-                bad = int(np.flatnonzero(lengths != lengths[0])[0])
-                raise InputError(f"{self.path}: rows of column {self.column!r} have different lengths "
-                                 f"({lengths[0]} and {lengths[bad]} at row {int(self.starts[g]) + bad})")
-            width = int(lengths[0]) if lengths.size else 0
-        values = col.flatten().to_numpy(zero_copy_only=False)
-        block = values.reshape(len(col), width)
-        if self.shape is not None and width != self.shape[1]:
-            raise InputError(f"{self.path}: rows of column {self.column!r} have different lengths "
-                             f"({self.shape[1]} and {width})")
-        self._cache = (g, block)
-        return block
-
-    def read(self, start, stop):
-        out = []
-        g = int(np.searchsorted(self.starts, start, side="right") - 1)
-        while start < stop and g < len(self.starts) - 1:
-            block = self._group(g)
-            lo, hi = start - self.starts[g], min(stop, self.starts[g + 1]) - self.starts[g]
-            out.append(block[lo:hi])
-            start = int(self.starts[g] + hi)
-            g += 1
-        return np.concatenate(out) if len(out) != 1 else out[0]
-
-    def take(self, idx):
-        idx = np.asarray(idx, dtype=np.int64)
-        if idx.size == 0:
-            return np.empty((0, self.shape[1]), self.dtype)
-        groups = np.searchsorted(self.starts, idx, side="right") - 1
-        out = np.empty((idx.size, self.shape[1]), self.dtype)
-        for g in np.unique(groups):
-            sel = groups == g
-            out[sel] = self._group(int(g))[idx[sel] - self.starts[g]]
-        return out
-
-
-def _is_float_list(t) -> bool:
-    import pyarrow as pa
-
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
-        return False
-    return pa.types.is_floating(t.value_type)
-
-
-def _open_npy(path):
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise InputError(f"{path} holds an object array (pickled Python objects); save a 2-D float "
-                             "array instead") from None
-        raise InputError(f"cannot read {path} as a .npy array: {_short(exc)}") from None
-    except Exception as exc:
-        raise InputError(f"cannot read {path} as a .npy array: {_short(exc)}") from None
-    return arr
-
-
-def _open_safetensors(path, key):
-    try:
-        with open(path, "rb") as fh:
-            (size,) = struct.unpack("<Q", fh.read(8))
-            if size > 100 * 2**20:
-                raise ValueError("header too large")
-            header = json.loads(fh.read(size))
-    except Exception as exc:
-        raise InputError(f"cannot read {path} as a safetensors file: {_short(exc)}") from None
-    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    if key is None:
-        if len(tensors) != 1:
-            raise InputError(f"{path} holds {len(tensors)} tensors; pick one with --key "
-                             f"({', '.join(sorted(tensors)[:12])})")
-        key = next(iter(tensors))
-    if key not in tensors:
-        raise InputError(f"{path} has no tensor {key!r}; its tensors are: {', '.join(sorted(tensors)[:12])}")
-    info = tensors[key]
-    dt = info.get("dtype")
-    if dt not in _SAFETENSORS_DTYPES:
-        raise InputError(f"tensor {key!r} of {path} is {dt}; expected floats (F16, BF16, F32, F64)")
-    shape = tuple(int(s) for s in info["shape"])
-    begin, end = (int(x) for x in info["data_offsets"])
-    dtype = np.dtype(_SAFETENSORS_DTYPES[dt])
-    if len(shape) == 2 and (end - begin) != shape[0] * shape[1] * dtype.itemsize:
-        raise InputError(f"tensor {key!r} of {path} is truncated or corrupt")
-    if len(shape) != 2:
-        return key, _Shape(shape, dt), dt == "BF16"
-    arr = np.memmap(path, dtype=dtype, mode="r", offset=8 + size + begin, shape=shape)
-    return key, arr, dt == "BF16"
-
-
-class _Shape:
-    """Stand-in for a tensor of the wrong rank (only its shape is reported)."""
-
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype = shape, dtype
 
 
 # ----------------------------------------------------------------------------- the layer
@@ -280,6 +112,21 @@ class MatrixLayer:
 
     def to_numpy(self, dtype=None):
         return self.__array__(dtype)
+
+    def to_dask(self, block_rows=None):
+        """The rows as a ``dask.array.Array`` (one chunk per ``block_rows`` rows); every task
+        opens the file by path (:class:`~actkit._matrix_readers.MatrixRows`), as for a store."""
+        from actkit._dask import from_rows
+
+        prov = self.store.provenance
+        src = MatrixRows(prov["file"], prov["key"], prov["column"], self.shape, self.dtype)
+        return from_rows(src, block_rows, token=(self.store.fingerprint, self.store.path.stat().st_mtime))
+
+    def to_torch(self, batch_size, **kwargs):
+        """A shuffling torch dataset of the rows, as :meth:`actkit.store.Layer.to_torch`."""
+        from actkit.loader import to_torch
+
+        return to_torch(self, batch_size, **kwargs)
 
     def iter_blocks(self, block_rows=None, *, start=0, stop=None, dtype=None):
         """Yield ``(first_row, block)`` pairs covering rows ``start:stop`` in order."""
@@ -394,26 +241,7 @@ def open_matrix(path, *, key: str | None = None, column: str | None = None, laye
         raise InputError("--key names a tensor in a .safetensors file")
     if column is not None and suffix != ".parquet":
         raise InputError("--column names a column of a .parquet file")
-    bf16 = False
-    if suffix == ".npy":
-        arr, fmt = _open_npy(p), "npy"
-    elif suffix == ".safetensors":
-        key, arr, bf16 = _open_safetensors(p, key)
-        fmt = "safetensors"
-    else:
-        arr, fmt = None, "parquet"
-    if arr is not None:
-        shape = tuple(arr.shape)
-        what = f"tensor {key!r} of {p}" if key else str(p)
-        if len(shape) != 2:
-            raise InputError(f"{what} has shape {shape} ({len(shape)}-D); expected a 2-D (rows, features) matrix")
-        kind = np.dtype(arr.dtype).kind if not isinstance(arr, _Shape) else "f"
-        if not bf16 and kind != "f":
-            raise InputError(f"{what} holds {arr.dtype} values; expected floats (float16, float32, float64)")
-        reader = _ArrayReader(arr, bf16=bf16)
-    else:
-        reader = _ParquetReader(p, column)
-        column = reader.column
+    reader, fmt, key, column = open_reader(p, key, column)
     if reader.shape[0] < 1 or reader.shape[1] < 1:
         raise InputError(f"{p} holds an empty matrix of shape {reader.shape}")
     digest = _check_and_digest(reader, p) if check else ""

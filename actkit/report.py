@@ -6,6 +6,7 @@
 ``plot_compare(results, labels, path)`` errors per method per layer + matched-source
                                         correlation matrices, one PNG
 ``plot_errors``, ``plot_source_correlation``, ``plot_matrix``  the single panels
+``plot_postprocessing(result, path)``  evaluate_postprocessing: one panel per metric
 
 matplotlib is imported inside the plotting functions with the non-interactive ``Agg``
 backend, so ``import actkit.report`` stays cheap and works without a display.
@@ -20,8 +21,8 @@ import numpy as np
 from actkit._atomic import save_figure_atomic
 from actkit.alignment import format_matrix, format_table, ica_summary, row_labels, value_of
 
-__all__ = ["format_table", "format_matrix", "ica_summary", "plot_compare", "plot_errors",
-           "plot_source_correlation", "plot_matrix"]
+__all__ = ["format_table", "format_matrix", "ica_summary", "plot_compare", "plot_captions", "source_cut", "plot_errors",
+           "plot_source_correlation", "plot_matrix", "plot_postprocessing"]
 
 _METHODS = ("permutation", "rigid", "linear", "ica")
 _VERSIONED = ("actkit", "numpy", "scipy", "scikit-learn", "torch", "transformers", "timm", "h5py", "matplotlib")
@@ -108,10 +109,28 @@ def plot_source_correlation(result, ax=None, *, max_components=64, title=None):
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("source of B (matched order)")
     ax.set_ylabel("source of A")
-    k = result.source_correlation.shape[0]
-    shown = f" (first {C.shape[0]} of {k})" if k > C.shape[0] else ""
-    ax.set_title(title or f"matched-source |corr|{shown}", fontsize=9)
+    cut = source_cut(result, max_components)
+    ax.set_title(f"{title or 'matched-source |corr|'}\n{cut}", fontsize=9)
     return ax
+
+
+def source_cut(result, max_components=64):
+    """What :func:`plot_source_correlation` draws, in words: ``"first 64 of 381 sources
+    (a diagonal cut), 0 matched pairs on the diagonal"``; "" without ICA sources."""
+    C = getattr(result, "source_correlation", None)
+    if C is None:
+        return ""
+    k_a, k_b = C.shape
+    shown = min(max_components, k_a), min(max_components, k_b)
+    h = getattr(result, "alignments", {}).get("ica")
+    pairs = getattr(h, "pairs_", None)
+    matched = int(pairs.shape[0]) if pairs is not None else 0
+    on_diag = min(matched, shown[0], shown[1])
+    if shown == (k_a, k_b):
+        what = f"all {k_a} x {k_b} sources" if k_a != k_b else f"all {k_a} sources"
+    else:
+        what = f"first {shown[0]} of {max(k_a, k_b)} sources (a diagonal cut)"
+    return f"{what}, {on_diag} matched pairs on the diagonal"
 
 
 def plot_matrix(matrix, labels=None, *, metric="", ax=None):
@@ -177,7 +196,64 @@ def plot_compare(results, labels=None, path=None, *, max_matrices=4, max_compone
     return _save(fig, path)
 
 
+def plot_captions(results, labels=None, *, max_matrices=4, max_components=64):
+    """The lines ``actkit compare --plot`` prints: which cut of the sources each matrix of
+    :func:`plot_compare` shows."""
+    results = list(results)
+    labels = row_labels(results, labels)
+    out = []
+    for lab, r in zip(labels, results):
+        if getattr(r, "source_correlation", None) is None:
+            continue
+        if len(out) == max_matrices:
+            break
+        out.append(f"plot {lab}: matched-source |corr| of the {source_cut(r, max_components)}")
+    return out
+
+
 def save_matrix_plot(matrix, labels, path, *, metric=""):
     """Write the heat map of a pairwise matrix to ``path`` (PNG, atomically)."""
     ax = plot_matrix(matrix, labels, metric=metric)
     return _save(ax.figure, path)
+
+
+def plot_postprocessing(result, path=None):
+    """:func:`actkit.evaluate_postprocessing`'s figure: one panel per metric (mean AUROC,
+    sparsity, concentration), the four versions side by side: the mean over tasks as a bar
+    with its sd over folds (PCA+Rand: over folds and rotations, the larger), each task a dot.
+
+    Parameters
+    ----------
+    result : EvaluationResult
+    path : str or Path, optional
+        Write a PNG there (atomically) and return the path; else return the figure.
+    """
+    from actkit.evaluation._result import LABELS, METRICS, TITLES, VERSIONS
+
+    plt = _plt()
+    d = result.to_dict()
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.8), squeeze=False)
+    colors = ["#8c8c8c", "#4c72b0", "#dd8452", "#55a868"]
+    x = np.arange(len(VERSIONS))
+    for ax, m in zip(axes[0], METRICS):
+        means = [np.nan if d[v][m] is None else d[v][m] for v in VERSIONS]
+        errs = [max(d[v][f"{m}_sd"] or 0.0, d[v].get(f"{m}_sd_rotations") or 0.0) for v in VERSIONS]
+        ax.bar(x, means, yerr=errs, color=colors, capsize=4, alpha=0.85)
+        for i, v in enumerate(VERSIONS):
+            vals = [t[m] for t in d[v]["tasks"].values() if t[m] is not None]
+            jitter = np.linspace(-0.18, 0.18, len(vals)) if len(vals) > 1 else np.zeros(len(vals))
+            ax.plot(i + jitter, vals, "o", color="black", ms=3, alpha=0.6)
+        ax.set_xticks(x, [LABELS[v] for v in VERSIONS])
+        ax.set_title(TITLES[m])
+        finite = [v for v in means if np.isfinite(v)]
+        if m == "auroc" and finite:
+            ax.set_ylim(max(0.0, min(finite) - 0.1), 1.0)
+        ax.grid(axis="y", alpha=0.3)
+    s = result.settings
+    against = f"vs {s['control']}" if s["control"] is not None else "one-vs-rest"
+    fig.suptitle(f"{s['classifier']}, {s['n_splits']}-fold CV, {len(result.tasks)} task(s) {against}; "
+                 f"bars: mean over tasks ± sd over folds; dots: tasks", fontsize=10)
+    fig.tight_layout()
+    if path is None:
+        return fig
+    return _save(fig, path)

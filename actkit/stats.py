@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit._data import iter_blocks as iter_row_blocks
+from actkit._threads import fixed_order_sum, small_linalg
 from actkit.errors import ValidationError
 
 __all__ = ["RunningMoments", "CrossMoments", "iter_row_blocks", "first_block_shift"]
@@ -146,7 +147,8 @@ class RunningMoments:
         else:
             Xc = np.ascontiguousarray(X - self._shift.astype(X.dtype))
         self._s1 += Xc.sum(axis=0, dtype=np.float64)
-        self._s2 += Xc.T @ Xc  # numpy dispatches A.T @ A to BLAS syrk
+        # numpy dispatches A.T @ A to BLAS syrk; fixed row chunks: the same bits at any thread count
+        self._s2 += fixed_order_sum(lambda a, b: (Xc[a:b].T @ Xc[a:b],), n)[0]
         self.n_samples_ += n
         return self
 
@@ -321,24 +323,23 @@ class CrossMoments:
         self.n += X.shape[0]
         self.sx += Xs.sum(axis=0, dtype=np.float64)
         self.sy += Ys.sum(axis=0, dtype=np.float64)
-        if self.xx is not None:
-            self.xx += Xs.T @ Xs
-        if self.yy is not None:
-            self.yy += Ys.T @ Ys
-        self.xy += Xs.T @ Ys
-        if self.debiased_terms:
-            dx = np.einsum("ij,ij->i", Xs, Xs, dtype=np.float64)
-            dy = np.einsum("ij,ij->i", Ys, Ys, dtype=np.float64)
-            self.sum_dx += dx.sum()
-            self.sum_dy += dy.sum()
-            self.sum_dx2 += dx @ dx
-            self.sum_dy2 += dy @ dy
-            self.sum_dxdy += dx @ dy
-            dxt, dyt = dx.astype(dt), dy.astype(dt)
-            self.x_dx += dxt @ Xs
-            self.x_dy += dyt @ Xs
-            self.y_dx += dxt @ Ys
-            self.y_dy += dyt @ Ys
+        products = [k for k in ("xx", "yy") if getattr(self, k) is not None] + ["xy"]
+        names = products + (["sum_dx", "sum_dy", "sum_dx2", "sum_dy2", "sum_dxdy", "x_dx", "x_dy", "y_dx", "y_dy"]
+                            if self.debiased_terms else [])
+
+        def chunk(a, b):  # every sum over rows a:b (fixed chunks: the same bits at any thread count)
+            x, y = Xs[a:b], Ys[a:b]
+            pairs = {"xx": (x, x), "yy": (y, y), "xy": (x, y)}
+            out = [pairs[k][0].T @ pairs[k][1] for k in products]
+            if self.debiased_terms:
+                dx = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+                dy = np.einsum("ij,ij->i", y, y, dtype=np.float64)
+                dxt, dyt = dx.astype(dt), dy.astype(dt)
+                out += [dx.sum(), dy.sum(), dx @ dx, dy @ dy, dx @ dy, dxt @ x, dyt @ x, dxt @ y, dyt @ y]
+            return out
+
+        for name, value in zip(names, fixed_order_sum(chunk, X.shape[0])):
+            setattr(self, name, getattr(self, name) + value)
         return self
 
     def attach_sides(self, x: RunningMoments, y: RunningMoments) -> "CrossMoments":
@@ -448,6 +449,10 @@ class CrossMoments:
 
     def cka(self, debiased=False):
         """Linear CKA of the accumulated rows (see :func:`actkit.metrics.linear_cka`)."""
+        with small_linalg():  # norms are BLAS dots: one thread, the same bits at any budget
+            return self._cka(debiased)
+
+    def _cka(self, debiased):
         if not debiased:
             sxy = self.scatter_xy()
             num = np.sum(sxy * sxy)

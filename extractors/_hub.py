@@ -57,18 +57,24 @@ def _hub_offline_reason() -> str | None:
 
 
 class _cache_only:
-    """Make huggingface_hub (and transformers, timm through it) use only the local cache."""
+    """Make huggingface_hub (and transformers, timm, datasets through it) use only the local
+    cache: no request at all, so nothing retries against an unreachable hub."""
 
     def __enter__(self):
+        import sys
+
         from huggingface_hub import constants
 
-        self._before = constants.HF_HUB_OFFLINE
-        constants.HF_HUB_OFFLINE = True
+        self._flags = [(constants, constants.HF_HUB_OFFLINE)]
+        dconfig = sys.modules.get("datasets.config")  # datasets keeps its own copy of the flag
+        if dconfig is not None and hasattr(dconfig, "HF_HUB_OFFLINE"):
+            self._flags.append((dconfig, dconfig.HF_HUB_OFFLINE))
+        for module, _ in self._flags:
+            module.HF_HUB_OFFLINE = True
 
     def __exit__(self, *exc):
-        from huggingface_hub import constants
-
-        constants.HF_HUB_OFFLINE = self._before
+        for module, before in self._flags:
+            module.HF_HUB_OFFLINE = before
 
 
 def _offline_error(spec: str, reason: str, timm: bool = False) -> ModelError:

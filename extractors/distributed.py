@@ -8,11 +8,17 @@ usual environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``...)
 2. checks that every rank was started with the same request (an ``all_gather`` of the
    request hash; a rank started with a different command is refused on every rank before
    anything is written);
-3. extracts samples ``[n*r//K, n*(r+1)//K)`` into ``run.h5.shards/rank-R-of-K.h5``, an
+3. extracts samples ``[n*r//K, n*(r+1)//K)`` into ``run.h5.shards/rank-R-of-K.<h>.h5``, an
    ordinary crash-safe, resumable store whose request records the full request, the rank
    and the block (so a later run with another command is refused by the shard itself);
+   ``<h>`` is the run's request hash (no other run shares the name);
 4. waits for every rank; rank 0 then writes ``run.h5``, whose layers are HDF5 virtual
-   datasets over the shards (:func:`actkit.store.write_virtual_store`); a last barrier.
+   datasets over the shards (:func:`actkit.store.write_virtual_store`), removes every other
+   file under ``run.h5.shards/`` (an overwritten run's shards); a last barrier.
+
+A rerun recomputes exactly the shards that are missing, unfinished or damaged and resumes
+unfinished ones; the outcome (written, resumed from N/M, already complete, repaired) is
+reported like a single process's.
 
 The process group (``gloo`` on CPU, ``nccl`` with CUDA; ``--device cuda`` puts rank r on
 ``cuda:LOCAL_RANK``) is created here unless the caller already made one, with a long timeout
@@ -49,15 +55,6 @@ class World:
     def block(self, n: int) -> tuple[int, int]:
         """This rank's contiguous block of ``n`` samples, ``[lo, hi)``."""
         return n * self.rank // self.world_size, n * (self.rank + 1) // self.world_size
-
-    def shard_path(self, out: Path) -> Path:
-        return shard_path(out, self.rank, self.world_size)
-
-
-def shard_path(out, rank: int, world_size: int) -> Path:
-    """``OUT.shards/rank-R-of-K.h5``."""
-    out = Path(out)
-    return out.with_name(out.name + ".shards") / f"rank-{rank}-of-{world_size}.h5"
 
 
 def world_from_env() -> World | None:
@@ -127,9 +124,32 @@ def finish(world: World) -> None:
         world.owns_group = False
 
 
+def broadcast(world: World, obj):
+    """Rank 0's ``obj`` on every rank."""
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather(world: World, obj) -> list:
+    import torch.distributed as dist
+
+    got = [None] * world.world_size
+    dist.all_gather_object(got, obj)
+    return got
+
+
 def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, request, provenance, params,
-                    fingerprint, overwrite, compression) -> Path:
+                    fingerprint, overwrite, compression, report=None, on_work=None) -> Path:
     """This rank's block of samples into its shard; rank 0 then writes ``out`` over all shards.
+
+    Rank 0 takes the writer lock of ``out`` (a second job aimed at it is refused on every
+    rank) and decides from the disk what to do (:func:`actkit.store._shard_state.rerun_state`):
+    nothing (the finished store of this request, every shard intact), repair (recompute the
+    shards that are missing, unfinished or damaged), resume or write. Every rank learns the
+    decision before it touches a file.
 
     Parameters
     ----------
@@ -137,32 +157,60 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
         The layers of the whole run (rows, index with global sample ids).
     run_block : callable (writer, first, last)
         Streams samples ``[first + writer.samples_done, last)`` into ``writer``.
+    report : dict, optional
+        Filled on rank 0 with ``outcome`` (``"written"``, ``"resumed"``, ``"complete"``,
+        ``"repaired"``), ``resumed_from`` and ``repaired`` (which shards were recomputed).
+    on_work : callable, optional
+        Called on rank 0 once it is known that there is something to compute (the deferred
+        warnings about the inputs: a no-op rerun says nothing).
     """
     import numpy as np
 
     from actkit.store import LayerSpec, create_store, finished_request_hash, request_hash, write_virtual_store
+    from actkit.store._lock import WriterLock
+    from actkit.store._shard_state import remove_stale, rerun_state, shard_files
 
+    report = {} if report is None else report
     init(world, device)
+    lock = None
     try:
         agree(world, request)  # every rank refuses before anything is written
-        full_hash = request_hash({"request": dict(request), "compression": compression})
-        if out.exists() and not overwrite:
-            if finished_request_hash(out) == full_hash:
-                return out  # the identical run is finished
-            raise ActkitError(f"{out} already holds a store made by a different command; pass --overwrite "
-                              "to replace it")
+        full = {"request": dict(request), "compression": compression}
+        full_hash = request_hash(full)
+        decision = None
+        if world.rank == 0:
+            try:
+                lock = WriterLock(out).acquire()
+                decision = {"state": rerun_state(out, full, overwrite=overwrite)}
+            except ActkitError as exc:
+                decision = {"error": str(exc)}
+        decision = broadcast(world, decision)
+        if "error" in decision:
+            raise ActkitError(decision["error"])
+        if decision["state"] == "complete":
+            report.update(outcome="complete", resumed_from=n)
+            return out
+        if world.rank == 0 and on_work is not None:
+            on_work()
         lo, hi = world.block(n)
         shard_specs = []
         for s in specs:
             rows = np.searchsorted(s.index[:, 0], [lo, hi], side="left")
             shard_specs.append(LayerSpec(s.name, int(rows[1] - rows[0]), s.features, dtype=s.dtype,
                                          index=s.index[rows[0]:rows[1]], attrs=s.attrs))
-        path = world.shard_path(out)
+        paths = shard_files(out, world.world_size, full_hash)
+        path = paths[world.rank]
         path.parent.mkdir(exist_ok=True)
         shard = {"rank": world.rank, "world_size": world.world_size, "samples": [int(lo), int(hi)]}
-        writer = create_store(path, shard_specs, n_samples=hi - lo, request={"run": request, **shard},
+        shard_request = {"run": request, **shard}
+        if not overwrite and path.exists() and finished_request_hash(path) != request_hash(
+                {"request": shard_request, "compression": compression}):
+            path.unlink()  # this run's name, but truncated or replaced: recompute it
+        writer = create_store(path, shard_specs, n_samples=hi - lo, request=shard_request,
                               provenance={**provenance, "shard": shard}, params=params,
                               inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
+        mine = {"rank": world.rank, "samples": [int(lo), int(hi)], "done": int(writer.samples_done),
+                "complete": bool(writer.complete)}
         if not writer.complete:
             try:
                 run_block(writer, lo, hi)
@@ -170,12 +218,30 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
                 writer.close()  # the shard and its cursor stay: the same command resumes
                 raise
             writer.finalize()
-        barrier(world)
+        states = gather(world, mine)
         if world.rank == 0:
-            paths = [shard_path(out, r, world.world_size) for r in range(world.world_size)]
             write_virtual_store(out, paths, request=request, provenance=provenance, n_samples=n,
-                                            inputs_fingerprint=fingerprint, compression=compression)
+                                inputs_fingerprint=fingerprint, compression=compression)
+            remove_stale(out, paths)  # an overwritten run's shards, another world size's
+            _report(report, decision["state"], states, paths, n)
         barrier(world)
     finally:
+        if lock is not None:
+            lock.release()
         finish(world)
     return out
+
+
+def _report(report: dict, state: str, states: list, paths, n: int) -> None:
+    """What the run did, for the outcome line (see ``extract_sharded``)."""
+    done = sum(s["samples"][1] - s["samples"][0] if s["complete"] else s["done"] for s in states)
+    redone = [s for s in states if not s["complete"]]
+    if state == "repair":
+        which = ", ".join(f"{paths[s['rank']].name} (samples {s['samples'][0]}-{s['samples'][1]}"
+                          + (f", resumed from {s['done']}" if s["done"] else "") + ")" for s in redone)
+        report.update(outcome="repaired", resumed_from=done, repaired=f"recomputed {which}" if redone else
+                      "rewrote the index over its intact shards")
+    elif done:
+        report.update(outcome="resumed", resumed_from=done)
+    else:
+        report.update(outcome="written", resumed_from=0)

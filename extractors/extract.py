@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from actkit._threads import follows_thread_policy, torch_region
 from actkit.errors import ActkitError, InputError, LayerError
 
 from ._base import DTYPES
@@ -62,6 +63,7 @@ INIT_SEED = 0
 
 
 
+@follows_thread_policy
 def extract(
     model,
     inputs,
@@ -91,6 +93,8 @@ def extract(
     context_length: int | None = None,
     max_tokens: int | None = None,
     device_map: str | None = None,
+    threads: int | None = None,
+    label_column: str | None = None,
 ) -> Path:
     """Extract layer activations of a pretrained model into an HDF5 store.
 
@@ -170,6 +174,14 @@ def extract(
     device_map : str, optional
         ``"auto"``: let ``accelerate`` spread a model too large for one device over the
         available devices (transformers models; replaces ``device``; single process only).
+    threads : int, optional
+        CPU threads (torch, BLAS and actkit's own); default: ``OMP_NUM_THREADS``, else the
+        CPUs this process may run on, divided between torchrun ranks (:mod:`actkit._threads`).
+        The stored rows do not depend on it.
+    label_column : str, optional
+        Keep this column of a datasets input (one label per sample) in the store, for
+        ``actkit evaluate STORE --labels COLUMN``: parameter ``label:COLUMN`` (int64 code per
+        sample), names in ``provenance["label_names"][COLUMN]``.
 
     Returns
     -------
@@ -208,11 +220,12 @@ def extract(
                             overwrite=overwrite, trust_remote_code=trust_remote_code,
                             allow_pickle=allow_pickle, compression=compression, progress=progress,
                             column=column, split=split, config=config, context_length=context_length,
-                            max_tokens=max_tokens, device_map=device_map)
+                            max_tokens=max_tokens, device_map=device_map, label_column=label_column)
     if not isinstance(prepared, tuple):  # a torchrun rank: ``prepared`` runs the sharded extraction
-        _replay(caught)
-        path = prepared(checkpoint_every)
-        LAST_RUN.update(outcome="written", total=time.perf_counter() - t0)
+        # the warnings are said once (rank 0), when there is something to compute
+        path = prepared(checkpoint_every, on_work=lambda: _replay(caught))
+        LAST_RUN.setdefault("outcome", "written")
+        LAST_RUN.update(total=time.perf_counter() - t0)
         return path
     adapter, data, writer, plans, names, extra, t_load = prepared
     n = adapter.n_samples(data)
@@ -249,7 +262,7 @@ def _replay(caught) -> None:
 def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_size, device, dtype,
              store_dtype_name, max_length, max_samples, final_hidden, unembedding, overwrite,
              trust_remote_code, allow_pickle, compression, progress, column, split, config,
-             context_length, max_tokens, device_map):
+             context_length, max_tokens, device_map, label_column=None):
     """Everything before streaming: inputs, model, layers, row counts, the store (a torchrun
     rank gets back a function of ``checkpoint_every`` that runs its sharded extraction)."""
     from actkit._faults import fault
@@ -336,6 +349,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
             data, {"kind": "token_windows", "context_length": packing["context_length"], "max_tokens": max_tokens,
                    "windows_sha256": hashlib.sha256(adapter.windows.tobytes()).hexdigest()},
             digest=data.rows_digest(packing["rows_used"]))
+    label_names = _keep_labels(params, inputs, label_column, n, packing, split, config, max_samples)
     request = {
         "model": adapter.info.get("model", adapter.name),
         "revision": revision,
@@ -354,7 +368,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     }
     if random_init:
         request["init_seed"] = INIT_SEED
-    extra_request = {"packing": packing, "device_map": device_map,
+    extra_request = {"packing": packing, "device_map": device_map, "label_column": label_column,
                      "world_size": None if world is None else world.world_size}
     request.update({k: v for k, v in extra_request.items() if v is not None})
     provenance = {
@@ -376,10 +390,10 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         "unembedding": bool(unembedding),
     }
     extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
-                        "packing": packing, "device_map": device_map}
+                        "packing": packing, "device_map": device_map, "label_names": label_names}
     provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
     if world is not None:
-        def run_sharded(checkpoint_every):
+        def run_sharded(checkpoint_every, on_work=None):
             LAST_RUN["n_samples"] = n
             def run_block(writer, first, last):
                 _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
@@ -388,12 +402,33 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
             return distributed.extract_sharded(world, out, specs, run_block, device=str(adapter.device), n=n,
                                                request=request, provenance=provenance, params=params,
                                                fingerprint=fingerprint, overwrite=overwrite,
-                                               compression=compression)
+                                               compression=compression, report=LAST_RUN, on_work=on_work)
 
         return run_sharded
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
     return adapter, data, writer, plans, names, extra, t_load
+
+
+def _keep_labels(params, inputs, column, n, packing, split, config, max_samples):
+    """``--label-column``: one label per sample of a dataset input, kept as the store parameter
+    ``label:COLUMN`` (int64 code per sample) with ``{COLUMN: names}`` for the provenance."""
+    if column is None:
+        return None
+    import numpy as np
+
+    from .hf_datasets import is_hf_inputs, read_label_column
+
+    if not is_hf_inputs(inputs):
+        raise InputError("--label-column reads a column of a datasets input (.parquet, .arrow, a save_to_disk "
+                         "folder, hf:NAME)")
+    if packing is not None:
+        raise InputError("--label-column keeps one label per sample; token windows (--context-length) cut "
+                         "across samples")
+    values = read_label_column(inputs, column, split=split, config=config, max_samples=max_samples)[:n]
+    names, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+    params[f"label:{column}"] = codes.astype(np.int64)
+    return {column: [str(v) for v in names]}
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,
@@ -417,7 +452,7 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
     bar = tqdm(total=n - first, initial=start - first, unit="samples", desc="extracting", dynamic_ncols=True,
                disable=None if progress else True, smoothing=0.1)
     try:
-        with torch.inference_mode(), cap:
+        with torch_region(), torch.inference_mode(), cap:
             for lo in range(start, n, batch_size):
                 hi = min(lo + batch_size, n)
                 batch = adapter.batch(data, lo, hi)

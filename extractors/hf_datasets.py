@@ -109,6 +109,51 @@ def read_hf(spec, *, column=None, split="train", config=None, max_samples=None):
     return _to_inputs(values, col, s)
 
 
+def read_label_column(spec, column, *, split="train", config=None, max_samples=None) -> list:
+    """One label per sample: ``column`` of the same dataset as :func:`read_hf` (a
+    ``ClassLabel`` column gives its names). Kept next to the rows by ``extract --label-column``."""
+    s = str(spec)
+    split = split or "train"
+    if s.startswith("hf:"):
+        columns, pick = _load_hub(s[3:], config, split, max_samples)
+    else:
+        files = _files(s)
+        kind = files[0].suffix.lower() if files[0].is_file() else "dir"
+        loader = {".parquet": lambda: _load_parquet(files, max_samples),
+                  ".arrow": lambda: _load_arrow(files, max_samples)}.get(kind, lambda: _load_saved(files[0], split,
+                                                                                                    max_samples))
+        columns, pick = loader()
+    if column not in columns:
+        raise InputError(f"{s} has no label column {column!r}; its columns are: {', '.join(columns)}")
+    values = pick(column)
+    if hasattr(values, "to_pylist"):
+        values = values.to_pylist()
+    elif not isinstance(values, list):  # a ParquetColumn
+        values = [values[i] for i in range(len(values))]
+    nulls = [i for i, v in enumerate(values) if v is None]
+    if nulls:
+        raise InputError(f"label column {column!r} of {s} is empty in row {nulls[0]} ({len(nulls)} rows)")
+    names = _classlabel_names(s, column, split)
+    return [str(names[v] if names else v) for v in values]
+
+
+def _classlabel_names(spec, column, split):
+    """The names of a saved dataset's ``ClassLabel`` column, else None."""
+    p = Path(str(spec))
+    if not p.is_dir():
+        return None
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(p))
+    except Exception:
+        return None
+    if isinstance(ds, datasets.DatasetDict):
+        ds = ds.get(split)
+    feature = getattr(ds, "features", {}).get(column) if ds is not None else None
+    return list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
+
+
 def _files(s: str) -> list[Path]:
     if any(c in s for c in "*?["):
         found = sorted(Path(p) for p in _glob.glob(str(Path(s).expanduser()), recursive=True))
@@ -155,9 +200,27 @@ def _load_parquet(files, max_samples):
         for f, h in zip(files, handles):
             if col not in h.schema_arrow.names:
                 raise InputError(f"{f} has no column {col!r}; its columns are: {', '.join(h.schema_arrow.names)}")
-        return ParquetColumn(files, handles, col, max_samples)
+        types = [h.schema_arrow.field(col).type for h in handles]
+        return ParquetColumn(files, handles, col, max_samples, type=_one_type(types, files, col))
 
     return names, pick
+
+
+def _one_type(types, files, col):
+    """The one arrow type of column ``col`` across ``files``: string and large_string (binary
+    and large_binary) mixed are read as the large kind; any other mix is refused, naming files."""
+    import pyarrow as pa
+
+    kinds = set(types)
+    if len(kinds) == 1:
+        return types[0]
+    for small, large in ((pa.string(), pa.large_string()), (pa.binary(), pa.large_binary())):
+        if kinds <= {small, large}:
+            return large
+    first = types[0]
+    other = next(i for i, t in enumerate(types) if t != first)
+    raise InputError(f"column {col!r} holds {first} in {files[0]} but {types[other]} in {files[other]}; "
+                     "the files of one dataset need one type per column")
 
 
 class ParquetColumn:
@@ -169,9 +232,9 @@ class ParquetColumn:
     cached), so token-window packing with ``--max-tokens`` touches the start of the corpus only.
     """
 
-    def __init__(self, files, handles, column, limit=None):
+    def __init__(self, files, handles, column, limit=None, type=None):
         self.files, self.handles, self.column = files, handles, column
-        self.type = handles[0].schema_arrow.field(column).type
+        self.type = handles[0].schema_arrow.field(column).type if type is None else type
         groups, starts, total, nulls = [], [0], 0, 0
         for fi, h in enumerate(handles):
             meta = h.metadata
@@ -204,7 +267,8 @@ class ParquetColumn:
     def _group(self, k):
         if self._cache[0] != k:
             fi, g = self.groups[k]
-            self._cache = (k, self.handles[fi].read_row_group(g, columns=[self.column]).column(0))
+            part = self.handles[fi].read_row_group(g, columns=[self.column]).column(0)
+            self._cache = (k, part if part.type == self.type else part.cast(self.type))
         return self._cache[1]
 
     def slice(self, start, length):
@@ -259,6 +323,10 @@ def _load_saved(path, split, max_samples):
     try:
         ds = datasets.load_from_disk(str(path))
     except Exception as exc:
+        empty = _empty_saved(Path(path), split)
+        if empty is not None:
+            raise InputError(f"dataset {path} holds no samples (the save_to_disk folder {empty} has no data "
+                             "files)") from None
         raise InputError(f"cannot open {path} as a saved Hugging Face dataset: {_short(exc)}") from None
     if isinstance(ds, datasets.DatasetDict):
         if split not in ds:
@@ -267,9 +335,35 @@ def _load_saved(path, split, max_samples):
     return _dataset_pick(ds, max_samples)
 
 
+def _empty_saved(path: Path, split):
+    """The folder of an empty ``save_to_disk`` dataset (its state lists no data files) at
+    ``path`` (or its ``split``), or None."""
+    import json
+
+    folder = path / split if (path / "dataset_dict.json").is_file() else path
+    try:
+        files = json.loads((folder / "state.json").read_text()).get("_data_files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return folder if files == [] else None
+
+
 def _load_hub(name, config, split, max_samples):
     import datasets
 
+    from ._hub import _cache_only, _hub_offline_reason
+    from .windows import quiet_logs
+
+    try:  # a cached (or local) dataset first: no request, so an offline machine never waits on retries
+        with _cache_only(), quiet_logs("datasets"):
+            return _dataset_pick(datasets.load_dataset(name, config, split=split), max_samples)
+    except Exception:  # not (all) in the cache: the hub
+        pass
+    reason = _hub_offline_reason()
+    if reason is not None:
+        raise InputError(f"cannot load dataset {name!r} (config {config}, split {split}): it is not in the local "
+                         f"Hugging Face cache and the hub cannot be reached ({reason}); pass a save_to_disk "
+                         "folder or .parquet/.arrow files, or run once online to cache it")
     if max_samples is not None:
         try:
             stream = datasets.load_dataset(name, config, split=split, streaming=True)

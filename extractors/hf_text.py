@@ -18,6 +18,7 @@ import torch
 from actkit.errors import InputError
 
 from ._base import Adapter, Batch
+from .windows import quiet_logs
 
 
 class TextAdapter(Adapter):
@@ -59,7 +60,6 @@ class TextAdapter(Adapter):
 
     def prepare(self, inputs, max_length):
         from tqdm.auto import tqdm
-        from transformers.utils import logging as hf_logging
 
         if max_length is not None and int(max_length) < 1:
             raise InputError(f"--max-length must be a positive integer, got {max_length}")
@@ -71,9 +71,7 @@ class TextAdapter(Adapter):
         texts = inputs.texts
         ids = []
         step = 1024
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # "sequence longer than ..." is reported below, once
-        try:
+        with quiet_logs():  # "sequence longer than ..." is reported below, once
             with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
                 for start in range(0, len(texts), step):
                     ids.extend(self.tokenizer(texts[start : start + step], add_special_tokens=True)["input_ids"])
@@ -84,12 +82,10 @@ class TextAdapter(Adapter):
                                      max_length=limit)["input_ids"]
                 for i, seq in zip(long, enc):
                     ids[i] = seq
-        finally:
-            hf_logging.set_verbosity(verbosity)
         if long and (max_length is None or int(max_length) > limit):
             warnings.warn(
                 f"{len(long)} of {len(texts)} samples are longer than the model's {limit} positions "
-                f"and were truncated to {limit} tokens (--max-length sets the limit)",
+                f"and were truncated to {limit} tokens (`actkit extract --max-length` sets a lower one)",
                 stacklevel=2,
             )
         for i, seq in enumerate(ids):

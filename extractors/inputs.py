@@ -242,6 +242,9 @@ def _read_image_folder(p: Path, max_samples) -> Inputs:
 
 
 def _read_npy(p: Path, max_samples) -> Inputs:
+    from actkit._matrix_readers import check_npy_header
+
+    check_npy_header(p, "the images")
     try:
         arr = np.load(p, mmap_mode="r", allow_pickle=False)
     except Exception as exc:

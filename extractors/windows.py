@@ -20,11 +20,40 @@ tokenised in this pre-pass.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+
 import numpy as np
 
 from actkit.errors import InputError
 
 _CHUNK = 1024  # texts tokenised per tokenizer call (the first calls take fewer: 64, 128, ...)
+
+
+@contextlib.contextmanager
+def quiet_logs(library: str = "transformers"):
+    """Only errors from ``library``'s logging (``transformers`` or ``datasets``) in the block:
+    e.g. transformers' "sequence length is longer than the specified maximum ... indexing
+    errors" while a tokenizer runs on texts actkit cuts itself, where it is expected."""
+    logs = importlib.import_module(f"{library}.utils.logging")
+    level = logs.get_verbosity()
+    logs.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logs.set_verbosity(level)
+
+
+def _say_no_document_tokens(tokenizer, bos, eos) -> None:
+    """One warning when the tokenizer marks documents with special tokens (BERT's [CLS] ...
+    [SEP]) but has no BOS/EOS: its windows then join documents with no separator at all."""
+    import warnings
+
+    marks = [t for t in (getattr(tokenizer, "cls_token", None), getattr(tokenizer, "sep_token", None)) if t]
+    if bos is None and eos is None and marks:
+        warnings.warn(f"token windows: this tokenizer has no BOS/EOS token, so documents are joined with no "
+                      f"separator and windows carry no {'/'.join(marks)} tokens (docs/extraction.md, "
+                      "Token windows)", stacklevel=3)
 
 
 def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None = None,
@@ -69,6 +98,7 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
                          f"({model_positions} positions)")
     if max_tokens is not None and int(max_tokens) < L:
         raise InputError(f"--max-tokens {max_tokens} is smaller than one window of {L} tokens")
+    _say_no_document_tokens(tokenizer, bos, eos)
     body = L - 1 if bos is not None else L
     limit = None if max_tokens is None else int(max_tokens) // L  # windows
     need = None if limit is None else limit * body  # stream tokens
@@ -83,7 +113,8 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
                 break
             chunk = texts[start : min(n, start + step)]
             start, step = start + step, min(_CHUNK, 2 * step)
-            ids = tokenizer(list(chunk), add_special_tokens=False)["input_ids"]
+            with quiet_logs():  # whole texts may exceed the model's limit: the windows cut them
+                ids = tokenizer(list(chunk), add_special_tokens=False)["input_ids"]
             for seq in ids:
                 if need is not None and have >= need:
                     break

@@ -37,3 +37,15 @@ def perturbed_copy(src, dst, scale=0.05, seed=5):
     for f in src.iterdir():
         if "token" in f.name or f.name.endswith(".txt") or f.name == "special_tokens_map.json":
             (dst / f.name).write_bytes(f.read_bytes())
+
+
+def wait_at_gate(proc, gate, timeout: float = 300) -> None:
+    """Wait until ``proc`` (started with ``ACTKIT_FAULT=wait:POINT`` and
+    ``ACTKIT_FAULT_RELEASE=gate``) stops at POINT; fail if it ends first."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout
+    while not Path(str(gate) + ".waiting").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]

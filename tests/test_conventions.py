@@ -227,7 +227,7 @@ def test_compare_notes_and_compare_many_metric_check():
     A, B = _pair(4, n=600)
     with pytest.warns(UserWarning, match="fit rows"):
         res = actkit.compare(A, B, ica_max_rows=50)
-    assert any("fit rows for" in note for note in res.notes)
+    assert any("fit rows" in note for note in res.notes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = actkit.compare(A, B, ica_max_iter=1)

@@ -21,7 +21,7 @@ import pytest
 import actkit
 from actkit.errors import StoreError
 from actkit.store import open_store, progress_path
-from cli_helpers import cli_error, run_cli
+from cli_helpers import cli_error, run_cli, wait_at_gate
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -37,6 +37,16 @@ def _env():
 
 def _torchrun(*args, nproc=2):
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *map(str, args)]
+
+
+def _shard(out, rank, world=2) -> Path:
+    """``OUT.shards/rank-R-of-K.<request hash>.h5``: the one shard of that rank."""
+    (path,) = Path(str(out) + ".shards").glob(f"rank-{rank}-of-{world}.*.h5")
+    return path
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("actkit: error:")]
 
 
 def _extract_cmd(model, inputs, out, *extra):
@@ -65,7 +75,7 @@ def sharded(tiny_gpt_neox, texts, tmp_path_factory):
 
 
 def test_sharded_store_is_an_ordinary_store_equal_to_one_process(sharded, tiny_gpt_neox, texts, tmp_path):
-    shards = [sharded.with_name("run.h5.shards") / f"rank-{r}-of-2.h5" for r in range(2)]
+    shards = [_shard(sharded, r) for r in range(2)]
     assert all(p.is_file() for p in shards)
     single = tmp_path / "single.h5"
     actkit.extract(str(tiny_gpt_neox), texts, single, layers=LAYERS, batch_size=3, final_hidden=True,
@@ -81,7 +91,7 @@ def test_sharded_store_is_an_ordinary_store_equal_to_one_process(sharded, tiny_g
             np.testing.assert_allclose(np.asarray(la), np.asarray(lb), atol=1e-5, rtol=0)
             assert la.attrs == lb.attrs
         pa, pb = a.provenance, b.provenance
-        assert pa["shards"] == ["run.h5.shards/rank-0-of-2.h5", "run.h5.shards/rank-1-of-2.h5"]
+        assert pa["shards"] == [f"run.h5.shards/{_shard(sharded, r).name}" for r in range(2)]
         assert pa["world_size"] == 2
         different = {k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k)}
         assert different == {"shards", "world_size", "batch_size"}
@@ -159,7 +169,7 @@ def test_kill_one_rank_then_rerun_is_bitwise_identical(sharded, tiny_gpt_neox, t
     out = tmp_path / "run.h5"
     cmd = _extract_cmd(tiny_gpt_neox, texts, out, "--checkpoint-every", "0")
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    cursor = progress_path(out.with_name("run.h5.shards") / "rank-1-of-2.h5")
+    cursor = progress_path(out.with_name("run.h5.shards") / _shard(sharded, 1).name)
     killed = False
     deadline = time.monotonic() + 300
     try:
@@ -181,14 +191,20 @@ def test_kill_one_rank_then_rerun_is_bitwise_identical(sharded, tiny_gpt_neox, t
     assert proc.returncode != 0 and not out.exists()
     state = json.loads(cursor.read_text())
     assert 4 <= state["samples_done"] < 51  # rank 1's shard stopped part-way
+    shard0 = out.with_name("run.h5.shards") / _shard(sharded, 0).name
+    rank0 = 50 if shard0.exists() else json.loads(progress_path(shard0).read_text())["samples_done"]
+    # issue 20: `info` says how far the sharded run got, not "does not exist"
+    info = subprocess.run([sys.executable, "-m", "actkit", "info", out], cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert f"is being written by a sharded run of 2 ranks ({rank0 + state['samples_done']}/101 samples" \
+        in info.stderr, info.stderr
 
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"resumed {out} from {rank0 + state['samples_done']}/101 samples; it is complete now" in proc.stderr
     assert out.read_bytes() == sharded.read_bytes()
     for r in range(2):
-        name = f"rank-{r}-of-2.h5"
-        assert (out.with_name("run.h5.shards") / name).read_bytes() == (
-            sharded.with_name("run.h5.shards") / name).read_bytes()
+        assert _shard(out, r).read_bytes() == _shard(sharded, r).read_bytes()
 
 
 def test_ranks_started_with_different_commands_are_refused(tiny_gpt_neox, texts, tmp_path):
@@ -240,3 +256,108 @@ def test_token_windows_from_parquet_over_two_ranks(tiny_gpt_neox, texts, tmp_pat
         np.testing.assert_allclose(np.asarray(la), np.asarray(lb), atol=1e-5, rtol=0)
         assert a.provenance["packing"] == b.provenance["packing"]
         assert a.inputs_fingerprint == b.inputs_fingerprint
+
+
+# ----------------------------------------------------------------------------- issue 20
+def _copy_run(src: Path, folder: Path) -> Path:
+    import shutil
+
+    folder.mkdir()
+    shutil.copy2(src, folder / "run.h5")
+    shutil.copytree(Path(str(src) + ".shards"), folder / "run.h5.shards")
+    return folder / "run.h5"
+
+
+def test_consolidate_of_a_flipped_shard_byte_is_refused(sharded, tmp_path, capsys):
+    """Issue 20 #1, as reported: verify failed but consolidate exited 0 with fresh checksums."""
+    run = _copy_run(sharded, tmp_path / "c")
+    shard = _shard(run, 1)
+    with h5py.File(shard, "r") as f:
+        offset = f["layers/final_hidden/data"].id.get_offset() + 4 * 7 + 2
+    raw = bytearray(shard.read_bytes())
+    raw[offset] ^= 0x10
+    shard.write_bytes(bytes(raw))
+    verify = cli_error(capsys, "verify", run)
+    assert "does not match its checksum" in verify
+    assert cli_error(capsys, "consolidate", run, "--out", tmp_path / "cons.h5") == verify
+    assert not (tmp_path / "cons.h5").exists() and not (tmp_path / "cons.h5.partial").exists()
+
+
+@pytest.mark.slow
+def test_rerun_recomputes_exactly_the_missing_or_truncated_shards(sharded, tiny_gpt_neox, texts, tmp_path):
+    run = _copy_run(sharded, tmp_path / "r")
+    cmd = _extract_cmd(tiny_gpt_neox, texts, run)
+    kept = _shard(run, 0).stat().st_mtime_ns
+    _shard(run, 1).unlink()
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (f"repaired {run} (101 samples): recomputed {_shard(sharded, 1).name} (samples 50-101); it is complete "
+            "now") in proc.stderr
+    assert _shard(run, 0).stat().st_mtime_ns == kept  # the intact shard was not rewritten
+    for r in range(2):
+        assert _shard(run, r).read_bytes() == _shard(sharded, r).read_bytes()
+    assert run.read_bytes() == sharded.read_bytes()
+
+    # a truncated shard: "not a finished store; rerun the extraction", and the rerun repairs it
+    shard0 = _shard(run, 0)
+    shard0.write_bytes(shard0.read_bytes()[:4096])
+    with pytest.raises(StoreError, match="not a finished store; rerun the extraction"):
+        open_store(run)
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"recomputed {shard0.name} (samples 0-50)" in proc.stderr
+    assert shard0.read_bytes() == _shard(sharded, 0).read_bytes()
+
+    # a no-op rerun: said once, no warnings repeated by the ranks
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [f"{run} is already complete for this request (101 samples); "
+                                                "nothing to do"]
+    assert sorted(p.name for p in run.parent.iterdir()) == ["run.h5", "run.h5.shards"]
+
+
+def test_world_size_change_names_what_differs(sharded, tiny_gpt_neox, texts, tmp_path, capsys):
+    run = _copy_run(sharded, tmp_path / "w")
+    line = cli_error(capsys, "extract", tiny_gpt_neox, "--inputs", texts, "--layers", LAYERS, "--out", run,
+                     "--batch-size", "2", "--final-hidden", "--no-progress")
+    assert "world size (torchrun --nproc-per-node): none here, 2 in the store" in line, line
+
+
+@pytest.mark.slow
+def test_second_torchrun_writer_is_refused_and_overwrite_removes_old_shards(tiny_gpt_neox, texts, tmp_path):
+    out = tmp_path / "run" / "run.h5"
+    out.parent.mkdir()
+    gate = tmp_path / "gate"
+    first = subprocess.Popen(_extract_cmd(tiny_gpt_neox, texts, out, "--checkpoint-every", "0", "--max-samples", "40"),
+                             cwd=REPO, env=dict(_env(), ACTKIT_FAULT="wait:cursor:2", ACTKIT_FAULT_RELEASE=str(gate)),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_at_gate(first, gate)
+        second = subprocess.run(_extract_cmd(tiny_gpt_neox, texts, out, "--max-samples", "40", "--overwrite"),
+                                cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    finally:
+        gate.touch()
+        _, err = first.communicate(timeout=600)
+    assert second.returncode != 0
+    errors = _errors(second.stderr)
+    assert errors and all("is being written by another command right now" in e for e in errors), second.stderr[-3000:]
+    frames = [line for line in second.stderr.splitlines() if line.lstrip().startswith("File ")]
+    assert not [f for f in frames if "actkit" in f or "extractors" in f], second.stderr[-3000:]  # torchrun's own only
+    assert first.returncode == 0, err[-3000:]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["run.h5", "run.h5.shards"]
+    old = sorted(p.name for p in (out.parent / "run.h5.shards").iterdir())
+    assert len(old) == 2
+    with open_store(out, verify=True) as s:
+        assert s.n_samples == 40
+
+    # --overwrite with another request: only the new run's shards remain
+    proc = subprocess.run(_torchrun("-m", "actkit", "extract", tiny_gpt_neox, "--inputs", texts, "--layers",
+                                    "gpt_neox.layers.1", "--max-samples", "10", "--out", out, "--overwrite",
+                                    "--no-progress"), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    new = sorted(p.name for p in (out.parent / "run.h5.shards").iterdir())
+    assert len(new) == 2 and not set(new) & set(old)
+    # and a single-process store over the sharded one: the shard folder goes
+    actkit.extract(str(tiny_gpt_neox), texts, out, layers="gpt_neox.layers.1", max_samples=10, overwrite=True,
+                   progress=False)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["run.h5"]

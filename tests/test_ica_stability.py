@@ -1,7 +1,14 @@
-"""The ICA alignment is stable to float noise on every pair and layer the demo uses
-(issue 11): noise of 1e-6 relative to B's scale -- what another batch size or another CPU
-changes -- moves every alignment error by at most 0.01, and a representation aligns with
-its noisy copy by ICA as well as rigidly (up to 0.01), with the efficiency undefined.
+"""The ICA alignment under float noise on every pair and layer the demo uses.
+
+The consensus rule (``ica_method="consensus"``, issue 11) is stable: noise of 1e-6
+relative to B's scale -- what another batch size or another CPU changes -- moves every
+alignment error by at most 0.01, and a representation aligns with its noisy copy by ICA as
+well as rigidly (up to 0.01), with the efficiency undefined.
+
+The default (best contrast, issue 19) is the paper's estimator searched better; on these
+tiny models FastICA's optima are not reproducible, so against its own noisy copy a
+representation may align by ICA far worse than rigidly -- but then the result says so:
+``ica_identifiable`` is False with its note. Either the number holds or it carries the note.
 
 The stores are the demo's full form (``actkit demo``), with the demo's ICA settings
 (``actkit.demo.DEMO_ICA``). ``compare_many`` fits each side's restarts once.
@@ -20,6 +27,17 @@ from actkit.demo import DEMO_ICA, _extract, zoo_pairs
 
 TOL = 0.01
 METHODS = ("permutation", "rigid", "linear", "ica")
+CONSENSUS = {**DEMO_ICA, "ica_method": "consensus", "ica_restarts": 3}
+
+
+def _holds_or_noted(res, name):
+    """A representation against a copy equal up to float noise: the default ICA aligns it
+    as the rigid map does, or it is flagged not identifiable, with the note."""
+    d = res.to_dict()
+    if res.errors["ica"] > res.errors["rigid"] + TOL:
+        assert d["ica_identifiable"] is False, (name, res.errors, d["ica_shared_halves"], d["ica_self_floor"])
+        assert any(n.startswith("ica_identifiable is false") for n in res.notes), name
+    assert d["ica_efficiency"] is None and any("ica_efficiency is undefined" in n for n in res.notes), name
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +64,9 @@ def test_float_noise_moves_no_alignment_error_beyond_0_01(zoo_stores, row):
     A, B = a[:], b[:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _, res = actkit.compare_many([A, B, _noisy(B, row)], groups=a.groups, **DEMO_ICA)
+        _, res = actkit.compare_many([A, B, _noisy(B, row)], groups=a.groups, **CONSENSUS)
+        default = actkit.compare(B, _noisy(B, row), groups=a.groups, **DEMO_ICA)
+    _holds_or_noted(default, pair.name)
     ref, got, self_noisy = res[(0, 1)], res[(0, 2)], res[(1, 2)]
     for m in METHODS:
         assert abs(got.errors[m] - ref.errors[m]) <= TOL, (pair.name, m, ref.errors[m], got.errors[m])
@@ -73,7 +93,9 @@ def test_reextracting_with_another_batch_size_moves_no_error_beyond_0_01(zoo_sto
     assert a2.shape == a.shape and 0 < np.abs(a2[:] - a[:]).max() < 1e-4
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _, res = actkit.compare_many([a, a2, b], **DEMO_ICA)
+        _, res = actkit.compare_many([a, a2, b], **CONSENSUS)
+        default = actkit.compare(a, a2, **DEMO_ICA)
+    _holds_or_noted(default, pair.name)
     ref, got, self_ = res[(0, 2)], res[(1, 2)], res[(0, 1)]
     for m in METHODS:
         assert abs(got.errors[m] - ref.errors[m]) <= TOL, (m, ref.errors[m], got.errors[m])

@@ -78,7 +78,7 @@ def test_long_sample_warning_is_one_line_once_and_not_on_a_noop(tiny_gpt_neox, t
     assert code == 0
     assert err.splitlines() == [
         "actkit: warning: 1 of 3 samples are longer than the model's 128 positions and were truncated to 128 "
-        "tokens (--max-length sets the limit)",
+        "tokens (`actkit extract --max-length` sets a lower one)",
         f"wrote {out}: 3 samples"]
     code, _, err = run_cli(capsys, *argv)
     assert code == 0 and "actkit: warning" not in err and "nothing to do" in err

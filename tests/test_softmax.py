@@ -178,3 +178,28 @@ def test_conventions_are_validated():
         softmax_distances(f1, g1, f2, g2, svd_label_subsets="some")
     with pytest.raises(ValueError, match="svd_input_sets"):
         softmax_distances(f1, g1, f2, g2, svd_input_sets="all")
+
+
+# Official values from the code of Nielsen et al., github.com/bemigini/close-dist-rep-sim at
+# commit b7a002c7f48504392a7c0ad59c263cdaf7dd9967: ``d_prob(..., num_samples=100,
+# dist_type="max", sum_or_max="max")`` for the pivot and left-out label, then
+# ``1 - min(get_m_SVD_for_y_pivot_and_lo(..., itertools.combinations(range(C - 2), M)))``.
+# Unrelated models: f1, g1, f2, g2 drawn independently, N = 900, M = 3, C = 9. Seeds 5 and 18
+# are pivot ties (two pivots share the pair that binds T1); actkit 0.1 broke them on the last
+# bit of rounding and differed by 7.9e-3 and 1.1e-2.
+OFFICIAL_UNRELATED = [  # seed, d_svd_f, pivot label, left-out label
+    (0, 0.9571530883794637, 0, 8),
+    (5, 0.9773450785445972, 6, 8),
+    (7, 0.9868213928987152, 4, 1),
+    (18, 0.9815867138609169, 5, 8),
+]
+
+
+@pytest.mark.parametrize("seed,d_svd_f,pivot,left_out", OFFICIAL_UNRELATED)
+def test_d_svd_f_of_unrelated_models_equals_the_official_code(seed, d_svd_f, pivot, left_out):
+    rng = np.random.default_rng(seed)
+    f1, g1 = rng.normal(size=(900, 3)), rng.normal(size=(9, 3))
+    f2, g2 = rng.normal(size=(900, 3)), rng.normal(size=(9, 3))
+    out = softmax_distances(f1, g1, f2, g2)
+    assert (out["pivot_label"], out["left_out_label"]) == (pivot, left_out)
+    assert out["d_svd_f"] == pytest.approx(d_svd_f, abs=1e-12)

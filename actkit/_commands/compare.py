@@ -40,7 +40,7 @@ def register(sub) -> None:
                                     "(text/jsonl/image folder/npy), then compare each layer")
     p.add_argument("--pool", default="none", choices=["none", "mean", "last", "cls"],
                    help="with --inputs: token pooling of the extraction (default none)")
-    p.add_argument("--max-samples", type=int, help="with --inputs: use the first N inputs")
+    p.add_argument("--max-samples", type=int, help="with --inputs: use the first N inputs (default: all)")
     p.add_argument("--batch-size", type=int, default=32, help="with --inputs: batch size")
     p.add_argument("--device", default="cpu",
                    help="torch device of the FastICA fits and, with --inputs, of the extraction "
@@ -55,21 +55,29 @@ def register(sub) -> None:
                         "the JSON results, e.g. rigid, ica, linear_cka, mean_cca; default rigid)")
     p.add_argument("--eval-fraction", type=float, default=0.2,
                    help="share of input samples held out for the errors (default 0.2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of FastICA")
-    p.add_argument("--alpha", type=float, default=0.0, help="ridge penalty of the linear map")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split (and of row sampling)")
+    p.add_argument("--ica-seed", type=int, default=0,
+                   help="seed of the first FastICA start (starts use ica-seed..ica-seed+R-1; default 0)")
+    p.add_argument("--ica-method", choices=["best", "consensus"], default="best",
+                   help="best (default): each side keeps its fit of largest FastICA contrast, every "
+                        "source matched, with a reproducibility check (ica_identifiable); consensus: "
+                        "only sources pairs of restarts agree on are matched (docs/definitions.md)")
+    p.add_argument("--alpha", type=_alpha_arg, default=0.0,
+                   help="ridge penalty of the linear map, or 'gcv': chosen by generalised "
+                        "cross-validation on the fit rows (default 0: plain least squares)")
     p.add_argument("--ica-max-rows", type=_ica_rows_arg, default="auto",
                    help="FastICA fits on at most this many rows per side (default auto: "
                         "max(20000, 50 k, k^2/4) for k components, at most 1 GiB per side)")
     p.add_argument("--ica-n-components", "--ica-components", dest="ica_n_components", type=int, metavar="K",
-                   help="ICA components per side (default min(Da, Db)); fewer need fewer rows "
-                        "and less time")
+                   help="forces the ICA components per side (default: min(Da, Db) where the "
+                        "FastICA rows support it by max(50 k, k^2/4), else the k' they support, "
+                        "with a note)")
     p.add_argument("--ica-max-iter", type=int, default=200,
                    help="FastICA iterations per side (default 200); non-convergence is noted")
-    p.add_argument("--ica-restarts", type=_restarts_arg, default=3, metavar="R",
-                   help="FastICA fits per side with seeds seed..seed+R-1 (default 3): only "
-                        "sources that pairs of fits agree on are mapped through ICA, and the ica "
-                        "error's spread over the pairs is reported (ica_std); 1 = the classic "
-                        "ICA alignment (one draw among FastICA's local optima)")
+    p.add_argument("--ica-restarts", type=_restarts_arg, default=5, metavar="R",
+                   help="FastICA random starts per side (default 5); the error's spread over "
+                        "the pairings is ica_std, the mean over single starts ica_classic; 1 = "
+                        "the classic ICA alignment (one draw among FastICA's local optima)")
     p.add_argument("--ica-tol", type=float, default=1e-4,
                    help="FastICA tolerance (largest gradient entry; default 1e-4)")
     p.add_argument("--diameter-max-rows", type=int, default=10000,
@@ -189,10 +197,25 @@ def run(args) -> int:
 def _compare_kwargs(args, methods):
     return dict(eval_fraction=args.eval_fraction, random_state=args.seed, alpha=args.alpha,
                 ica_max_rows=args.ica_max_rows, ica_max_iter=args.ica_max_iter, methods=methods,
-                ica_restarts=args.ica_restarts,
+                ica_restarts=args.ica_restarts, ica_method=args.ica_method, ica_seed=args.ica_seed,
                 ica_n_components=args.ica_n_components, ica_tol=args.ica_tol,
                 diameter_max_rows=args.diameter_max_rows or None, device=args.device,
                 progress=False if args.quiet else None)
+
+
+def _alpha_arg(text):
+    """``--alpha``: a float >= 0 or ``gcv``."""
+    import argparse
+
+    if text == "gcv":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 or 'gcv', got {text!r}")
+    return value
 
 
 def _int_at_least(text, low, also=""):
@@ -230,7 +253,8 @@ def _run_stores(args, paths, methods, display=None):
     import actkit
     from actkit.alignment import compare_many
     from actkit.matrix_files import open_source
-    from actkit.report import format_matrix, format_table, ica_summary, plot_compare, save_matrix_plot
+    from actkit.report import (format_matrix, format_table, ica_summary, plot_captions, plot_compare,
+                               save_matrix_plot)
 
     display = display or paths
     with contextlib.ExitStack() as stack:
@@ -302,6 +326,8 @@ def _run_stores(args, paths, methods, display=None):
             _write_json(args.json, payload if len(payload) > 1 else next(iter(payload.values())))
         if args.plot:
             plot_compare(results, labels, args.plot)
+            for line in plot_captions(results, labels):
+                print(line)
         return 0
 
 

@@ -17,7 +17,9 @@ def register(sub) -> None:
     p.add_argument("--quick", action="store_true",
                    help="reduced form (fewer inputs and ICA iterations; about 30 s)")
     p.add_argument("--device", default="cpu", help="extraction device (default: cpu)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and FastICA")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fit/eval split")
+    p.add_argument("--ica-seed", type=int, default=0,
+                   help="seed of the first FastICA start (restarts use the next seeds)")
     p.set_defaults(func=run)
 
 
@@ -25,7 +27,7 @@ def run(args) -> int:
     from actkit.demo import format_table, run_demo
 
     report = run_demo(args.out, quick=args.quick, device=args.device, random_state=args.seed,
-                      log=lambda line: print(line, flush=True))
+                      ica_seed=args.ica_seed, log=lambda line: print(line, flush=True))
     print()
     print(report["title"] + (" [quick]" if report["quick"] else ""))
     print(format_table(report))

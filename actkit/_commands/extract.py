@@ -20,13 +20,18 @@ def register(sub) -> None:
                    help=".txt (one sample per line), .jsonl (text field), image folder, uint8 .npy (N,H,W,3), "
                         "a Hugging Face dataset (save_to_disk folder, .parquet/.arrow file or glob) or hf:NAME")
     p.add_argument("--column", help="dataset column to read (default: text, else image or img)")
+    p.add_argument("--label-column", metavar="COLUMN",
+                   help="keep this column of a datasets input (one label per sample) in the store, for "
+                        "actkit evaluate STORE --labels COLUMN")
     p.add_argument("--split", help="dataset split for hf:NAME or a saved DatasetDict (default: train)")
     p.add_argument("--config", help="dataset configuration for hf:NAME")
     p.add_argument("--context-length", type=int, metavar="L",
                    help="pack the token stream into windows of exactly L tokens (BOS first where the "
-                        "tokenizer has one); samples are windows, the index is [window, position]")
+                        "tokenizer has one); samples are windows, the index is [window, position] (default: off, one "
+                        "sample per text)")
     p.add_argument("--max-tokens", type=int, metavar="N",
-                   help="with --context-length: at most N // L windows (texts read only until filled)")
+                   help="with --context-length: at most N // L windows (texts read only until filled; default: "
+                        "every window of the corpus)")
     p.add_argument("--layers", required=True,
                    help="comma-separated module paths (see `actkit layers MODEL`); final_hidden for causal LMs")
     p.add_argument("--out", required=True, help="store to write (.h5)")
@@ -44,9 +49,12 @@ def register(sub) -> None:
                    help="compute dtype (default float32)")
     p.add_argument("--storage-dtype", choices=["float32", "float16"], default=None,
                    help="stored dtype (default: the compute dtype; float32 for bfloat16)")
-    p.add_argument("--max-length", type=int, help="truncate texts to this many tokens")
+    p.add_argument("--max-length", type=int,
+                   help="truncate texts to this many tokens (default: the model's position limit, "
+                        "max_position_embeddings)")
     p.add_argument("--max-samples", type=int,
-                   help="use only the first N inputs (hf:NAME datasets are then streamed, not downloaded)")
+                   help="use only the first N inputs (hf:NAME datasets are then streamed, not downloaded; "
+                        "default: all)")
     p.add_argument("--final-hidden", action="store_true",
                    help="also store the final hidden state after the final norm (causal LMs)")
     p.add_argument("--unembedding", action="store_true",
@@ -78,6 +86,7 @@ def run(args) -> int:
         compression=args.compression, progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every, column=args.column, split=args.split, config=args.config,
         context_length=args.context_length, max_tokens=args.max_tokens, device_map=args.device_map,
+        label_column=args.label_column,
     )
     import os
 
@@ -93,6 +102,8 @@ def outcome_line(path, run: dict) -> str:
     outcome = run.get("outcome")
     if outcome == "complete":
         return f"{path} is already complete for this request ({n} samples); nothing to do"
+    if outcome == "repaired":
+        return f"repaired {path} ({n} samples): {run.get('repaired')}; it is complete now"
     if outcome == "resumed":
         return f"resumed {path} from {run.get('resumed_from')}/{n} samples; it is complete now"
     return f"wrote {path}: {n} samples"

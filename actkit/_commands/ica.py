@@ -17,7 +17,9 @@ def register(sub) -> None:
                        description="PCA-whiten one layer and rotate it with FastICA; write the "
                                    "independent components of every row and the parameters to OUT.")
     add_common_arguments(p)
-    p.add_argument("--n-components", type=int, default=None, help="number of sources (default: all)")
+    p.add_argument("--n-components", type=int, default=None,
+                   help="forces the number of sources (default: all where the fit rows support them by "
+                        "the rows rule max(50 k, k^2/4), else the k' they support, with a note)")
     p.add_argument("--fit-rows", type=int, default=None,
                    help="fit on this many random rows (default: all rows, streaming)")
     p.add_argument("--algorithm", choices=["parallel", "deflation"], default="parallel",
@@ -43,7 +45,8 @@ def _run(args, runner) -> int:
     store, layer = open_layer(args)
     check_n_components(args.n_components, layer)
     X = fit_rows(layer, args.fit_rows, args.seed, args.block_rows)
-    ica = FastICA(n_components=args.n_components, algorithm=args.algorithm, fun=args.fun, max_iter=args.max_iter,
+    _check_rows(int(X.shape[0]), args.n_components)
+    ica = FastICA(n_components="auto" if args.n_components is None else args.n_components, algorithm=args.algorithm, fun=args.fun, max_iter=args.max_iter,
                   tol=args.tol, random_state=args.seed, device=args.device, block_rows=args.block_rows,
                   verbose=not args.quiet, scheduler=runner).fit(X)
     write_derived(
@@ -52,3 +55,16 @@ def _run(args, runner) -> int:
                   "fun": args.fun, "max_iter": args.max_iter, "tol": args.tol, "seed": args.seed},
     )
     return 0
+
+
+def _check_rows(n, k):
+    """A forced ``--n-components`` the fit rows do not support: warn (the default chooses
+    the supported k' itself, with its own warning)."""
+    import warnings
+
+    from actkit.ica._rows_rule import ica_min_rows
+
+    if k is not None and n < ica_min_rows(k):
+        warnings.warn(f"{n} fit rows for {k} components ({n / k:.0f} per component); FastICA needs about "
+                      f"{ica_min_rows(k)} (max(50 k, k^2/4)) or it finds spurious sources (single outlying "
+                      f"rows): give it more rows (--fit-rows, more inputs) or fewer components", UserWarning)

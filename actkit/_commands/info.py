@@ -6,7 +6,10 @@ import json
 
 
 def register(sub) -> None:
-    p = sub.add_parser("info", help="describe a store: layers, shapes, provenance, completeness")
+    p = sub.add_parser("info", help="describe a store: layers, shapes, provenance, completeness",
+                       description="Describe a store: whether it is complete (or how far an unfinished "
+                                   "one got), its samples, model, inputs and inputs fingerprint, each "
+                                   "layer's rows, features and dtype, and its fitted parameters.")
     p.add_argument("store", help="path to an actkit store (.h5)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--verify", action="store_true",
@@ -37,7 +40,9 @@ def run(args) -> int:
     for key in ("model", "revision", "pool", "inputs", "source_store"):
         if prov.get(key) is not None:
             print(f"  {key}: {prov[key]}")
-    print(f"  inputs fingerprint: {info['inputs_fingerprint'][:16]}")
+    fingerprint = info["inputs_fingerprint"][:16] or "none (the rows are not tied to recorded inputs, e.g. " \
+                                                      "a store made from an embedding file)"
+    print(f"  inputs fingerprint: {fingerprint}")
     width = max([len(n) for n in info["layers"]] + [5])
     print(f"  {'layer'.ljust(width)}  {'rows':>10}  {'features':>8}  dtype")
     for name, layer in info["layers"].items():

@@ -11,17 +11,22 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from actkit._device import check_device
+from actkit._progress import heartbeat
 from actkit._rows import sample_rows
+from actkit._threads import follows_thread_policy
 from actkit.alignment._diameter import diameter
-from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, source_sd
+from actkit.alignment._ica_map import ICAAlignment, source_sd
+from actkit.alignment._ica_report import fit_notes, ica_maps, ica_measures
 from actkit.alignment._inputs import (as_source, compute_dtype, default_block_rows, n_features,
                                       n_rows, progress_bar)
-from actkit.alignment._maps import LinearAlignment, PermutationAlignment, RigidAlignment
+from actkit.alignment._maps import (LinearAlignment, PermutationAlignment, RigidAlignment,
+                                    closed_form_min_rows)
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
-from actkit.alignment._sides import Pair, Side
+from actkit.alignment._sides import Pair, Side, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
 from actkit.errors import ValidationError
 from actkit.metrics import canonical_correlations
+from actkit.metrics._similarity import rank_cut
 
 DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
@@ -60,10 +65,12 @@ def align(A, B, method="rigid", **params):
     return _CLASSES[method](**params).fit(A, B)
 
 
+@follows_thread_policy
 def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=METHODS,
             alpha=0.0, ica_n_components=None, ica_max_rows="auto", ica_max_iter=200,
-            ica_tol=1e-4, ica_restarts=3, diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None,
-            progress=None, device="cpu", _sides=None) -> CompareResult:
+            ica_tol=1e-4, ica_restarts=5, ica_method="best", ica_seed=0,
+            diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None,
+            progress=None, device="cpu", threads=None, _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
 
     Parameters
@@ -79,12 +86,19 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         Default: the store layers' ``groups`` when A is a store layer, else one row = one
         sample.
     random_state : int, default=0
-        Seed of the split, of the FastICA initialisation and of any row sampling.
+        Seed of the split and of any row sampling (not of FastICA: ``ica_seed``).
     methods : sequence of str, default all four
-    alpha : float, default=0.0
-        Ridge penalty of the linear alignment.
+    alpha : float or "gcv", default=0.0
+        Ridge penalty of the linear alignment; ``"gcv"``: chosen by generalised
+        cross-validation on the fit rows (``to_dict()["ridge_alpha"]`` is the one used). The
+        default 0 is the paper's unregularised affine least squares. With fewer fit rows than
+        ``10 Da`` (linear) or ``5 max(Da, Db)`` (rigid) the map overfits: ``compare`` notes it
+        (``notes``, ``<method>_fit_rows_ok`` false) and warns.
     ica_n_components : int, optional
-        ICA components; default ``min(Da, Db)``.
+        Forces the number of ICA components. Default: all ``min(Da, Db)`` where the FastICA
+        rows support them (``ica_min_rows``), else the leading ``k'`` whitened components
+        they support, with a note; the other directions are mapped as the permutation
+        maps them (``to_dict()``: ``ica_n_components``, ``ica_n_components_reason``).
     ica_max_rows : int or "auto", default="auto"
         FastICA runs on at most this many random fit rows per side; ``"auto"``:
         ``max(20000, ica_min_rows(k))`` for ``k`` ICA components, at most 1 GiB of float32
@@ -92,18 +106,21 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         FastICA's sources are unreliable (measured in docs/compare.md): ``compare`` then
         warns (``UserWarning``); ``to_dict()["ica_rows_per_component"]`` says how many it had.
     ica_max_iter, ica_tol : FastICA stopping rule.
-    ica_restarts : int, default=3
-        FastICA fits per side (seeds ``random_state + r``). Each pair of restarts
-        identifies the sources it shares on a side; only identified sources are matched
-        across the sides, the rest of A is mapped as the permutation alignment maps it, and
-        the ica map is the mean of the restart-pair maps (docs/definitions.md, "ICA
-        alignment"), so float noise that sends FastICA to other local optima moves the ica
-        error only by about its spread. ``to_dict()``: ``ica_identified_a|b`` (sources every
-        restart finds), ``ica_std`` (the standard deviation of the restart-pair maps'
-        errors), ``ica_efficiency_std`` (``ica_std / (permutation - rigid)``); None with one
-        restart (the classic ICA alignment). ``ica_efficiency`` is NaN (with a note) when
+    ica_restarts : int, default=5
+        FastICA fits (random starts) per side, seeds ``ica_seed + r``.
+    ica_method : {"best", "consensus"}, default="best"
+        ``"best"``: each side keeps its fit of largest FastICA contrast and every source is
+        matched (docs/definitions.md, "ICA alignment"); ``to_dict()``: ``ica_std`` (the
+        spread of the error over all ``R x R`` pairings of starts), ``ica_shared_halves``,
+        ``ica_self_floor`` and ``ica_identifiable`` (the reproducibility check, with a note
+        when False). ``"consensus"``: only the sources pairs of restarts agree on are
+        matched, the map is the mean of the restart-pair maps. Both report the paper's
+        single fit as ``ica_classic`` / ``ica_classic_efficiency`` with their standard
+        errors over the ``R`` starts. ``ica_efficiency`` is NaN (with a note) when
         permutation - rigid is not above ``max(1e-5, 2 x`` its standard error over the
         held-out input samples ``)``.
+    ica_seed : int, default=0
+        Seed of the first FastICA start (separate from ``random_state``, the split).
     diameter_max_rows : int or None, default=10000
         diam(B_eval) is exact up to this many eval rows, else the exact diameter of a seeded
         random subset of that size, a lower bound (recorded as ``diameter_method="sampled"``);
@@ -111,15 +128,23 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     block_rows : int, optional
         Rows per streamed block (default about 32 MiB).
     progress : bool, optional
-        Show progress bars (default: only on a terminal).
+        Show progress bars. Default (None): bars on a terminal, else a log line a minute on
+        stderr for each pass and each long map fit (:mod:`actkit._progress`); False: none.
     device : str, default="cpu"
         Torch device of the two FastICA fits (e.g. ``"cuda"``), the only part whose cost
         grows with the square of the width per row; the moments passes, closed-form fits
         and errors run on the CPU.
+    threads : int, optional
+        CPU threads (BLAS, torch and actkit's own); default: ``OMP_NUM_THREADS``, else the
+        CPUs this process may run on (:mod:`actkit._threads`). The result does not depend on it.
 
     Returns
     -------
     CompareResult
+        Besides the errors: ``linear_cka`` and ``mean_cca`` with their chance levels
+        ``linear_cka_chance`` and ``mean_cca_chance`` (the same statistic with B's rows
+        permuted, seeded by ``random_state``; docs/definitions.md), and ``notes``, every
+        caveat (also in ``to_dict()["notes"]``).
 
     Raises
     ------
@@ -142,11 +167,11 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     eval_mask, n_groups = split(n, groups, eval_fraction, random_state)
     fit_rows = np.flatnonzero(~eval_mask)
     eval_rows = np.flatnonzero(eval_mask)
-    ica = ICAAlignment(n_components=ica_n_components, random_state=random_state,
+    ica = ICAAlignment(n_components=ica_n_components, random_state=ica_seed,
                        max_rows=ica_max_rows, max_iter=ica_max_iter, tol=ica_tol,
-                       device=device, restarts=ica_restarts)
+                       device=device, restarts=ica_restarts, ica_method=ica_method)
     k_ica = min(n_features(A, "A"), n_features(B, "B"))
-    ica_sample = (ica.sample_rows_for(n, fit_rows, k=k_ica) if "ica" in methods
+    ica_sample = (ica.sample_rows_for(n, fit_rows, k=k_ica, seed=random_state) if "ica" in methods
                    else np.zeros(0, np.int64))
     if diameter_max_rows is not None and eval_rows.size > diameter_max_rows:
         diam_rows = sample_rows(eval_rows, diameter_max_rows, random_state + 1)
@@ -166,7 +191,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         for name in methods:
             h = ica if name == "ica" else (LinearAlignment(alpha=alpha) if name == "linear"
                                            else _CLASSES[name]())
-            alignments[name] = h.fit_pair(pair)
+            with heartbeat(f"compare: fitting the {name} map", progress):
+                alignments[name] = h.fit_pair(pair)
     t_fit = time.perf_counter()
     rows_per_comp = None
     if "ica" in alignments:
@@ -177,31 +203,26 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
             _note(notes, f"FastICA did not converge within {ica_max_iter} iterations on at least "
                          f"one side; the ica error is not that of converged sources",
                   ConvergenceWarning)
-        if ica_sample.size < ica_min_rows(k_used):
-            _note(notes, f"ICA had {ica_sample.size} fit rows for {k_used} components "
-                         f"({rows_per_comp:.0f} per component); FastICA needs about "
-                         f"{ica_min_rows(k_used)} (max(50 k, k^2/4)) or it finds spurious sources, so "
-                         f"the ica error is unreliable: give it more rows (ica_max_rows, more inputs) or "
-                         f"fewer components (ica_n_components)", UserWarning)
+        for message in fit_notes(alignments["ica"], ica_sample.size, k_ica):
+            _note(notes, message, UserWarning)
     for w in caught:
         if not issubclass(w.category, ConvergenceWarning):
             _note(notes, str(w.message), w.category)
+    rows_ok = _closed_form_rows(alignments, pair, notes)
 
     diam_b = diameter(pair.b.diam)
     if not diam_b > 0:
         raise ValidationError("B's held-out rows are all identical (zero diameter): errors are undefined")
     maps = dict(alignments)
+    classic_keys = []
     if "ica" in alignments:
-        for r, h in enumerate(alignments["ica"].restarts_):
-            maps[("ica", r)] = h
+        extra, classic_keys = ica_maps(alignments["ica"])
+        maps.update(extra)
     sums = pair.eval_errors(maps)
     errors = {name: s / eval_rows.size / diam_b for name, s in sums.items()
               if isinstance(name, str)}
-    ica_runs = np.array([sums[key] for key in maps if isinstance(key, tuple)]) \
-        / eval_rows.size / diam_b
-    ica_std = float(ica_runs.std(ddof=1)) if ica_runs.size > 1 else float("nan")
 
-    eff = eff_std = den = den_se = float("nan")
+    eff = den = den_se = float("nan")
     if {"permutation", "rigid"} <= set(errors):
         den = errors["permutation"] - errors["rigid"]
         d_rows = (np.concatenate(pair.row_errors["permutation"])
@@ -210,19 +231,33 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     if "ica" in errors and np.isfinite(den):
         if den > efficiency_noise(den_se):
             eff = (errors["permutation"] - errors["ica"]) / den
-            eff_std = ica_std / den
         else:
             _note(notes, f"ica_efficiency is undefined: permutation - rigid = {den:.2g} is not "
                          f"above noise ({efficiency_noise(den_se):.2g}: max(1e-5, 2 x its standard "
                          f"error)), so (perm - ica) / (perm - rigid) has no meaning here",
                   UserWarning)
+    ica_info = {}
+    if "ica" in alignments:
+        ica_info, ica_notes = ica_measures(
+            alignments["ica"], sums, classic_keys, eval_rows.size, diam_b, errors, den,
+            bool(np.isfinite(eff)), pair.b.diam, pair.dtype)
+        for message in ica_notes:
+            _note(notes, message, UserWarning)
     t_err = time.perf_counter()
 
     all_pm = pair.fit_pm.copy().merge(pair.eval_pm)
     cka = all_pm.cka()
     cka_d = all_pm.cka(debiased=True) if n >= 4 else float("nan")
-    rho = canonical_correlations(all_pm.scatter_xx(), all_pm.scatter_yy(), all_pm.scatter_xy())
+    cca_eps = rank_cut(pair.dtype)
+    sxx, syy = all_pm.scatter_xx(), all_pm.scatter_yy()
+    rho = canonical_correlations(sxx, syy, all_pm.scatter_xy(), eps=cca_eps)
     mcca = float(rho.mean()) if rho.size else float("nan")
+    sxy_chance = chance_cross_scatter(A, B, random_state, block_rows=pair.block_rows,
+                                      progress=progress)
+    den_cka = np.linalg.norm(sxx) * np.linalg.norm(syy)
+    cka_chance = float(np.sum(sxy_chance ** 2) / den_cka) if den_cka > 0 else float("nan")
+    rho_chance = canonical_correlations(sxx, syy, sxy_chance, eps=cca_eps)
+    mcca_chance = float(rho_chance.mean()) if rho_chance.size else float("nan")
 
     matched = np.zeros(0)
     src_corr = None
@@ -247,7 +282,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "n_rows": int(n), "n_fit_rows": int(fit_rows.size), "n_eval_rows": int(eval_rows.size),
         "n_samples": int(n_groups), "n_features_a": int(pair.a.d), "n_features_b": int(pair.b.d),
         "eval_fraction": float(eval_fraction), "random_state": int(random_state),
-        "ridge_alpha": float(alpha),
+        "ridge_alpha": (float(alignments["linear"].alpha_) if "linear" in alignments
+                        else (float(alpha) if not isinstance(alpha, str) else None)),
+        "ridge_alpha_method": "gcv" if isinstance(alpha, str) else "fixed",
+        **rows_ok,
         "ica_n_components": int(alignments["ica"].n_components_) if "ica" in alignments else None,
         "ica_fit_rows": int(ica_sample.size) if "ica" in methods else None,
         "ica_rows_per_component": (round(rows_per_comp, 2) if rows_per_comp is not None
@@ -257,8 +295,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "ica_n_iter_b": int(alignments["ica"].n_iter_[1]) if "ica" in alignments else None,
         "ica_converged": bool(alignments["ica"].converged_) if "ica" in alignments else None,
         "ica_restarts": int(ica_restarts) if "ica" in alignments else None,
-        "ica_std": ica_std if "ica" in alignments else None,
-        "ica_efficiency_std": eff_std,
+        **ica_info,
         "ica_identified": (min(alignments["ica"].n_identified_) if "ica" in alignments
                            else None),
         "ica_identified_a": alignments["ica"].n_identified_[0] if "ica" in alignments else None,
@@ -267,7 +304,9 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "efficiency_denominator": den, "efficiency_denominator_se": den_se,
         "efficiency_noise": efficiency_noise(den_se),
         "ica_device": str(device) if "ica" in alignments else None,
-        "cca_n_components": int(rho.size),
+        "cca_n_components": int(rho.size), "rank_cut": float(cca_eps),
+        "linear_cka_chance": cka_chance, "mean_cca_chance": mcca_chance,
+        "chance_window_rows": int(chance_window(pair.a.d, pair.b.d)),
         "diameter": float(diam_b), "diameter_method": diam_method,
         "diameter_rows": int(diam_rows.size),
         "compute_dtype": str(pair.dtype),
@@ -281,6 +320,29 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
                          linear_cka_debiased=cka_d, mean_cca=mcca, matched_correlations=matched,
                          source_correlation=src_corr, alignments=alignments, info=info,
                          notes=notes)
+
+
+def _closed_form_rows(alignments, pair, notes):
+    """Note each of rigid and linear fitted on fewer rows than it needs
+    (:func:`~actkit.alignment._maps.closed_form_min_rows`); returns the JSON keys
+    ``<method>_min_fit_rows`` and ``<method>_fit_rows_ok``."""
+    n_fit = int(pair.fit_pm.n)
+    out = {}
+    for name in ("rigid", "linear"):
+        if name not in alignments:
+            continue
+        need = closed_form_min_rows(name, pair.a.d, pair.b.d)
+        out[f"{name}_min_fit_rows"] = int(need)
+        out[f"{name}_fit_rows_ok"] = bool(n_fit >= need)
+        if n_fit < need:
+            rule = "5 max(Da, Db)" if name == "rigid" else "10 Da"
+            hint = (" or a ridge the data choose (alpha='gcv', --alpha gcv)"
+                    if name == "linear" and not alignments[name].alpha_ else "")
+            _note(notes, f"the {name} map had {n_fit} fit rows for {pair.a.d} -> {pair.b.d} "
+                         f"features; it needs about {need} ({rule}) or its held-out error is "
+                         f"inflated by overfitting, so the {name} error is unreliable: give it "
+                         f"more rows{hint}", UserWarning)
+    return out
 
 
 #: ica_efficiency is undefined (NaN) when permutation - rigid is at most this far above 0:

@@ -18,22 +18,14 @@ from actkit._params import Interval, StrOptions
 from actkit._rows import sample_rows
 from actkit._threads import small_linalg
 from actkit.alignment._assignment import signed_permutation
+from actkit.alignment._ica_best import fastica_contrast
 from actkit.alignment._maps import Alignment
+from actkit.ica._reduce import whiten_rows
+from actkit.ica._rows_rule import ica_min_rows, ica_supported_components
 from actkit.errors import ValidationError
 
 ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...
 ICA_AUTO_MAX_BYTES = 2 ** 30        # ... and at most 1 GiB of float32 sample rows per side
-
-
-def ica_min_rows(k):
-    """Rows FastICA needs for ``k`` components: ``max(50 k, k^2 / 4)``.
-
-    Measured (docs/compare.md, "How many rows ICA needs"): on noisy Laplace mixtures FastICA
-    recovered the sources from 50 rows per component at k = 64 and 128 and from 100 at
-    k = 256 and 384, but not from 50 at k = 256 nor from 100 at k = 768 (spurious sources);
-    with fewer rows than this ``compare`` warns that the ica column is unreliable."""
-    return int(max(50 * k, k * k // 4))
-
 
 
 def ica_rows(max_rows, k):
@@ -49,6 +41,22 @@ def ica_rows(max_rows, k):
         raise ValidationError(f"ica_max_rows must be an int >= 2 or 'auto', got {max_rows!r}")
     return int(max_rows)
 
+
+
+def ica_fit_components(n_components, k_max, n_rows):
+    """The ICA components to fit and why: ``(k, reason)``.
+
+    ``n_components`` given: ``(n_components, "requested")`` (forced, even where the rows do
+    not support it: ``compare`` then warns). Default: all ``k_max`` whitened components
+    (``"all"``) when the ``n_rows`` fit rows support them by :func:`ica_min_rows`, else the
+    leading ``k' = ica_supported_components(n_rows)`` (``"rows"``); the other directions
+    are then mapped as the permutation maps them."""
+    if n_components is not None:
+        return ica_components(n_components, k_max), "requested"
+    k_rows = ica_supported_components(n_rows)
+    if k_rows >= k_max:
+        return int(k_max), "all"
+    return int(k_rows), "rows"
 
 
 def ica_components(n_components, k_max):
@@ -103,12 +111,20 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
             f"(need at least {2 * k}); provide more inputs or lower n_components")
     W = wp["whitening"][:k]                           # (k, d)
     W_inv = wp["dewhitening"][:, :k]                  # (d, k)
-    Z = ((sample.astype(np.float64) - mean) @ W.T).astype(sample.dtype, copy=False)
+    # per reduction block with one BLAS thread: the same bits at any thread count
+    Z = whiten_rows(sample, mean, W, sample.dtype)
     R, n_iter, converged = fastica_rotation(Z, random_state, ica_params)   # (k, k)
     with small_linalg():
         u, _, vt = np.linalg.svd(R)
-    return {"whitening": W, "dewhitening": W_inv, "rotation": u @ vt, "mean": mean,
-            "rank": rank, "n_iter": n_iter, "converged": converged}
+        R = u @ vt
+        contrast = fastica_contrast(Z, R, ica_params.get("fun", "logcosh"))
+    return {"whitening": W, "dewhitening": W_inv, "rotation": R, "mean": mean,
+            "rank": rank, "n_iter": n_iter, "converged": converged, "contrast": contrast}
+
+
+def side_fits(side, k, seeds, ica_params):
+    """One FastICA fit of ``k`` components per seed on a side (cached on the side)."""
+    return [side.ica(k, s, ica_params, fit_ica_side) for s in seeds]
 
 
 def ica_restarts(side, k, seeds, ica_params):
@@ -126,7 +142,7 @@ def ica_restarts(side, k, seeds, ica_params):
 
     key = ("restarts", k, tuple(seeds), tuple(sorted(ica_params.items())))
     if key not in side._ica:
-        fits = [side.ica(k, s, ica_params, fit_ica_side) for s in seeds]
+        fits = side_fits(side, k, seeds, ica_params)
         W, W_inv = fits[0]["whitening"], fits[0]["dewhitening"]
         out = []
         with small_linalg():
@@ -161,37 +177,41 @@ def fastica_rotation(Z, random_state, ica_params):
 class ICAAlignment(Alignment):
     """Unsupervised alignment through independent components (docs/definitions.md §1).
 
-    Each side is PCA-whitened (top ``k = min(Da, Db)`` components, fit-row covariance,
-    ddof=1) and rotated by FastICA **separately**, ``restarts`` times (seeds
-    ``random_state + r``). For each pair of restarts, the sources the two share on a side
-    (``|cos| >= 0.995``, :mod:`actkit.alignment._ica_consensus`) are that pair's
-    *identified* sources; identified sources of A and B are matched by the optimal signed
-    permutation on the fit rows, and a matched pair is mapped through ICA,
-    ``h_I(a) = mixing_B,I P unmixing_A,I (a - mu_A)``, only where that lowers the fit-row
-    squared error of the map; the rest of A -- what ICA did not identify or match -- is
-    mapped as the permutation alignment maps it:
-    ``h(a) = h_I(a) + Q' (a_rest) + mu_B``, ``a_rest = mixing_A,rest unmixing_A,rest
-    (a - mu_A)``, ``Q`` the signed permutation of the coordinates. The fitted map is the
-    mean of the ``R (R - 1) / 2`` restart-pair maps (``restarts_``). With nothing
-    identified this is the permutation alignment; with one restart, the classic ICA
-    alignment (every source matched, one draw among FastICA's local optima). Float noise
-    that sends FastICA to other local optima therefore moves the result only by about the
-    spread over the restart pairs (``compare``'s ``ica_std``).
+    Each side is PCA-whitened (fit-row covariance, ddof=1) and rotated by FastICA
+    **separately**, ``restarts`` times (random starts, seeds ``random_state + r``), on the
+    leading ``k`` whitened components: ``n_components`` if given, else all ``min(Da, Db)``
+    where the FastICA rows support them by :func:`ica_min_rows`, else the ``k'`` they
+    support (:func:`ica_fit_components`). Matched sources map A onto B through ICA,
+    ``h_I(a) = mixing_B,I P unmixing_A,I (a - mu_A)``; every other direction of A (outside
+    the ``k`` fitted components, or unmatched) is mapped as the permutation alignment maps it:
+    ``h(a) = h_I(a) + Q' (a - mu_A - a_I) + mu_B``, ``Q`` the signed permutation of the
+    coordinates.
+
+    ``method="best"`` (default): each side keeps its fit of largest FastICA contrast and all
+    its sources are matched by the optimal signed permutation (:mod:`._ica_best`); the
+    ``R x R`` maps of every pairing of starts give the spread (``restarts_``), the ``R``
+    same-start pairings are the paper's single fits (``classic_``), and two disjoint halves
+    of the starts give the reproducibility check (``shared_halves_``, ``self_map_``).
+    ``method="consensus"``: per pair of restarts, only the sources both find
+    (``|cos| >= 0.995``, :mod:`._ica_consensus`) are matched, a matched pair going through
+    ICA only where that lowers the fit-row squared error; the map is the mean of the
+    ``R (R - 1) / 2`` restart-pair maps.
 
     Parameters
     ----------
     n_components : int, optional
-        Default ``min(Da, Db)``.
+        Forces ``k`` (default: the rows rule above).
     random_state : int, default=0
+        Seed of the first FastICA start (``compare``'s ``ica_seed``).
     max_rows : int or "auto", default="auto"
         FastICA runs on at most this many random fit rows of each side (whitening and
         matching use all fit rows). ``"auto"``: ``max(20000, ica_min_rows(k))`` for ``k``
         components, at most 1 GiB of float32 rows per side (see :func:`ica_rows`).
     fun, max_iter, tol
         Passed to FastICA.
-    restarts : int, default=3
-        FastICA fits per side. With 1, every source counts as identified (nothing to
-        compare it with; the result then depends on FastICA's local optimum).
+    restarts : int, default=5
+        FastICA fits per side.
+    method : {"best", "consensus"}, default="best"
     device : str, default="cpu"
         Torch device of the FastICA passes (e.g. ``"cuda"``); moments, whitening and
         matching stay on the CPU in float64.
@@ -201,18 +221,28 @@ class ICAAlignment(Alignment):
     unmixing_a_, unmixing_b_ : ndarray of shape (k, Da), (k, Db)
     mixing_a_, mixing_b_ : ndarray of shape (Da, k), (Db, k)
     pairs_ : ndarray of shape (n_matched, 2)
-        Matched (source of A, source of B) among the sources every restart found.
+        Matched (source of A, source of B).
     signs_ : ndarray of shape (n_matched,)
+    n_components_ : int
+        ICA components fitted (``k``).
+    n_components_reason_ : {"requested", "all", "rows"}
     n_identified_ : (int, int)
-        Sources every restart found on A and on B (rows ``[:n]`` of the unmixing matrices,
-        which are those of the sources every restart found).
+        Sources identified on A and on B (``best``: all ``k``).
     restarts_ : list of ICAAlignment
-        The map of each pair of restarts (``R (R - 1) / 2``; empty with one restart);
-        ``coef_`` is their mean and the spread of their errors is ``compare``'s ``ica_std``.
+        ``best``: the ``R x R`` maps (start of A major); ``consensus``: the
+        ``R (R - 1) / 2`` restart-pair maps. The spread of their errors is ``ica_std``.
+    classic_ : list of ICAAlignment
+        The ``R`` single-start maps (start ``r`` of A with start ``r`` of B, all matched).
+    best_ : (int, int)
+        ``best``: the start kept on A and on B.
+    shared_halves_ : (int, int) or None
+        ``best``: sources the two halves' best fits share on A and on B (None with one start).
+    self_map_ : ICAAlignment or None
+        ``best``: B onto itself through the two halves' best fits of B.
     n_iter_ : (int, int)
-        FastICA iterations on each side.
+        The most FastICA iterations of a start on each side.
     converged_ : bool
-        Whether every FastICA restart reached ``tol`` on both sides within ``max_iter``.
+        Whether every FastICA start reached ``tol`` on both sides within ``max_iter``.
     """
 
     method = "ica"
@@ -227,10 +257,12 @@ class ICAAlignment(Alignment):
         "tol": [Interval(Real, 0.0, None, closed="neither")],
         "device": [str, object],
         "restarts": [Interval(Integral, 1, None, closed="left")],
+        "ica_method": [StrOptions({"best", "consensus"})],
     }
 
     def __init__(self, *, n_components=None, random_state=0, max_rows="auto",
-                 fun="logcosh", max_iter=200, tol=1e-4, device="cpu", restarts=3):
+                 fun="logcosh", max_iter=200, tol=1e-4, device="cpu", restarts=5,
+                 ica_method="best"):
         self.restarts = restarts
         self.n_components = n_components
         self.random_state = random_state
@@ -239,47 +271,63 @@ class ICAAlignment(Alignment):
         self.max_iter = max_iter
         self.tol = tol
         self.device = device
+        self.ica_method = ica_method
 
-    def sample_rows_for(self, n, fit_rows=None, k=None):
-        """The fit rows FastICA sees: at most :func:`ica_rows` of them, drawn at random."""
+    def sample_rows_for(self, n, fit_rows=None, k=None, seed=None):
+        """The fit rows FastICA sees: at most :func:`ica_rows` of them, drawn at random
+        (``seed``, default ``random_state``)."""
         rows = np.arange(n) if fit_rows is None else fit_rows
         if k is not None:
             k = ica_components(self.n_components, k)
-        return sample_rows(rows, ica_rows(self.max_rows, k), self.random_state)
+        return sample_rows(rows, ica_rows(self.max_rows, k), self.random_state if seed is None else seed)
 
     def fit_pair(self, pair):
+        from actkit.alignment._ica_best import classic_maps, fit_best
+
         R = self.restarts
         if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1:
             raise ValidationError(f"ica_restarts must be an int >= 1, got {R!r}")
         self._validate()
-        k = ica_components(self.n_components, min(pair.a.d, pair.b.d))
+        k, reason = ica_fit_components(self.n_components, min(pair.a.d, pair.b.d), pair.a.sample.shape[0])
         params = {"fun": self.fun, "max_iter": self.max_iter, "tol": self.tol,
                   "device": str(self.device)}
         seeds = [int(self.random_state) + r for r in range(int(R))]
-        fa, ia = ica_restarts(pair.a, k, seeds, params)
-        fb, ib = ica_restarts(pair.b, k, seeds, params)
-        if ia["k"] != ib["k"]:
+        fits_a, fits_b = side_fits(pair.a, k, seeds, params), side_fits(pair.b, k, seeds, params)
+        ka, kb = fits_a[0]["rotation"].shape[0], fits_b[0]["rotation"].shape[0]
+        if ka != kb:
             # one side has fewer non-degenerate directions: fit the other with as many
             # components (dropping its least-variance whitened directions, not an arbitrary
             # part of its rotated basis)
-            k = min(ia["k"], ib["k"])
-            if ia["k"] > k:
-                fa, ia = ica_restarts(pair.a, k, seeds, params)
-            else:
-                fb, ib = ica_restarts(pair.b, k, seeds, params)
-        self.n_iter_ = (ia["n_iter"], ib["n_iter"])
-        self.converged_ = bool(ia["converged"] and ib["converged"])
-        # one restart: the classic ICA alignment (every source identified and matched)
-        self._fit_sources(pair, fa[0], fb[0], select=int(R) > 1)
-        self.restarts_ = []
-        for sa, sb in zip(fa[1:], fb[1:]):
+            k = min(ka, kb)
+            fits_a, fits_b = side_fits(pair.a, k, seeds, params), side_fits(pair.b, k, seeds, params)
+        fits = fits_a + fits_b
+        self.n_iter_ = (max(f["n_iter"] for f in fits_a), max(f["n_iter"] for f in fits_b))
+        self.converged_ = all(f["converged"] for f in fits)
+
+        def clone():
             h = ICAAlignment(**self.get_params())
             h.n_iter_, h.converged_ = self.n_iter_, self.converged_
-            self.restarts_.append(h._fit_sources(pair, sa, sb))
+            return h
+
+        if self.ica_method == "best":
+            fit_best(self, pair, fits_a, fits_b, clone)
+        else:
+            self._fit_consensus(pair, k, seeds, params, clone)
+            self.classic_ = classic_maps(pair, fits_a, fits_b, clone)
+            self.best_ = self.shared_halves_ = self.self_map_ = None
+        self.n_components_reason_ = reason
+        return self
+
+    def _fit_consensus(self, pair, k, seeds, params, clone):
+        """Today's consensus rule (``ica_method="consensus"``, docs/definitions.md)."""
+        fa, _ = ica_restarts(pair.a, k, seeds, params)
+        fb, _ = ica_restarts(pair.b, k, seeds, params)
+        # one restart: the classic ICA alignment (every source identified and matched)
+        self._fit_sources(pair, fa[0], fb[0], select=len(seeds) > 1)
+        self.restarts_ = [clone()._fit_sources(pair, sa, sb) for sa, sb in zip(fa[1:], fb[1:])]
         if self.restarts_:
             # the map: the mean of the restart-pair maps (docs/definitions.md, "ICA alignment")
             self._set(np.mean([h.coef_ for h in self.restarts_], axis=0), self.mean_a_, self.mean_b_)
-        return self
 
     def _fit_sources(self, pair, side_a, side_b, select=True):
         """Identified sources matched by signed permutation; the rest by the permutation
@@ -295,9 +343,11 @@ class ICAAlignment(Alignment):
         va = np.einsum("ij,jk,ik->i", Ua, m.scatter_xx(), Ua)
         vb = np.einsum("ij,jk,ik->i", Ub, m.scatter_yy(), Ub)
         Sxx, Syy, Sxy = m.scatter_xx(), m.scatter_yy(), m.scatter_xy()
-        # the fallback: all of A (its rotated whitened basis) as the permutation maps it
+        # the fallback: all of A as the permutation maps it -- including the directions
+        # outside the k fitted components (mapping only Ua' Ma' Q, their projection, would
+        # drop them: with n_components < D that cost a noisy copy 0.276 against 0.009)
         Q, _, _ = signed_permutation(np.diag(Sxx), np.diag(Syy), Sxy)
-        coef = Ua.T @ Ma.T @ Q
+        coef = Q.copy()
         r = c = np.zeros(0, np.int64)
         signs = np.zeros(0)
         if ma and mb:

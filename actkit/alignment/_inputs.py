@@ -54,7 +54,7 @@ def default_block_rows(width: int) -> int:
 
 
 def progress_bar(total, desc, progress):
-    from tqdm.auto import tqdm
+    """A bar on a terminal, a log line a minute elsewhere (:mod:`actkit._progress`)."""
+    from actkit._progress import progress_bar as bar
 
-    return tqdm(total=total, desc=desc, unit="row", unit_scale=True, leave=False,
-                disable=None if progress is None else not progress)
+    return bar(total, desc, progress)

@@ -13,6 +13,7 @@ METHODS = ("permutation", "rigid", "linear", "ica")
 
 # the measures a pairwise matrix can hold (``compare_many(metric=...)``)
 MATRIX_METRICS = (*METHODS, "ica_efficiency", "linear_cka", "linear_cka_debiased", "mean_cca",
+                  "linear_cka_chance", "mean_cca_chance",
                   "ica_matched_corr_mean", "ica_matched_corr_median", "ica_matched_corr_min",
                   "diameter")
 
@@ -25,24 +26,40 @@ CONVENTIONS = {
                               "padded with zero columns",
     "convention_rigid": "orthogonal Procrustes R=UV^T of centred cross-covariance, no "
                         "scaling, + translation (semi-orthogonal if Da != Db)",
-    "convention_linear": "affine least squares (normal equations in float64), ridge alpha "
-                         "on weights only",
-    "convention_ica": "PCA whitening (ddof=1, top k=min(Da,Db), eigenvalues < 1e-6 (float32) "
-                      "or 1e-10 (float64) x the largest dropped) + FastICA(logcosh) fitted separately on each side's "
-                      "fit rows, ica_restarts times; per pair of restarts, identified sources "
-                      "= those both find (|cos| >= 0.995), matched by signed permutation on "
-                      "fit rows, a pair mapped through ICA only where that lowers the fit-row "
-                      "squared error; the rest of A mapped by the permutation alignment; the "
-                      "map = mean of the restart-pair maps (docs/definitions.md, ICA "
-                      "alignment)",
+    "convention_linear": "affine least squares (normal equations in float64, eigen-directions "
+                         "below rank_cut x the largest dropped), ridge alpha on weights only "
+                         "(alpha='gcv': generalised cross-validation on the fit rows)",
+    "convention_closed_form_rows": "rigid needs 5 max(Da, Db) fit rows, linear 10 Da; fewer: "
+                                   "<method>_fit_rows_ok false, a note and a dagger",
+    "convention_ica": "PCA whitening (ddof=1; eigenvalues < 1e-6 (float32) or 1e-10 (float64) x "
+                      "the largest dropped; k = ica_n_components, else min(Da,Db) if the FastICA "
+                      "rows n satisfy n >= max(50k, k^2/4), else the largest k' that does) + "
+                      "FastICA(logcosh, Picard-O) fitted separately on each side's fit rows from "
+                      "ica_restarts random starts (seeds ica_seed..); ica_method=best (default): "
+                      "each side keeps its fit of largest FastICA contrast sum_i (E G(y_i) - "
+                      "E G(nu))^2, all sources matched by signed permutation on fit rows; "
+                      "consensus: only sources pairs of restarts share (|cos| >= 0.995), a pair "
+                      "mapped through ICA only where that lowers the fit-row squared error, map = "
+                      "mean of the restart-pair maps; everything else of A mapped by the "
+                      "permutation alignment; ica_std over the R x R (best) or restart-pair "
+                      "(consensus) maps; ica_classic = mean over the R same-start pairings "
+                      "(docs/definitions.md, ICA alignment)",
+    "convention_ica_identifiable": "best only: false when the best fits of the two halves of "
+                                   "the starts share fewer than ceil(0.9 k) sources at |cos| >= "
+                                   "0.95 on a side, or ica_self_floor (B onto itself through "
+                                   "those two fits) > 0.5 x (err_permutation - err_rigid)",
     "convention_ica_efficiency": "(err_permutation - err_ica) / (err_permutation - err_rigid); "
                                  "NaN when err_permutation - err_rigid <= max(1e-5, 2 x its "
                                  "standard error over held-out input samples)",
     "convention_cka": "linear CKA on all rows, feature-space; debiased = unbiased HSIC "
                       "(Song et al. 2012)",
-    "convention_cca": "mean of the top min(rank A, rank B) canonical correlations, all rows, "
-                      "in-sample (closed form of sklearn CCA)",
-    "convention_matched_corr": "Pearson correlation of matched identified ICA sources "
+    "convention_cca": "mean of the top min(rank A, rank B) canonical correlations (directions "
+                      "below rank_cut x the largest variance dropped), all rows, in-sample "
+                      "(closed form of sklearn CCA)",
+    "convention_chance": "linear_cka_chance, mean_cca_chance: the same statistic with B's rows "
+                         "permuted within windows of chance_window_rows rows, window w by "
+                         "np.random.default_rng([random_state, w])",
+    "convention_matched_corr": "Pearson correlation of matched ICA sources "
                                "(paired on fit rows), measured on eval rows",
 }
 
@@ -103,6 +120,7 @@ class CompareResult:
         out["ica_matched_corr_min"] = _f(mc.min()) if mc.size else None
         out["ica_matched_corr_undefined"] = undefined
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
+        out["notes"] = [str(x) for x in self.notes]   # every caveat the table prints
         out.update(CONVENTIONS)
         return out
 

@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._threads import small_linalg
 from actkit.alignment._diameter import summed_l2
 from actkit.alignment._inputs import (blocks, check_finite, compute_dtype, default_block_rows,
                                       n_features, n_rows, progress_bar)
 from actkit.stats import CrossMoments, RunningMoments, first_block_shift
 from actkit.errors import ValidationError
+
+
+def _f64(block):
+    """A block as float64 for the moments: products summed in float64 give the same second
+    moments (to ~1e-16) on any BLAS kernel and thread count, where float32 GEMMs left an
+    error of ~1e-6 of the largest variance that moved the closed-form columns (mean CCA by
+    0.008) between machines (docs/definitions.md, "Closed-form columns")."""
+    return block if block.dtype == np.float64 else block.astype(np.float64)
 
 
 class Side:
@@ -43,9 +52,10 @@ class Side:
             self.fit = RunningMoments(self.d, check_finite=False, shift=self.shift)
             self.eval = RunningMoments(self.d, check_finite=False, shift=self.shift)
         em = self.eval_mask[start:stop]
+        wide = _f64(block)
         for sel, moments in ((~em, self.fit), (em, self.eval)):
             if sel.any():
-                moments.add(block if sel.all() else block[sel])
+                moments.add(wide if sel.all() else wide[sel])
         for rows, out in ((self.sample_rows, self.sample), (self.diam_rows, self.diam)):
             lo, hi = np.searchsorted(rows, [start, stop])
             if hi > lo:
@@ -61,11 +71,12 @@ class Side:
     def run(self, block_rows, bar=None):
         """Read every row once (moments, sample rows, diameter rows)."""
         start = 0
-        for block in blocks(self.X, block_rows, self.dtype):
-            self.add(start, block)
-            start += block.shape[0]
-            if bar is not None:
-                bar.update(block.shape[0])
+        with small_linalg():        # bitwise at any thread count (see Pair.fit_moments)
+            for block in blocks(self.X, block_rows, self.dtype):
+                self.add(start, block)
+                start += block.shape[0]
+                if bar is not None:
+                    bar.update(block.shape[0])
         self.finish()
 
     # --- derived
@@ -116,7 +127,10 @@ class Pair:
         a, b, em = self.a, self.b, self.eval_mask
         pm_fit = pm_eval = None
         start = 0
-        with progress_bar(self.n, "compare: moments", self.progress) as bar:
+        # one BLAS thread for the products: OpenBLAS splits a (Da x rows) @ (rows x Db)
+        # product over its rows with 2 threads, which changed the last bits of the cross
+        # scatter, and so of mean CCA, with the thread count
+        with progress_bar(self.n, "compare: moments", self.progress) as bar, small_linalg():
             for xa, xb in zip(blocks(self.A, self.block_rows, self.dtype),
                               blocks(self.B, self.block_rows, self.dtype)):
                 if not a.done:
@@ -132,13 +146,14 @@ class Pair:
                     pm_fit, pm_eval = CrossMoments(**kw), CrossMoments(**kw)
                 stop = start + xa.shape[0]
                 sel = em[start:stop]
+                wa, wb = _f64(xa), _f64(xb)
                 if sel.all():
-                    pm_eval.add(xa, xb)
+                    pm_eval.add(wa, wb)
                 elif not sel.any():
-                    pm_fit.add(xa, xb)
+                    pm_fit.add(wa, wb)
                 else:
-                    pm_fit.add(xa[~sel], xb[~sel])
-                    pm_eval.add(xa[sel], xb[sel])
+                    pm_fit.add(wa[~sel], wb[~sel])
+                    pm_eval.add(wa[sel], wb[sel])
                 start = stop
                 bar.update(xa.shape[0])
         for side in (a, b):
@@ -174,3 +189,53 @@ class Pair:
                 start = stop
                 bar.update(xa.shape[0])
         return sums
+
+
+#: The chance pass permutes B's rows within consecutive windows of about this many bytes of
+#: float64 rows of A and B together (at least 2 rows): a fixed function of the shape, never
+#: of ``block_rows`` or the thread count, so the chance levels are the same for any of them.
+CHANCE_WINDOW_BYTES = 1 << 28
+
+
+def chance_window(d_a, d_b):
+    """Rows per window of :func:`chance_cross_scatter` for widths ``d_a`` and ``d_b``."""
+    return max(2, CHANCE_WINDOW_BYTES // (8 * (int(d_a) + int(d_b))))
+
+
+def chance_cross_scatter(A, B, random_state, *, block_rows=None, progress=None):
+    """Centred cross scatter ``sum_i (a_i - mean a)(b_pi(i) - mean b)^T`` (Da x Db, float64)
+    with B's rows permuted: within each window of :func:`chance_window` rows, by
+    ``np.random.default_rng([random_state, w]).permutation`` for window ``w``.
+
+    With the side scatters (unchanged by a permutation) it gives each similarity statistic
+    of A against a B whose rows no longer pair with A's: ``linear_cka_chance`` and
+    ``mean_cca_chance`` (docs/definitions.md, "Chance levels"). One more pass over the rows.
+    """
+    n, d_a, d_b = n_rows(A), n_features(A, "A"), n_features(B, "B")
+    W = chance_window(d_a, d_b)
+    xy = np.zeros((d_a, d_b))
+    sa, sb = np.zeros(d_a), np.zeros(d_b)
+    shift_a = shift_b = None
+    with progress_bar(n, "compare: chance levels", progress) as bar, small_linalg():
+        for w, start in enumerate(range(0, n, W)):
+            stop = min(n, start + W)
+            xa = np.concatenate(list(blocks_between(A, start, stop, block_rows)))
+            xb = np.concatenate(list(blocks_between(B, start, stop, block_rows)))
+            if shift_a is None:
+                shift_a, shift_b = first_block_shift(xa), first_block_shift(xb)
+            xa -= shift_a
+            xb -= shift_b
+            perm = np.random.default_rng([int(random_state), w]).permutation(stop - start)
+            xy += xa.T @ xb[perm]
+            sa += xa.sum(axis=0)
+            sb += xb.sum(axis=0)
+            bar.update(stop - start)
+    return xy - np.outer(sa, sb) / n
+
+
+def blocks_between(X, start, stop, block_rows):
+    """float64 blocks of rows ``start:stop`` of ``X``."""
+    from actkit._data import iter_blocks
+
+    return iter_blocks(X, block_rows=block_rows, dtype=np.float64, start=start, stop=stop,
+                       prefetch=False)

@@ -29,16 +29,26 @@ def _fmt(x, digits=3):
 
 def _spread(x, std, digits, pct=False, step=1):
     """``x`` with ``±std`` when the spread shows at the printed precision (``pct``: a
-    percentage rounded to multiples of ``step``)."""
+    percentage rounded to multiples of ``step``). With a spread, both are printed only to
+    the decimal of the spread's leading digit (never more than ``digits``): 0.459 ± 0.011
+    prints ``0.46±0.01``, 69 ± 15 % prints ``70±15%`` -- the digits another machine,
+    landing elsewhere within the spread, reproduces."""
     scale, places = (100, 0) if pct else (1, digits)
     value = scale * x
     if pct and step != 1:
         value = step * round(value / step)
-    shown = f"{value:.{places}f}"
     unit = "%" if pct else ""
     if std is None or math.isnan(std) or scale * std < 0.5 * max(step if pct else 0, 10 ** -places):
-        return shown + unit
-    return f"{shown}\u00b1{scale * std:.{places}f}{unit}"
+        return _no_minus_zero(f"{value:.{places}f}") + unit
+    spread = scale * std
+    keep = min(places, -math.floor(math.log10(spread)))   # < 0: round to tens, hundreds
+    shown = max(keep, 0)
+    return f"{_no_minus_zero(f'{round(value, keep):.{shown}f}')}\u00b1{spread:.{shown}f}{unit}"
+
+
+def _no_minus_zero(text: str) -> str:
+    """``-0.4%`` rounds to ``"0%"``, never ``"-0%"``."""
+    return text.lstrip("-") if float(text) == 0 else text
 
 
 def _dict(r):
@@ -67,6 +77,27 @@ def ica_cell(r, digits=3, eff_step=1):
     return cell
 
 
+#: the mark of a rigid or linear error fitted on too few rows (``<method>_fit_rows_ok`` false)
+FEW_ROWS_MARK = "\u2020"
+
+
+def closed_form_cell(r, name, digits=3):
+    """A permutation, rigid or linear error, marked where its map had too few fit rows."""
+    cell = _fmt(value_of(r, name), digits)
+    if _dict(r).get(f"{name}_fit_rows_ok") is False:
+        cell += FEW_ROWS_MARK
+    return cell
+
+
+def similarity_cell(r, name, digits=3):
+    """CKA or CCA with its chance level in brackets (``<name>_chance``) where measured."""
+    cell = _fmt(value_of(r, name), digits)
+    chance = _dict(r).get(f"{name}_chance")
+    if chance is not None and cell != "-":
+        cell += f" [{_fmt(float(chance), digits)}]"
+    return cell
+
+
 def table_footnotes(results, cells=()):
     """One line per mark :func:`format_table` printed (``–``, ``*``, ``±``; ``cells``: the
     printed ICA cells)."""
@@ -77,23 +108,45 @@ def table_footnotes(results, cells=()):
         notes.append("\u2013: ICA efficiency undefined: permutation - rigid is not above noise")
     if any(d.get("ica_converged") is False for d in ds):
         notes.append("*: FastICA did not converge within ica_max_iter on at least one side")
+    if any(d.get(f"{m}_fit_rows_ok") is False for d in ds for m in ("rigid", "linear")):
+        notes.append(f"{FEW_ROWS_MARK}: too few fit rows for this map (rigid: 5 max(Da, Db), "
+                     f"linear: 10 Da); its error is unreliable")
+    if any(d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None
+           for d in ds):
+        notes.append("[ ]: chance level: the same CKA / CCA with B's rows permuted (seeded); "
+                     "a value near it is noise")
     if any("\u00b1" in cell for cell in cells):
         notes.append("\u00b1: standard deviation of the ICA error (and efficiency) over the "
-                     "pairs of FastICA restarts")
+                     "pairings of FastICA restarts (best: all R x R; consensus: the restart pairs)")
     return notes
 
 
 def ica_summary(results, labels):
-    """One line per compared pair with ICA: how many sources each side's restarts
-    identified and how many were matched (docs/definitions.md, "ICA alignment")."""
+    """One line per compared pair with ICA: the components fitted, the estimator, how many
+    sources were matched, and what is mapped as the permutation maps it (only where
+    something is; docs/definitions.md, "ICA alignment")."""
     out = []
     for lab, r in zip(labels, results):
         d = _dict(r)
         if d.get("ica_identified_a") is None:
             continue
-        out.append(f"ica {lab}: {d['ica_identified_a']} of {d['ica_n_components']} sources identified "
-                   f"on A, {d['ica_identified_b']} on B ({d['ica_restarts']} restarts), "
-                   f"{d['ica_matched']} matched; the rest mapped as the permutation maps it")
+        k = d["ica_n_components"]
+        width = min(d.get("n_features_a") or k, d.get("n_features_b") or k)
+        fitted = f"{k} of {width} components" + (" (rows rule)" if d.get("ica_n_components_reason") == "rows"
+                                                  else "")
+        if d.get("ica_method", "consensus") == "best":
+            line = (f"ica {lab}: {fitted}, best-contrast fit of {d['ica_restarts']} restarts per side, "
+                    f"{d['ica_matched']} sources matched")
+            if d.get("ica_shared_halves") is not None:
+                line += (f"; halves share {d['ica_shared_halves_a']} (A) / {d['ica_shared_halves_b']} (B), "
+                         f"self floor {_fmt(d.get('ica_self_floor'))}, identifiable: "
+                         f"{'yes' if d.get('ica_identifiable') else 'no'}")
+        else:
+            line = (f"ica {lab}: {fitted}, {d['ica_identified_a']} sources identified on A, "
+                    f"{d['ica_identified_b']} on B ({d['ica_restarts']} restarts), {d['ica_matched']} matched")
+        if d["ica_matched"] < width:
+            line += "; the rest mapped as the permutation maps it"
+        out.append(line)
     return out
 
 
@@ -154,11 +207,11 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA"]
     rows = []
     for lab, r in zip(labels, results):
-        rows.append([lab, _fmt(value_of(r, "permutation"), digits), _fmt(value_of(r, "rigid"), digits),
-                     _fmt(value_of(r, "linear"), digits),
+        rows.append([lab, _fmt(value_of(r, "permutation"), digits), closed_form_cell(r, "rigid", digits),
+                     closed_form_cell(r, "linear", digits),
                      ica_cell(r, *((digits, 1) if not _ran_ica(_dict(r)) else
                                    (digits if ica_digits is None else ica_digits, eff_step))),
-                     _fmt(value_of(r, "linear_cka"), digits), _fmt(value_of(r, "mean_cca"), digits)])
+                     similarity_cell(r, "linear_cka", digits), similarity_cell(r, "mean_cca", digits)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(header)]
     def line(cells):

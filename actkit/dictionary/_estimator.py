@@ -237,7 +237,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
                     ep = dictionary_epoch(runner, X, D, p, keep, dtype, self.batch_size)
                 else:
-                    ep = epoch(iter_blocks(X, self.batch_size, dtype=dtype), D, p, keep, self.device)
+                    ep = epoch(train_batches(X, self.batch_size, dtype), D, p, keep, self.device)
                 D, _ = update(D, ep, rng)
                 if bar is not None:
                     bar.update(1)
@@ -307,6 +307,23 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def train_batches(X, rows, dtype):
+    """The mini-batches of one full pass, in row order: store layers and embedding files are
+    read through the torch loader (:mod:`actkit.loader`, every block checked against its
+    checksum; one batch read ahead on a thread), other sources in plain row blocks."""
+    from actkit.matrix_files import MatrixLayer
+    from actkit.store import Layer
+
+    if not isinstance(X, (Layer, MatrixLayer)) or (isinstance(X, Layer) and not X.store.complete):
+        yield from iter_blocks(X, rows, dtype=dtype)
+        return
+    from actkit._data import prefetched
+    from actkit.loader import ActivationDataset
+
+    batches = iter(ActivationDataset(X, rows, shuffle=False, dtype=dtype))
+    yield from prefetched(lambda _: next(batches).numpy(), range(-(-len(X) // rows)))
 
 
 def row_batches(X, rows):

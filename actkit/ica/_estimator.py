@@ -21,11 +21,25 @@ from actkit.ica._fixed_point import deflation
 from actkit.ica._init import data_init, warm_start
 from actkit.ica._picard import picard_o
 from actkit.ica._rotations import sym_decorrelation
+from actkit.ica._reduce import pass_rows, whiten_rows
+from actkit.ica._rows_rule import ica_supported_components
 from actkit.ica._source import PassCounter, WhitenedSource, on_device
 from actkit.whitening import accumulate_moments, whitening_from_moments
 from actkit.errors import ValidationError
 
 __all__ = ["FastICA", "fastica"]
+
+
+def auto_components(n, d):
+    """``n_components="auto"``: None (all ``d``) where ``n`` rows support them by the rows
+    rule, else the supported ``k'``, with a ``UserWarning``."""
+    k = ica_supported_components(n)
+    if k >= d:
+        return None
+    warnings.warn(f"FastICA on the leading {k} of {d} whitened components: {n} rows support {k} by the rows "
+                  f"rule max(50 k, k^2/4); with more components FastICA finds spurious sources (single "
+                  f"outlying rows); set n_components to force k", UserWarning, stacklevel=4)
+    return k
 
 
 def _compute_dtype(name):
@@ -41,8 +55,11 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_components : int, optional
-        Number of sources ``k``. Default: all (the numerical rank of the data). With
+    n_components : int, "auto" or None, optional
+        Number of sources ``k``. Default (None): all (the numerical rank of the data).
+        ``"auto"``: all where the rows support them by the rows rule ``max(50 k, k^2/4)``
+        (``actkit.alignment.ica_min_rows``), else the ``k'`` leading whitened components
+        they support, with a ``UserWarning`` (what ``actkit ica`` does by default). With
         ``whiten=False`` it must be None or the number of features.
     algorithm : {"parallel", "deflation"}, default="parallel"
         ``"parallel"`` estimates all components at once (Picard-O quasi-Newton solver of
@@ -159,7 +176,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.scheduler = scheduler
 
     _parameter_constraints: dict = {
-        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "algorithm": [StrOptions({"parallel", "deflation"})],
         "whiten": [StrOptions({"unit-variance", "arbitrary-variance"}), Options(bool, {False})],
         "fun": [StrOptions({"logcosh", "exp", "cube"})],
@@ -184,7 +201,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if not 1.0 <= alpha <= 2.0:
             raise ValidationError(f"fun_args['alpha'] must be in [1, 2], got {alpha}")
         nc = self.n_components
-        if nc is not None and not nc <= n_features:
+        if nc is not None and nc != "auto" and not nc <= n_features:
             raise ValidationError(f"n_components={nc} must be between 1 and the number of features ({n_features})")
         _compute_dtype(self.compute_dtype)
         check_device(self.device)
@@ -228,6 +245,8 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         # ---- whitening (one streaming pass; also collects the warm-up subsample)
         k_req = self.n_components
+        if k_req == "auto":
+            k_req = None if not self.whiten else auto_components(n, d)
         if not self.whiten and k_req is not None and k_req != d:
             warnings.warn("Ignoring n_components with whiten=False.", UserWarning, stacklevel=3)
             k_req = None
@@ -236,7 +255,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         sub_idx = sample_rows(n, warm, rng) if warm else None
         if self.whiten:
             moments, sub_rows = accumulate_moments(
-                X, block_rows=self.block_rows, verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx,
+                X, block_rows=pass_rows(d), verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx,
                 runner=runner,
             )
             p = whitening_from_moments(moments.mean_, moments.covariance(ddof=1), method="pca", n_components=k_req)
@@ -250,25 +269,25 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             mean, K, Kinv = np.zeros(d), np.eye(d), np.eye(d)
             sub_rows = None
             if streaming and sub_idx is not None:
-                _, sub_rows = accumulate_moments(X, block_rows=self.block_rows, collect_rows=sub_idx, runner=runner)
+                _, sub_rows = accumulate_moments(X, block_rows=pass_rows(d), collect_rows=sub_idx, runner=runner)
         k = K.shape[0]
 
         def whitened(rows):
-            # float64 arithmetic, then the compute dtype: keeps ill-conditioned data accurate
-            Z = (np.asarray(rows, dtype=np.float64) - mean) @ K.T
-            return np.ascontiguousarray(Z, dtype=cdtype)
+            # float64 arithmetic per reduction block, then the compute dtype: keeps
+            # ill-conditioned data accurate, and every row's bits do not depend on threads
+            return whiten_rows(rows, mean, K, cdtype, rows=pass_rows(d))
 
         if streaming:
-            source = WhitenedSource(X=X, mean=mean, K=K, block_rows=self.block_rows, dtype=cdtype, device=device)
+            source = WhitenedSource(X=X, mean=mean, K=K, dtype=cdtype, device=device)
             if runner is not None:
                 from actkit._dask_passes import ICAPasses
 
-                source.remote = ICAPasses(runner, X, mean, K, fun=self.fun, alpha=alpha, dtype=cdtype,
-                                          block_rows=source.block_rows)
+                source.remote = ICAPasses(runner, X, mean, K, fun=self.fun, alpha=alpha, dtype=cdtype)
         else:
-            source = WhitenedSource(Z=on_device(whitened(X), device), block_rows=self.block_rows, dtype=cdtype,
-                             device=device)
-            sub_rows = None  # the warm-up slices the whitened matrix directly
+            source = WhitenedSource(Z=on_device(whitened(X), device), dtype=cdtype, device=device,
+                                    rows=pass_rows(d))
+            if sub_idx is not None:
+                sub_rows = np.asarray(X)[sub_idx]   # the warm-up re-whitens its raw rows
 
         # ---- initial rotation
         if self.w_init is None:
@@ -289,10 +308,9 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 from_data = self.w_init is None and self.init == "data"
                 W = None if from_data else sym_decorrelation(W0)
                 if sub_idx is not None:
-                    Zs = source.to_numpy(source.Z[sub_idx]) if sub_rows is None else whitened(sub_rows)
-                    W, self.n_iter_warmup_ = warm_start(Zs, W, f, tol=max(self.tol, 1e-3),
+                    W, self.n_iter_warmup_ = warm_start(whitened(sub_rows), W, f, tol=max(self.tol, 1e-3),
                                                          max_iter=self.max_iter, dtype=cdtype, device=device,
-                                                         block_rows=self.block_rows, counter=counter, rng=rng)
+                                                         counter=counter, rng=rng)
                 elif from_data:
                     W = data_init(source, rng)
                 W, n_iter, gnorm = picard_o(source, W, f, tol=self.tol, max_iter=self.max_iter, counter=counter)

@@ -7,7 +7,7 @@ import numpy as np
 
 from actkit.ica import _trace
 from actkit.ica._rotations import sym_decorrelation
-from actkit.ica._source import data_pass
+from actkit.ica._source import data_pass, deflation_pass
 
 
 def fixed_point(source, W, f, *, tol, max_iter, counter=None, stall=None):
@@ -38,7 +38,6 @@ def fixed_point(source, W, f, *, tol, max_iter, counter=None, stall=None):
 def deflation(source, W_init, f, *, tol, max_iter, counter=None):
     """One-unit fixed-point FastICA with Gram-Schmidt deflation (sklearn's ``_ica_def``)."""
     k = W_init.shape[0]
-    xp = source.xp
     W = np.zeros((k, k))
     n_iters = []
     for j in range(k):
@@ -46,16 +45,7 @@ def deflation(source, W_init, f, *, tol, max_iter, counter=None):
         w /= np.linalg.norm(w)  # as scikit-learn: the first update is decorrelated, not the start
         it = 0
         for it in range(1, max_iter + 1):
-            wt = source.to_backend(w[:, None])
-            acc = np.zeros(k)
-            gp_sum = 0.0
-            if source.remote is not None:
-                acc, gp_sum = source.remote.deflation_sums(w)
-            for Zb in source.blocks() if source.remote is None else ():
-                y = Zb @ wt
-                _, g, sgp = f(y, xp, False)
-                acc += source.to_numpy(Zb.T @ g)[:, 0]
-                gp_sum += float(source.to_numpy(sgp)[0])
+            acc, gp_sum = deflation_pass(source, w, f)
             if counter:
                 counter.tick(component=j)
             w1 = acc / source.n - (gp_sum / source.n) * w

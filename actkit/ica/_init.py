@@ -9,6 +9,8 @@ from sklearn.utils import check_random_state
 from actkit.ica._fixed_point import fixed_point
 from actkit.ica._picard import picard_o
 from actkit.ica._rotations import sym_decorrelation
+from actkit._threads import small_linalg
+from actkit.ica._reduce import whiten_rows
 from actkit.ica._source import WhitenedSource, on_device
 
 
@@ -65,7 +67,7 @@ def data_init(source, rng, *, n_candidates=None, max_cos=0.5, chunk=256):
     return sym_decorrelation(chosen)
 
 
-def warm_start(Zs, W, f, *, tol, max_iter, dtype, device, block_rows, counter, rng=None):
+def warm_start(Zs, W, f, *, tol, max_iter, dtype, device, counter, rng=None):
     """Solve on a row subsample ``Zs`` (n_sub x k) and return a rotation for the full data.
 
     The subsample is re-whitened exactly (``C_s^{-1/2}``, symmetric) first: both the
@@ -76,11 +78,12 @@ def warm_start(Zs, W, f, *, tol, max_iter, dtype, device, block_rows, counter, r
     is still far from a fixed point after 10. ``W=None``: start from :func:`_data_init` of
     the re-whitened subsample."""
     Zs = np.asarray(Zs, dtype=np.float64)
-    C = Zs.T @ Zs / Zs.shape[0]
-    evals, evecs = np.linalg.eigh(C)
-    R = (evecs * (1.0 / np.sqrt(np.clip(evals, 1e-12, None)))) @ evecs.T  # C_s^{-1/2}
-    sub = WhitenedSource(Z=on_device(np.ascontiguousarray(Zs @ R, dtype=dtype), device), block_rows=block_rows,
-                  dtype=dtype, device=device)
+    with small_linalg():     # one thread: the same bits whatever the thread count
+        C = Zs.T @ Zs / Zs.shape[0]
+        evals, evecs = np.linalg.eigh(C)
+        R = (evecs * (1.0 / np.sqrt(np.clip(evals, 1e-12, None)))) @ evecs.T  # C_s^{-1/2}
+    sub = WhitenedSource(Z=on_device(whiten_rows(Zs, np.zeros(Zs.shape[1]), R.T, dtype), device),
+                         dtype=dtype, device=device)
     if W is None:
         W = data_init(sub, rng)
     W, n_fp, crit = fixed_point(sub, W, f, tol=tol, max_iter=min(50, max_iter), counter=counter, stall=10)

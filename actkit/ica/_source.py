@@ -11,28 +11,30 @@ import numpy as np
 
 from actkit._data import iter_blocks
 from actkit._device import is_accelerator
-from actkit._rows import block_rows as default_block_rows
-
-PASS_MAX_ROWS = 16384   # rows per block of a pass: several blocks run on parallel threads
+from actkit._threads import current_threads, small_linalg
+from actkit.ica._reduce import BlockSum, pass_rows, whiten_block
 
 
 class WhitenedSource:
     """Whitened rows ``Z`` (N x k) as blocks, in memory or re-whitened from a stream.
 
+    ``blocks()`` yields the fixed reduction blocks of :mod:`actkit.ica._reduce`
+    (``pass_rows`` rows at global boundaries, whatever ``block_rows`` a caller reads with).
     On CPU blocks are numpy arrays; on other devices torch tensors. ``remote`` (an
-    ``actkit._dask_passes.ICAPasses``) runs the passes on Dask instead."""
+    ``actkit._dask_passes.ICAPasses``) runs the passes on Dask instead, on the same blocks.
+    ``rows``: the reduction block size (default :func:`pass_rows` of the raw width)."""
 
     remote = None
 
-    def __init__(self, *, Z=None, X=None, mean=None, K=None, block_rows=None, dtype=np.float32, device="cpu"):
+    def __init__(self, *, Z=None, X=None, mean=None, K=None, dtype=np.float32, device="cpu", rows=None):
         self.device = device
         self.use_torch = is_accelerator(device)
         self.np_dtype = np.dtype(dtype)
         self.Z, self.X, self.mean, self.K = Z, X, mean, K
         self.n = int(Z.shape[0]) if Z is not None else int(X.shape[0])
         self.k = int(Z.shape[1]) if Z is not None else int(K.shape[0])
-        self.block_rows = block_rows or default_block_rows(self.k, self.np_dtype.itemsize,
-                                                           max_rows=PASS_MAX_ROWS)
+        d = int(Z.shape[1]) if Z is not None else int(X.shape[1])
+        self.rows = int(rows or pass_rows(d))
 
     @property
     def xp(self):
@@ -55,27 +57,17 @@ class WhitenedSource:
         return A.cpu().numpy() if self.use_torch else A
 
     def blocks(self):
+        """The reduction blocks of whitened rows, in order."""
         if self.Z is not None:
-            for s in range(0, self.n, self.block_rows):
-                yield self.Z[s : s + self.block_rows]
+            for s in range(0, self.n, self.rows):
+                yield self.Z[s : s + self.rows]
             return
-        mean = self.mean.astype(self.np_dtype)
-        Kt = np.ascontiguousarray(self.K.T.astype(self.np_dtype))
-        for block in iter_blocks(self.X, self.block_rows):
-            Zb = (np.asarray(block, dtype=self.np_dtype) - mean) @ Kt
+        mean = np.asarray(self.mean, dtype=np.float64)
+        Kt = np.ascontiguousarray(np.asarray(self.K, dtype=np.float64).T)
+        for block in iter_blocks(self.X, self.rows):
+            with small_linalg():
+                Zb = whiten_block(block, mean, Kt, self.np_dtype)
             yield self.to_backend(Zb) if self.use_torch else Zb
-
-    def subset(self, rows):
-        """In-memory source of the given rows (only for in-memory sources)."""
-        if self.use_torch:
-            import torch
-
-            Zs = self.Z[torch.as_tensor(rows, device=self.device)]
-        else:
-            Zs = self.Z[rows]
-        return WhitenedSource(Z=Zs, block_rows=self.block_rows, dtype=self.np_dtype, device=self.device)
-
-
 
 
 def on_device(Z, device):
@@ -87,60 +79,78 @@ def on_device(Z, device):
     return torch.from_numpy(Z).to(device)
 
 
+def block_stats(Zb, Wt, f, need_loss, xp=np, to_numpy=None):
+    """One reduction block's sums at rotation ``Wt`` (k x k, compute dtype): ``sum G(y)``
+    (k,) or None, ``g(Y)' Y`` (k, k) and ``sum g'(y)`` (k,), as float64 numpy arrays."""
+    Y = Zb @ Wt
+    sG, g, sgp = f(Y, xp, need_loss)
+    conv = to_numpy or (lambda a: a)
+    return (None if sG is None else np.asarray(conv(sG), dtype=np.float64),
+            np.asarray(conv(g.T @ Y), dtype=np.float64), np.asarray(conv(sgp), dtype=np.float64))
+
+
 def data_pass(source, W, f, need_loss=True):
     """One pass over the data at rotation ``W`` (k x k, float64 numpy).
 
     Returns ``EG`` (k,), ``M`` (k x k) with ``M_ij = E[g(y_i) y_j]`` and ``Egp`` (k,), float64.
 
-    On the CPU with ``t > 1`` BLAS threads, ``t`` blocks are processed at once, each by one
-    worker thread with single-threaded BLAS: numpy's contrast functions (tanh, exp, ...) are
-    single-threaded, so this keeps every core busy for the whole pass, not only in the
-    GEMMs. Partial sums are added in block order (the result does not depend on timing)."""
+    Deterministic: the reduction blocks are fixed (:mod:`actkit.ica._reduce`); on the CPU
+    each block is computed with one BLAS thread, ``t`` blocks at once on ``t`` worker
+    threads (``t`` = the thread budget of :mod:`actkit._threads`; numpy's contrast functions are
+    single-threaded, so this keeps every core busy for the whole pass), and the blocks'
+    sums are merged in the fixed tree of :class:`~actkit.ica._reduce.BlockSum`: the
+    result has the same bits for any number of threads, read block size or Dask chunking."""
     if source.remote is not None:
         return source.remote.pass_stats(W, need_loss)
-    k = W.shape[0]
-    xp = source.xp
     Wt = source.to_backend(W.T)
-    EG = np.zeros(k)
-    M = np.zeros((k, k))
-    Egp = np.zeros(k)
-
-    def block_stats(Zb):
-        Y = Zb @ Wt
-        sG, g, sgp = f(Y, xp, need_loss)
-        return (source.to_numpy(sG) if need_loss else None), source.to_numpy(g.T @ Y), source.to_numpy(sgp)
-
-    workers = 1 if source.use_torch or source.n <= source.block_rows else _blas_threads()
-    if workers > 1:
-        results = _map_blocks(block_stats, source.blocks(), workers)
+    acc = BlockSum()
+    if source.use_torch:
+        for i, Zb in enumerate(source.blocks()):
+            acc.add(i, block_stats(Zb, Wt, f, need_loss, source.xp, source.to_numpy))
     else:
-        results = (block_stats(Zb) for Zb in source.blocks())
-    for sG, Mb, sgp in results:
-        if need_loss:
-            EG += sG
-        M += Mb
-        Egp += sgp
+        workers = current_threads() if source.n > source.rows else 1
+        with small_linalg():    # one BLAS thread per block (process-wide: set once here)
+            for i, stats in enumerate(_map_blocks(lambda Zb: block_stats(Zb, Wt, f, need_loss),
+                                                  source.blocks(), workers)):
+                acc.add(i, stats)
+    EG, M, Egp = acc.total()
     n = source.n
-    return EG / n, M / n, Egp / n
+    return (None if EG is None else EG / n), M / n, Egp / n
 
 
-def _blas_threads() -> int:
-    """Threads the BLAS library may use now (respects ``threadpoolctl`` limits)."""
-    from threadpoolctl import threadpool_info
+def deflation_block(Zb, wt, f, xp=np, to_numpy=None):
+    """One reduction block's deflation sums for one unit ``wt`` (k x 1): ``Z' g(Z w)`` (k,)
+    and ``sum g'(Z w)`` (1,), float64."""
+    conv = to_numpy or (lambda a: a)
+    _, g, sgp = f(Zb @ wt, xp, False)
+    return (np.asarray(conv(Zb.T @ g), dtype=np.float64)[:, 0], np.asarray(conv(sgp), dtype=np.float64))
 
-    counts = [int(i.get("num_threads") or 1) for i in threadpool_info() if i.get("user_api") == "blas"]
-    return max(counts, default=1)
+
+def deflation_pass(source, w, f):
+    """``sum_rows Z' g(Z w)`` (k,) and ``sum_rows g'(Z w)`` (float) for one unit ``w`` (k,),
+    over the same fixed blocks and merge tree as :func:`data_pass`."""
+    if source.remote is not None:
+        return source.remote.deflation_sums(w)
+    wt = source.to_backend(np.asarray(w)[:, None])
+    acc = BlockSum()
+    with small_linalg():
+        for i, Zb in enumerate(source.blocks()):
+            acc.add(i, deflation_block(Zb, wt, f, source.xp, source.to_numpy if source.use_torch else None))
+    total, gp = acc.total()
+    return total, float(gp[0])
 
 
 def _map_blocks(fn, blocks, workers):
-    """``fn`` over ``blocks`` on ``workers`` threads (single-threaded BLAS inside), results in
-    order, at most ``2 * workers`` blocks in flight (streaming sources stay bounded)."""
+    """``fn`` over ``blocks`` on ``workers`` threads, results in order, at most
+    ``2 * workers`` blocks in flight (streaming sources stay bounded)."""
+    if workers <= 1:
+        for Zb in blocks:
+            yield fn(Zb)
+        return
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+    with ThreadPoolExecutor(workers) as pool:
         pending = deque()
         for Zb in blocks:
             pending.append(pool.submit(fn, Zb))

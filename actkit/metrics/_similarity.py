@@ -17,7 +17,15 @@ from actkit.stats import CrossMoments
 from actkit.whitening import whitening_from_moments
 from actkit.errors import ValidationError
 
-__all__ = ["linear_cka", "mean_cca", "linear_r2", "canonical_correlations"]
+__all__ = ["linear_cka", "mean_cca", "linear_r2", "canonical_correlations", "rank_cut"]
+
+
+def rank_cut(dtype):
+    """Directions whose variance is below this x the largest are dropped by the linear map
+    and by mean CCA: 1e-6 for float32 rows (as the ICA whitening: below it, float32 rounding
+    of the activations, which differs between machines, decides the result; e.g. the
+    direction a LayerNorm output has none of), 1e-10 for float64 rows."""
+    return 1e-6 if np.dtype(dtype) == np.float32 else 1e-10
 
 
 def canonical_correlations(sxx, syy, sxy, *, n_components=None, eps=1e-10):
@@ -82,7 +90,7 @@ def linear_cka(X, Y, *, debiased=False):
     return m.cka(debiased=debiased)
 
 
-def mean_cca(X, Y, *, n_components=None, eps=1e-10):
+def mean_cca(X, Y, *, n_components=None, eps=None):
     """Mean canonical correlation of two representations (in-sample).
 
     The mean of the top ``n_components`` canonical correlations, i.e. the mean Pearson
@@ -96,8 +104,10 @@ def mean_cca(X, Y, *, n_components=None, eps=1e-10):
     Y : array-like of shape (n_samples, n_features_y)
     n_components : int, optional
         Number of canonical pairs; default ``min(rank(X), rank(Y))``.
-    eps : float, default=1e-10
-        Eigen-directions with variance below ``eps * largest`` are dropped (rank deficiency).
+    eps : float, optional
+        Eigen-directions with variance below ``eps * largest`` are dropped (rank deficiency);
+        default :func:`rank_cut` of the inputs' dtype (1e-6 float32, 1e-10 float64), as
+        ``compare``. The moments are float64 sums of products whatever the dtype.
 
     Returns
     -------
@@ -105,7 +115,10 @@ def mean_cca(X, Y, *, n_components=None, eps=1e-10):
         In [0, 1]; 1 when Y is an invertible affine function of X.
     """
     X, Y = check_pair(X, Y)
-    m = CrossMoments(debiased_terms=False).add(X, Y)
+    if eps is None:
+        eps = rank_cut(np.result_type(X.dtype, Y.dtype))
+    m = CrossMoments(debiased_terms=False).add(X.astype(np.float64, copy=False),
+                                               Y.astype(np.float64, copy=False))
     rho = canonical_correlations(m.scatter_xx(), m.scatter_yy(), m.scatter_xy(),
                                  n_components=n_components, eps=eps)
     return float(rho.mean()) if rho.size else float("nan")

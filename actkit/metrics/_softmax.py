@@ -38,24 +38,52 @@ def _sd(x, axis):
     return np.std(x, axis=axis, ddof=1)
 
 
+def _pair_terms(l1, l2):
+    """Symmetric (C, C) matrix w[i, j] = max(a(i; j), a(j; i)) and the sds sigma_k(i, j).
+
+    ``a(i; j) = sd_x[l1(i)/sigma1(i, j) - l2(i)/sigma2(i, j)]`` with
+    ``sigma_k(i, j) = sd_x[l_k(i) - l_k(j)]``: a(y) of pivot j at label y = i, and b(y) of
+    pivot j at label i is a(j; i). Each unordered pair is computed once, so the T1 of two
+    pivots that share their binding pair tie exactly and the first pivot wins, as in the
+    official code (the choice used to follow the last bit of rounding). NaN where a sigma is 0.
+    """
+    C = l1.shape[1]
+    w = np.full((C, C), np.nan)
+    s1 = np.zeros((C, C))
+    s2 = np.zeros((C, C))
+    for i in range(C - 1):
+        j = np.arange(i + 1, C)
+        d1, d2 = _sd(l1[:, j] - l1[:, [i]], 0), _sd(l2[:, j] - l2[:, [i]], 0)
+        s1[i, j] = s1[j, i] = d1
+        s2[i, j] = s2[j, i] = d2
+        ok = (d1 > 0) & (d2 > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a_ij = _sd(l1[:, [i]] / d1 - l2[:, [i]] / d2, 0)
+            a_ji = _sd(l1[:, j] / d1 - l2[:, j] / d2, 0)
+        m = np.where(ok, np.maximum(a_ij, a_ji), np.nan)
+        w[i, j] = w[j, i] = m
+    return w, s1, s2
+
+
 def _label_side(l1, l2):
-    """Pivot label y0 and left-out y_lo minimising T1; returns (T1, T3, y0, y_lo, sigma1, sigma2)."""
-    N, C = l1.shape
+    """Pivot label y0 and left-out y_lo minimising T1; returns (T1, T3, y0, y_lo, R).
+
+    As the official code: the first pivot (then the first left-out label) in index order
+    among equal T1 values.
+    """
+    C = l1.shape[1]
+    w, s1, s2 = _pair_terms(l1, l2)
     best = None
     for y0 in range(C):
-        s1 = _sd(l1 - l1[:, y0:y0 + 1], 0)
-        s2 = _sd(l2 - l2[:, y0:y0 + 1], 0)
-        others = np.flatnonzero((np.arange(C) != y0) & (s1 > 0) & (s2 > 0))
+        others = np.flatnonzero(~np.isnan(w[y0]))
         if others.size < 2:
             continue
-        a = _sd(l1[:, others] / s1[others] - l2[:, others] / s2[others], 0)
-        b = _sd(l1[:, [y0]] / s1[others] - l2[:, [y0]] / s2[others], 0)
-        m = np.maximum(a, b)
+        m = w[y0, others]
         worst = int(np.argmax(m))
         t1 = float(np.max(np.delete(m, worst)))
         if best is None or t1 < best[0]:
             keep = np.delete(others, worst)
-            t3 = float(np.max(np.abs(s1[keep] - s2[keep])))
+            t3 = float(np.max(np.abs(s1[y0, keep] - s2[y0, keep])))
             best = (t1, t3, y0, int(others[worst]), keep)
     if best is None:
         raise ValidationError("the log-probabilities do not vary over inputs for enough labels: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -15,8 +16,8 @@ import numpy as np
 from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
-from actkit.store._format import (FORMAT, STORAGE_DTYPES, attr_value, canonical_json, check_layer_name,
-                                  created_at_now, decode_attr, h5py_module, looks_like_hdf5, partial_path,
+from actkit.store._format import (FORMAT, READABLE_FORMATS, STORAGE_DTYPES, attr_value, canonical_json, check_layer_name,
+                                  created_at_now, decode_attr, h5py_module, looks_like_hdf5, open_read, partial_path,
                                   progress_path, read_json, request_hash, write_progress)
 from actkit.store._writer import StoreWriter
 
@@ -100,19 +101,14 @@ def create_store(
         existing = _existing_request(path)
         if existing is not None and existing[0] == rhash:
             return StoreWriter._already_complete(path)
-        if existing is None:
-            what = "a file that is not an actkit store"
-        elif existing[0] == "old-format":
-            what = f"a store in an older format ({existing[1]})"
-        else:
-            what = f"a store of a different request ({describe_difference(full_request, existing[1])})"
-        raise StoreError(f"{path} already holds {what}; pass --overwrite (overwrite=True) to replace it")
+        raise occupied_error(path, full_request, existing)
 
     # 2. an unfinished partial file
     partial, progress = partial_path(path), progress_path(path)
     if partial.exists():
         state = read_json(progress)
         if state is not None and state.get("request_hash") == rhash and not overwrite:
+            _reserve_written(partial)  # a file from before reservations, or holes: fail now, not mid-run
             return StoreWriter._resume(path, state)
         if state is not None and state.get("request_hash") != rhash and not overwrite:
             theirs = _partial_request(partial)
@@ -153,20 +149,17 @@ def create_store(
         params_sha256={k: integrity.array_sha256(v) for k, v in param_arrays.items()})
     h5py = h5py_module()
     try:
-        with h5py.File(partial, "w", libver="earliest", track_order=False) as f:
-            write_header(f, meta, complete=False)
-            lg = f.create_group("layers")
-            for s in specs:
-                grp = layer_group(lg, s.name, s.rows, s.features, s.attrs)
-                _create_preallocated(grp, "data", (s.rows, s.features), np.dtype(s.dtype))
-                grp.create_dataset("index", data=rows_index[s.name])
-                sums = _create_preallocated(grp, "checksums",
-                                            (integrity.n_blocks(s.rows, block_rows[s.name]), integrity.CHECKSUM_BYTES),
-                                            np.dtype(np.uint8))
-                sums.attrs["block_rows"] = np.int64(block_rows[s.name])
-            pg = f.create_group("params")
-            for key, arr in param_arrays.items():
-                pg.create_dataset(key, data=arr)
+        # Reserve the planned size before HDF5 writes a byte (fallocate, KEEP_SIZE: the file still
+        # looks empty to HDF5, which creates it through the open file object, never truncating
+        # it), then allocate whatever the plan missed: a disk that fills up later cannot fail a
+        # write mid-run, and HDF5 never meets ENOSPC (which can crash it as it closes the file).
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+        with os.fdopen(fd, "r+b", buffering=0) as fh:
+            _reserve(fh.fileno(), _planned_bytes(specs, param_arrays) + len(canonical_json(meta)), keep_size=True)
+            with h5py.File(fh, "w", libver="earliest", track_order=False) as f:
+                _write_layout(f, meta, specs, rows_index, block_rows, param_arrays)
+            _reserve(fh.fileno(), os.fstat(fh.fileno()).st_size)
+        fault("store-created")
         fault("store-created")
         state = {
             "request_hash": rhash,
@@ -183,6 +176,60 @@ def create_store(
             raise integrity.disk_full_error(partial, "creating the store") from None
         raise
     return StoreWriter._resume(path, state)
+
+
+def _write_layout(f, meta, specs, rows_index, block_rows, param_arrays) -> None:
+    """Header, preallocated layers (data, index, checksums) and parameters of a new store."""
+    write_header(f, meta, complete=False)
+    lg = f.create_group("layers")
+    for s in specs:
+        grp = layer_group(lg, s.name, s.rows, s.features, s.attrs)
+        _create_preallocated(grp, "data", (s.rows, s.features), np.dtype(s.dtype))
+        grp.create_dataset("index", data=rows_index[s.name])
+        sums = _create_preallocated(grp, "checksums",
+                                    (integrity.n_blocks(s.rows, block_rows[s.name]), integrity.CHECKSUM_BYTES),
+                                    np.dtype(np.uint8))
+        sums.attrs["block_rows"] = np.int64(block_rows[s.name])
+    pg = f.create_group("params")
+    for key, arr in param_arrays.items():
+        pg.create_dataset(key, data=arr)
+
+
+def _reserve(fd: int, size: int, *, keep_size: bool = False) -> bool:
+    """Allocate the first ``size`` bytes of the open file ``fd`` on disk now (Linux
+    ``fallocate(2)``; ``keep_size``: beyond the end without changing the file's size).
+
+    Returns False where the system or filesystem cannot (nothing is emulated by writing
+    zeros); raises ``OSError(ENOSPC)`` when the disk has no room.
+    """
+    if size <= 0:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = getattr(libc, "fallocate64", None) or libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    fallocate.restype = ctypes.c_int
+    if fallocate(int(fd), 1 if keep_size else 0, 0, int(size)) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        raise OSError(err, os.strerror(err))
+    return False  # EOPNOTSUPP, ENOSYS, ...
+
+
+def _reserve_written(partial: Path) -> None:
+    """Allocate every hole of an unfinished store before resuming it (one line when full)."""
+    try:
+        with open(partial, "r+b") as fh:
+            _reserve(fh.fileno(), os.fstat(fh.fileno()).st_size)
+    except OSError as exc:
+        if integrity.is_disk_full(exc):
+            raise integrity.disk_full_error(partial, "reserving the space of the store") from None
+        raise
 
 
 def store_meta(*, n_samples: int, created_at: str, inputs_fingerprint: str | None, full_request: Mapping,
@@ -238,11 +285,24 @@ def layer_group(parent, name: str, rows: int, features: int, attrs: Mapping):
     return grp
 
 
+def occupied_error(path: Path, full_request: Mapping, existing) -> StoreError:
+    """``path`` holds something other than the finished store of ``full_request``
+    (``existing``: what :func:`_existing_request` found there)."""
+    if existing is None:
+        what = "a file that is not an actkit store"
+    elif existing[0] == "old-format":
+        what = f"a store in an older format ({existing[1]})"
+    else:
+        what = f"a store of a different request ({describe_difference(full_request, existing[1])})"
+    return StoreError(f"{path} already holds {what}; pass --overwrite (overwrite=True) to replace it")
+
+
 #: request fields -> how the user names them (``describe_difference``)
 _FIELD_NAMES = {"model": "model", "weights_sha256": "model weights", "inputs_fingerprint": "inputs",
                 "n_samples": "number of samples", "preprocessing": "the model's preprocessing",
                 "source_fingerprint": "source store", "source": "source store path",
-                "compression": "--compression", "init_seed": "seed of randomly initialised weights"}
+                "compression": "--compression", "init_seed": "seed of randomly initialised weights",
+                "world_size": "world size (torchrun --nproc-per-node)"}
 
 
 #: request fields that are hashes or large documents: named, not shown
@@ -294,6 +354,16 @@ def _create_preallocated(group, name: str, shape: tuple[int, int], dtype: np.dty
     return group.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl, fill_time="never")
 
 
+def _planned_bytes(specs, params) -> int:
+    """Bytes of a new store: rows, indices, checksums and parameters, plus a margin for HDF5's
+    object headers (the reservation is cut to the file's size once it is written)."""
+    need = sum(s.rows * s.features * np.dtype(s.dtype).itemsize + s.rows * 16 for s in specs)
+    need += sum(integrity.n_blocks(s.rows, integrity.block_rows_for(s.features, np.dtype(s.dtype).itemsize))
+                * integrity.CHECKSUM_BYTES for s in specs)
+    need += sum(np.asarray(v).nbytes for v in (params or {}).values())
+    return need + 4096 * (4 * len(specs) + len(params or {}) + 8)
+
+
 def _free_space_check(parent: Path, specs, params) -> None:
     need = sum(s.rows * s.features * np.dtype(s.dtype).itemsize + s.rows * 16 for s in specs)
     need += sum(np.asarray(v).nbytes for v in (params or {}).values())
@@ -309,10 +379,10 @@ def _existing_request(path: Path) -> tuple[str, Any] | None:
     if not looks_like_hdf5(path):
         return None
     try:
-        with h5py_module().File(path, "r", locking=False) as f:
+        with open_read(path) as f:
             if integrity.is_variable_length_string(f.attrs, "actkit_format"):
                 return ("old-format", "actkit-store/1")
-            if decode_attr(f.attrs.get("actkit_format")) != FORMAT or not bool(f.attrs.get("complete")):
+            if decode_attr(f.attrs.get("actkit_format")) not in READABLE_FORMATS or not bool(f.attrs.get("complete")):
                 return None
             meta = integrity.read_meta(f, path)
             return str(meta["request_hash"]), meta["request"]
@@ -322,7 +392,7 @@ def _existing_request(path: Path) -> tuple[str, Any] | None:
 
 def _partial_request(partial: Path) -> dict | None:
     try:
-        with h5py_module().File(partial, "r", locking=False) as f:
+        with open_read(partial) as f:
             return integrity.read_meta(f, partial)["request"]
     except Exception:
         return None

@@ -18,7 +18,8 @@ from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 
-FORMAT = "actkit-store/2"
+FORMAT = "actkit-store/3"  # /3: xxh3_128 block checksums (recorded in /meta["checksum"])
+READABLE_FORMATS = (FORMAT, "actkit-store/2")  # /2: sha256 block checksums, read and verified
 OLD_FORMATS = ("actkit-store/1",)
 PARTIAL_SUFFIX = ".partial"
 PROGRESS_SUFFIX = ".progress.json"
@@ -90,6 +91,20 @@ def attr_value(value: Any):
 def check_layer_name(name: str) -> None:
     if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
         raise StoreError(f"invalid layer name {name!r}: use a non-empty name without '/'")
+
+
+def open_read(path):
+    """An HDF5 file opened read-only with HDF5's default file locking, exactly as plain
+    ``h5py.File(path, "r")`` opens it, so both can hold the file in one process (HDF5 refuses
+    a second open whose locking flags differ). A file that another process holds for writing
+    (an unfinished store) is opened without locking instead."""
+    h5py = h5py_module()
+    try:
+        return h5py.File(path, "r")
+    except OSError as exc:
+        if "lock" not in str(exc).lower() or "don't match" in str(exc):
+            raise
+        return h5py.File(path, "r", locking=False)
 
 
 def open_h5(path: Path, mode: str = "r"):

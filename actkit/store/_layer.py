@@ -7,6 +7,7 @@ from typing import Iterator
 import numpy as np
 
 from actkit._rows import block_rows as default_block_rows
+from actkit.errors import ValidationError
 from actkit.store import _integrity as integrity
 
 
@@ -113,6 +114,50 @@ class Layer:
         from actkit._dask import to_dask
 
         return to_dask(self, block_rows)
+
+    def for_each_verified(self, fn, block_rows: int | None = None) -> None:
+        """Call ``fn(block)`` on consecutive blocks of ``block_rows`` rows (the last may be
+        shorter), covering every row in order, each only after the checksum blocks it was
+        read from matched (the read of :func:`~actkit.store.verify_store`, so a corrupt
+        block raises verify's :class:`~actkit.errors.StoreError` before any of its rows
+        reaches ``fn``). The blocks are those of :meth:`iter_blocks`."""
+        if block_rows is None:
+            block_rows = default_block_rows(self.shape[1], self.dtype.itemsize)
+        elif isinstance(block_rows, bool) or not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
+            raise ValidationError(f"block_rows must be a positive integer, got {block_rows!r}")
+        block_rows = int(block_rows)
+        pending: list = []
+
+        def take(_name, _first, rows):
+            pending.append(rows)
+            have = sum(len(p) for p in pending)
+            if have < block_rows:
+                return
+            rows = np.concatenate(pending) if len(pending) > 1 else pending[0]
+            pending.clear()
+            cut = have - have % block_rows
+            for a in range(0, cut, block_rows):
+                fn(rows[a : a + block_rows])
+            if cut < have:
+                pending.append(rows[cut:])
+
+        integrity.verify_store(self.store, layers=[self.name], on_rows=take,
+                               read_bytes=max(64 * 2**20, block_rows * self.shape[1] * self.dtype.itemsize))
+        if pending:
+            fn(pending[0])
+
+    def to_torch(self, batch_size: int, *, shuffle: bool = True, seed: int = 0, buffer_rows: int | None = None,
+                 drop_last: bool = False, num_workers: int | None = None, **kwargs):
+        """A torch ``IterableDataset`` of ``(batch_size, features)`` row batches of this layer:
+        seeded random block order and a bounded shuffle window, exactly once per epoch,
+        resumable (``state_dict``/``load_state_dict``), split over ``DataLoader`` workers and
+        torchrun ranks, every block checked against its checksum. With ``num_workers`` given,
+        an :class:`actkit.loader.DataLoader` over it. See :class:`actkit.loader.ActivationDataset`
+        (further keywords) and ``docs/loader.md``."""
+        from actkit.loader import to_torch
+
+        return to_torch(self, batch_size, shuffle=shuffle, seed=seed, buffer_rows=buffer_rows, drop_last=drop_last,
+                        num_workers=num_workers, **kwargs)
 
     def iter_blocks(self, block_rows: int | None = None, *, start: int = 0, stop: int | None = None,
                     dtype=None) -> Iterator[tuple[int, np.ndarray]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -11,7 +10,8 @@ import numpy as np
 
 from actkit.errors import LayerError, StoreError, StoreIncompleteError
 from actkit.store import _integrity as integrity
-from actkit.store._format import (FORMAT, PARTIAL_SUFFIX, decode_attr, h5py_module, looks_like_hdf5, partial_path,
+from actkit.store._format import (READABLE_FORMATS, PARTIAL_SUFFIX, decode_attr, looks_like_hdf5,
+                                  open_read, partial_path,
                                   progress_path, read_json, unknown_name)
 from actkit.store._layer import Layer
 
@@ -200,12 +200,16 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                 raise StoreIncompleteError(unfinished_message(path, progress))
             target = partial
         else:
+            from actkit.store._shard_state import sharded_progress
+
+            running = sharded_progress(path)  # a torchrun extraction still writing its shards
+            if running is not None:
+                raise StoreIncompleteError(running)
             raise StoreError(f"store {path} does not exist")
     if not looks_like_hdf5(target):
         raise StoreError(f"{target} is not an HDF5 file")
-    h5py = h5py_module()
     try:
-        f = h5py.File(target, "r", locking=False)
+        f = open_read(target)
     except Exception as exc:
         raise StoreError(f"cannot read {target}: not a readable HDF5 file (truncated or corrupt)"
                          f"{integrity._reason(exc)}") from None
@@ -217,7 +221,7 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                 raise StoreError(f"{target} was written by an older actkit (store format actkit-store/1); "
                                  "rerun the command that wrote it with --overwrite to rewrite it")
             fmt = decode_attr(f.attrs.get("actkit_format"))
-            if fmt != FORMAT:
+            if fmt not in READABLE_FORMATS:
                 raise StoreError(f"{target} is an HDF5 file but not an actkit store (format {fmt})")
             meta = integrity.read_meta(f, target)
             complete = bool(f.attrs.get("complete")) and target == path
@@ -233,7 +237,8 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                 rows, feats = int(entry["rows"]), int(entry["features"])
                 shapes = {"data": ((rows, feats), np.dtype(entry["dtype"])), "index": ((rows, 2), np.dtype(np.int64))}
                 if entry.get("block_rows") is not None:  # a sharded store's checksums are its shards'
-                    shapes["checksums"] = ((integrity.n_blocks(rows, entry["block_rows"]), integrity.CHECKSUM_BYTES),
+                    shapes["checksums"] = ((integrity.n_blocks(rows, entry["block_rows"]),
+                                            integrity.checksum_bytes(integrity.checksum_algorithm(meta))),
                                            np.dtype(np.uint8))
                 for key, (shape, dtype) in shapes.items():
                     ds = f[f"layers/{name}/{key}"]

@@ -7,8 +7,8 @@ A ``torchrun`` extraction with K ranks leaves::
 
     run.h5                       the store: /layers/<name>/data and /index are HDF5 virtual
                                  datasets (VDS) that map, in rank order, onto the shards
-    run.h5.shards/rank-0-of-K.h5 ordinary stores, rank r holding samples [n r / K, n (r+1) / K)
-    ...
+    run.h5.shards/rank-0-of-K.<h>.h5  ordinary stores, rank r holding samples [n r / K, n (r+1) / K);
+    ...                               <h>: 16 hex digits of the run's request hash (see _shard_state)
 
 To :func:`actkit.open_store`, to plain ``h5py`` and to every analysis command ``run.h5`` is an
 ordinary store (same format, written by the same ``store_meta`` / ``write_header``; the
@@ -16,9 +16,11 @@ provenance adds ``shards`` and ``world_size``, the ``/meta`` fields ``shards`` a
 ``shard_fingerprints`` list the shard files). Its layers have no ``checksums`` dataset:
 :func:`verify_shards` verifies each shard against its own. Shard
 paths are stored relative to the folder of ``run.h5``, which HDF5 searches, so the pair can be
-moved together. A virtual dataset whose shard file is missing would read as fill values
-(NaN), so :func:`check_shards` (called by ``open_store``) refuses a store with a missing
-unfinished or replaced shard. :func:`consolidate` copies a sharded store into one ordinary file.
+moved together (renamed, :func:`check_shards` says how to rename the folder back). A virtual
+dataset whose shard file is missing would read as fill values (NaN), so :func:`check_shards`
+(called by ``open_store``) refuses a store with a missing, unfinished or replaced shard.
+:func:`consolidate` copies a sharded (or any) store into one ordinary file, checking every
+source block against its checksum as it reads it.
 
 The virtual store is written to ``run.h5.partial`` and renamed into place; it is a pure
 function of the shards (``created_at`` is taken from shard 0), so rewriting it after a resumed
@@ -45,10 +47,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 from actkit.store._create import _existing_request, layer_group, store_meta, write_header
-from actkit.store._format import h5py_module, partial_path, request_hash
+from actkit.store._format import h5py_module, open_read, partial_path, request_hash
+from actkit.store._lock import WriterLock
+from actkit.store._shard_state import renamed_hint, rerun_state, shard_dir, shard_name
 
 SHARDS = "shards"  # the /meta field listing the shard files
 
@@ -85,7 +90,7 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
     try:
         for p in shard_paths:
             with integrity.h5_errors(p):
-                f = h5py.File(p, "r", locking=False)
+                f = open_read(p)
                 shards.append(f)
                 if not bool(f.attrs.get("complete")):
                     raise StoreError(f"shard {p} is not finished")
@@ -158,7 +163,6 @@ def shard_list(f) -> list[str] | None:
 def check_shards(path, meta: Mapping) -> None:
     """Refuse a sharded store (metadata ``meta``) whose shard files are missing, unfinished
     or replaced by another store (their fingerprints are recorded in the index)."""
-    h5py = h5py_module()
 
     rel = shard_list(meta)
     if not rel:
@@ -168,10 +172,13 @@ def check_shards(path, meta: Mapping) -> None:
     for r, fp in zip(rel, expected):
         p = base / r
         if not p.exists():
+            hint = renamed_hint(Path(path), r)
+            if hint is not None:
+                raise StoreError(hint)
             raise StoreError(f"store {path} is sharded and its shard {p} is missing; keep {path}.shards/ "
                              f"next to it, or share a copy made by `actkit consolidate`")
         try:
-            with h5py.File(p, "r", locking=False) as s:
+            with open_read(p) as s:
                 ok = bool(s.attrs.get("complete"))
                 got = s.attrs.get("fingerprint")
         except Exception:
@@ -184,20 +191,29 @@ def check_shards(path, meta: Mapping) -> None:
                              "rerun the command that wrote it")
 
 
-def verify_shards(store, *, read_bytes: int, on_progress=None) -> dict:
+def verify_shards(store, *, read_bytes: int, on_progress=None, on_rows=None, layers=None) -> dict:
     """:func:`~actkit.store.verify_store` of a sharded store: every shard against its own
-    block checksums, then the index store's row indices and parameters."""
+    block checksums (``on_rows(layer, first_row, rows)`` gets the verified rows, numbered as
+    in the index store), then the index store's row indices and parameters."""
     from actkit.store._reader import open_store
 
     checked = {"layers": 0, "blocks": 0, "bytes": 0, "params": 0}
+    offset = dict.fromkeys(store.layers, 0)
     for r in shard_list(store.meta):
         with open_store(store.path.parent / r) as shard:
-            got = integrity.verify_store(shard, read_bytes=read_bytes, on_progress=on_progress)
+            shifted = None
+            if on_rows is not None:
+                def shifted(name, first, rows, base=dict(offset)):
+                    on_rows(name, base[name] + first, rows)
+            got = integrity.verify_store(shard, read_bytes=read_bytes, on_progress=on_progress, on_rows=shifted,
+                                         layers=layers)
+            for name in shard.layers:
+                offset[name] += len(shard[name])
         checked["blocks"] += got["blocks"]
         checked["bytes"] += got["bytes"]
     hint = "the file is corrupt; re-create it (rerun the command that wrote it with --overwrite)"
     with integrity.h5_errors(store.path):
-        for name in store.layers:
+        for name in store.layers if layers is None else layers:
             if integrity.array_sha256(store.file[f"layers/{name}/index"][()]) != store.meta["layers"][name]["index_sha256"]:
                 raise StoreError(f"{store.path}: the row index of layer {name} does not match its checksum; {hint}")
             checked["layers"] += 1
@@ -214,12 +230,17 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
     Written by :func:`~actkit.store.create_store` (crash-safe, block checksums of its own)
     with the source's request, inputs fingerprint and ``created_at``, so its request hash and
     fingerprint are those of the run; layer attributes, indices and parameters are copied;
-    the provenance gains ``consolidated_from``.
+    the provenance gains ``consolidated_from``. Every source block is checked against its
+    checksum as it is read (:func:`~actkit.store.verify_store`), and the row indices and
+    parameters too, before the copy is finalised: new checksums are never written over
+    rows that did not match theirs.
 
     Raises
     ------
     StoreError
-        ``out`` exists (without ``overwrite``), equals ``src``, or ``src`` is not a finished store.
+        ``out`` exists (without ``overwrite``), equals ``src``, ``src`` is not a finished
+        store, or a block, index or parameter of ``src`` does not match its checksum (the
+        message of ``actkit verify``; ``out`` is not written).
     """
     from tqdm.auto import tqdm
 
@@ -250,13 +271,11 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
         try:
             with tqdm(total=total, desc="consolidate", unit="row", unit_scale=True, leave=False,
                       disable=None if progress else True) as bar:
-                for s in specs:
-                    ds = store[s.name].dataset
-                    step = max(1, block_bytes // max(1, s.features * np.dtype(s.dtype).itemsize))
-                    for a in range(0, s.rows, step):
-                        block = np.ascontiguousarray(ds[a : a + step])
-                        writer.append(s.name, block)
-                        bar.update(len(block))
+                def copy(name, first, rows):  # rows that matched their checksums
+                    writer.write_rows(name, first, rows)
+                    bar.update(len(rows))
+
+                integrity.verify_store(store, read_bytes=block_bytes, on_rows=copy)
             writer.checkpoint(store.n_samples, force=True)
             return writer.finalize()
         except BaseException:
@@ -268,17 +287,6 @@ def finished_request_hash(path) -> str | None:
     """The request hash of the finished store at ``path``, or None (missing, unfinished, foreign)."""
     existing = _existing_request(Path(path))
     return None if existing is None or existing[0] == "old-format" else existing[0]
-
-
-SHARDS_SUFFIX = ".shards"
-
-
-def shard_dir(path) -> Path:
-    return Path(str(path) + SHARDS_SUFFIX)
-
-
-def shard_name(rank: int, world: int) -> str:
-    return f"rank-{rank}-of-{world}.h5"
 
 
 def _split_chunks(chunk_rows, k):
@@ -311,6 +319,7 @@ def _write_shard(X, lo, hi, row0, path, layer, n_out, transform, index_reader, s
         for i in range(lo, hi):
             block = np.asarray(X.blocks[i].compute(scheduler="sync"))
             out = np.asarray(transform(block), dtype=np.float32)
+            fault("shard-rows")
             if not np.all(np.isfinite(out)):
                 raise ValueError(f"the output has non-finite values (rows {row0 + done}..); check the input data")
             writer.append(layer, out)
@@ -351,8 +360,6 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
     -------
     Path of the index file.
     """
-    from tqdm.auto import tqdm
-
     from actkit._dask import check_chunks
 
     X = check_chunks(X)
@@ -363,10 +370,21 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
     sharded_request = {**dict(request), "sharded": True}
     full_request = {"request": sharded_request, "compression": None}  # as write_virtual_store records it
     rhash = request_hash(full_request)
-    if out.exists() and not overwrite:
-        if finished_request_hash(out) == rhash:
+    with WriterLock(out):  # a second writer of `out` is refused here, before it touches anything
+        if rerun_state(out, full_request, overwrite=overwrite, resumable=False) == "complete":
             return out
-        raise StoreError(f"{out} already holds another store; pass --overwrite (overwrite=True) to replace it")
+        return _write_sharded_locked(runner, X, out, rhash, layer=layer, transform=transform, n_out=n_out,
+                                     n_samples=n_samples, sharded_request=sharded_request,
+                                     full_request=full_request, provenance=provenance, params=params,
+                                     inputs_fingerprint=inputs_fingerprint, index_reader=index_reader,
+                                     layer_attrs=layer_attrs, desc=desc, progress=progress)
+
+
+def _write_sharded_locked(runner, X, out, rhash, *, layer, transform, n_out, n_samples, sharded_request,
+                          full_request, provenance, params, inputs_fingerprint, index_reader, layer_attrs,
+                          desc, progress):
+    from tqdm.auto import tqdm
+
     k_want = runner.n_workers
     if len(X.chunks[0]) < k_want and X.shape[0] >= k_want:  # one shard per worker: split the rows finer
         X = X.rechunk({0: -(-int(X.shape[0]) // k_want)})
@@ -377,7 +395,7 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
     tmp_dir.mkdir()
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
     spec_attrs = dict(layer_attrs or {})
-    shard_paths = [tmp_dir / shard_name(r, k) for r in range(k)]
+    shard_paths = [tmp_dir / shard_name(r, k, rhash) for r in range(k)]
     rows = [int(starts[hi] - starts[lo]) for lo, hi in runs]
     try:
         jobs = []

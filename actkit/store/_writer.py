@@ -12,8 +12,8 @@ from actkit._faults import fault
 from actkit._rows import block_rows
 from actkit.errors import LayerError, StoreError, ValidationError
 from actkit.store import _integrity as integrity
-from actkit.store._format import (h5py_module, open_h5, partial_path, progress_path, remove_stale_temporaries,
-                                  write_progress)
+from actkit.store._format import (h5py_module, open_h5, open_read, partial_path, progress_path,
+                                  remove_stale_temporaries, write_progress)
 
 
 class StoreWriter:
@@ -52,16 +52,17 @@ class StoreWriter:
             with integrity.h5_errors(partial):
                 self._data = {name: self._file[f"layers/{name}/data"] for name in self._rows_total}
                 self._sums = {name: self._file[f"layers/{name}/checksums"] for name in self._rows_total}
+                algorithm = integrity.checksum_algorithm(integrity.read_meta(self._file, partial))
                 self._hashers = {}
                 for name, ds in self._data.items():
                     block_rows = int(self._sums[name].attrs["block_rows"])
                     self._hashers[name] = integrity.BlockHasher(block_rows, ds.shape[1] * ds.dtype.itemsize,
-                                                                ds.shape[0])
+                                                                ds.shape[0], algorithm)
 
     @classmethod
     def _already_complete(cls, path: Path) -> "StoreWriter":
         w = cls(path, None, complete=True)
-        with h5py_module().File(path, "r", locking=False) as f:
+        with open_read(path) as f:
             w.n_samples = w.samples_done = w.resumed_from = int(f.attrs["n_samples"])
         # a run killed between the rename and removing its cursor leaves the cursor behind
         progress_path(path).unlink(missing_ok=True)
@@ -168,6 +169,7 @@ class StoreWriter:
         fault("renamed")
         progress_path(self.path).unlink(missing_ok=True)
         remove_stale_temporaries(progress_path(self.path))  # left by a kill mid-write
+        _remove_replaced_shards(self.path)
         self.complete = True
         return self.path
 
@@ -210,6 +212,17 @@ class StoreWriter:
         self.close()
 
 
+def _remove_replaced_shards(path: Path) -> None:
+    """A single store finalised at ``path`` replaced a sharded one: its ``.shards`` folder goes."""
+    import shutil
+
+    from actkit.store._shard_state import shard_dir
+
+    folder = shard_dir(path)
+    if folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class _WriteErrors:
     """Context manager: a full disk (ENOSPC from HDF5 or the OS) becomes one StoreError."""
 
@@ -247,7 +260,10 @@ def repack(src: Path, dst: Path, compression: str) -> None:
                 for s in range(0, rows, step):
                     out[s : s + step] = obj[s : s + step]
             else:
-                fout.create_dataset(name, data=obj[()])
+                out = fout.create_dataset(name, data=obj[()])
+            if isinstance(obj, h5py.Dataset):  # /meta's checksum, checksums' block_rows
+                for k, v in obj.attrs.items():
+                    out.attrs[k] = v
         fin.visititems(visit)
 
 

@@ -76,6 +76,10 @@ IMAGE_MEAN = (0.5, 0.5, 0.5)
 IMAGE_STD = (0.5, 0.5, 0.5)
 EOS = "<|endoftext|>"
 
+# training checkpoints kept (``<model>/checkpoints/step-N``, for ``actkit sweep --checkpoints``):
+# Pythia-tiny seed 0 after these optimizer steps (the model itself is step 300)
+CHECKPOINTS = {"pythia-tiny-seed0": (10, 30, 100, 200)}
+
 # training hyper-parameters of each family (the seed changes initialisation and data order)
 TRAIN = {
     "pythia": {"steps": 300, "batch_size": 32, "lr": 3e-3, "warmup": 20, "weight_decay": 0.01},

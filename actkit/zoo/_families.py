@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from actkit.zoo import CONTEXT, HELDOUT_EVERY, IMAGE_MEAN, IMAGE_SIZE, IMAGE_STD, TRAIN, TRAIN_IMAGES, TRAIN_IMAGES_SEED
+from actkit.zoo import CHECKPOINTS, CONTEXT, HELDOUT_EVERY, IMAGE_MEAN, IMAGE_SIZE, IMAGE_STD, TRAIN, TRAIN_IMAGES, TRAIN_IMAGES_SEED
 from actkit.zoo._fitting import factor_accuracy, factor_labels, factor_loss, fit, image_processor
 
 
@@ -39,7 +39,15 @@ def train_pythia(seed: int, out: Path, data: dict) -> dict:
         x = torch.stack([stream[i : i + CONTEXT] for i in idx.tolist()])
         return model(input_ids=x, labels=x).loss
 
-    record = fit(model, cfg, batch_loss, seed, f"pythia-tiny-seed{seed}")
+    def save(step):  # a training checkpoint: a model folder of its own, tokenizer included
+        folder = out / "checkpoints" / f"step-{step}"
+        model.save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+
+    name = f"pythia-tiny-seed{seed}"
+    record = fit(model, cfg, batch_loss, seed, name, save_at=CHECKPOINTS.get(name, ()), save=save)
+    if name in CHECKPOINTS:
+        record["checkpoints"] = [f"checkpoints/step-{n}" for n in CHECKPOINTS[name]]
     with torch.no_grad():  # held-out loss on the evaluation text, per token
         total, count = 0.0, 0
         for line in data["heldout_lines"]:

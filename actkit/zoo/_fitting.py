@@ -38,8 +38,10 @@ def lr_at(step: int, cfg: dict) -> float:
     return cfg["lr"] * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def fit(model, cfg: dict, batch_loss, seed: int, desc: str) -> dict:
-    """AdamW loop; ``batch_loss(step, generator) -> loss``; returns the training record."""
+def fit(model, cfg: dict, batch_loss, seed: int, desc: str, save_at=(), save=None) -> dict:
+    """AdamW loop; ``batch_loss(step, generator) -> loss``; returns the training record.
+    ``save(n)`` is called after optimizer step ``n`` for every ``n`` in ``save_at`` (the
+    training itself is unchanged: saving draws no random numbers)."""
     import torch
     from tqdm.auto import tqdm
 
@@ -58,6 +60,10 @@ def fit(model, cfg: dict, batch_loss, seed: int, desc: str) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(float(loss.detach()))
+        if save is not None and step + 1 in save_at:
+            model.eval()
+            save(step + 1)
+            model.train()
         if step % 20 == 0:
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
     model.eval()

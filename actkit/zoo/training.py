@@ -85,8 +85,8 @@ def train_model(name: str, out_dir: str | os.PathLike, *, data: dict, threads: i
             shutil.rmtree(final)
         os.replace(tmp, final)
         os.chmod(final, 0o755)
-        for f in final.iterdir():
-            os.chmod(f, 0o644)
+        for f in final.rglob("*"):
+            os.chmod(f, 0o755 if f.is_dir() else 0o644)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,0 +1,85 @@
+"""``actkit sweep MODEL --revisions step1000,... --inputs PATH --layers L1,... --against final|previous|MODEL2``
+
+(or ``--checkpoints DIR1,DIR2,... [--steps N1,N2,...]`` for local checkpoint folders).
+Extract each revision once into ``--work-dir`` (complete stores are reused), compare as asked
+with every method of ``compare``, write ``sweep.json`` and a plot of each metric against the
+training step. Only parsing and calls to :func:`actkit.sweep.sweep` and
+:func:`actkit.sweep.plot_sweep`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from actkit._commands.compare import _check_outputs, _ica_rows_arg, _restarts_arg, _split_list, _write_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="compare a model across its training revisions (checkpoints)",
+                       description="Extract the same layers of a model at several training revisions on the "
+                                   "same inputs (each once, reused on reruns) and compare each with the final "
+                                   "revision, the previous one, or a second model at the same revision.")
+    p.add_argument("model", nargs="?", metavar="MODEL", help="hub id or folder (with --revisions)")
+    p.add_argument("--revisions", help="comma-separated hub revisions, e.g. step1000,step2000,step143000")
+    p.add_argument("--checkpoints", help="comma-separated local checkpoint folders (instead of --revisions)")
+    p.add_argument("--steps", help="training step of each revision / folder (default: from names like "
+                                   "step1000 or checkpoint-500)")
+    p.add_argument("--inputs", required=True, help="inputs every revision is run on (text/jsonl/images/npy)")
+    p.add_argument("--layers", required=True, help="comma-separated layers (see `actkit layers MODEL`)")
+    p.add_argument("--against", default="final",
+                   help="final (each revision vs the last), previous (vs the one before), or a second "
+                        "MODEL compared at each revision (default final)")
+    p.add_argument("--work-dir", help="keep the extracted stores here; a rerun or an added revision extracts "
+                                      "only what is missing (default: a temporary folder, deleted afterwards)")
+    p.add_argument("--json", metavar="OUT.json", default="sweep.json",
+                   help="where to write the results (default sweep.json)")
+    p.add_argument("--plot", metavar="OUT.png", default="sweep.png",
+                   help="line plot of each metric against the step (default sweep.png)")
+    p.add_argument("--methods", default="permutation,rigid,linear,ica",
+                   help="comma-separated subset of permutation,rigid,linear,ica")
+    p.add_argument("--pool", default="none", choices=["none", "mean", "last", "cls"], help="token pooling")
+    p.add_argument("--max-samples", type=int, help="use the first N inputs")
+    p.add_argument("--batch-size", type=int, default=32, help="extraction batch size")
+    p.add_argument("--device", default="cpu", help="torch device of extraction and FastICA")
+    p.add_argument("--eval-fraction", type=float, default=0.2, help="held-out share of the samples")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of FastICA")
+    p.add_argument("--ica-restarts", type=_restarts_arg, default=3, metavar="R",
+                   help="FastICA fits per side (default 3); their spread (ica_std) is the plot's band")
+    p.add_argument("--ica-max-rows", type=_ica_rows_arg, default="auto", help="FastICA rows per side")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import tempfile
+
+    from actkit.sweep import plot_sweep, sweep
+
+    _check_outputs(args)
+    tmp = None if args.work_dir else tempfile.TemporaryDirectory(prefix="actkit-sweep-")
+    steps = [int(s) for s in _split_list(args.steps)] if args.steps else None
+    try:
+        result = sweep(args.model, args.inputs, layers=_split_list(args.layers),
+                       revisions=_split_list(args.revisions) if args.revisions else None,
+                       checkpoints=_split_list(args.checkpoints) if args.checkpoints else None,
+                       steps=steps, against=args.against, work_dir=args.work_dir or tmp.name,
+                       extract_kwargs=dict(pool=args.pool, batch_size=args.batch_size, device=args.device,
+                                           max_samples=args.max_samples),
+                       progress=not args.quiet,
+                       echo=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
+                       methods=_split_list(args.methods), eval_fraction=args.eval_fraction,
+                       random_state=args.seed, ica_restarts=args.ica_restarts, ica_max_rows=args.ica_max_rows,
+                       device=args.device)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    _write_json(args.json, result)
+    plot_sweep(result, args.plot)
+    keys = [k for k in ("permutation", "rigid", "linear", "ica", "ica_std", "linear_cka")
+            if any(r.get(k) is not None for r in result["comparisons"])]
+    print(f"{'step':>8s} {'vs':>20s} {'layer':24s} " + " ".join(f"{k:>11s}" for k in keys))
+    for r in result["comparisons"]:
+        vals = " ".join(f"{r[k]:11.4f}" if r.get(k) is not None else f"{'-':>11s}" for k in keys)
+        print(f"{r['step']:8d} {str(r['reference'])[-20:]:>20s} {r['layer'][-24:]:24s} {vals}")
+    print(f"wrote {args.json} and {args.plot}")
+    return 0

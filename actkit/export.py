@@ -1,0 +1,182 @@
+"""A store layer written for other tools: parquet, or a Hugging Face ``datasets`` folder.
+
+``actkit export STORE --format parquet|hf-datasets --out PATH`` (:func:`export_store`)
+streams one layer in row blocks (never the whole matrix in memory) into a table with the
+columns
+
+* ``sample`` (int64) and ``position`` (int64; -1 for pooled rows): the store's row index;
+* ``activation``: fixed-size list of the layer's floats (float32 / float16 as stored);
+* ``label`` (optional): the label of the row's sample, from ``labels`` (one per sample).
+
+``parquet`` writes one file (a row group per block); ``hf-datasets`` writes the folder that
+``datasets.load_from_disk`` opens (an Arrow stream file with ``dataset_info.json`` and
+``state.json``; ``activation`` is a ``Sequence(Value("float32"), length=features)``).
+Both are written to ``PATH.partial`` and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from actkit.errors import InputError, LayerError, ValidationError
+
+__all__ = ["export_store", "FORMATS"]
+
+FORMATS = ("parquet", "hf-datasets")
+
+
+def _labels(labels, n_samples: int):
+    if labels is None:
+        return None
+    if not isinstance(labels, (str, Path)):
+        arr = np.asarray(labels)
+    else:
+        p = Path(labels)
+        if not p.is_file():
+            raise InputError(f"labels file not found: {p}")
+        if p.suffix.lower() == ".npy":
+            try:
+                arr = np.load(p, allow_pickle=False)
+            except ValueError as exc:
+                raise InputError(f"{p}: cannot read labels ({exc})") from None
+        else:
+            arr = np.asarray(p.read_text(encoding="utf-8").splitlines())
+    if arr.ndim != 1 or len(arr) != n_samples:
+        raise InputError(f"the labels must be one per sample ({n_samples}), got shape {arr.shape}")
+    return arr
+
+
+def _table(pa, index, block, labels, features):
+    cols = {"sample": pa.array(index[:, 0]), "position": pa.array(index[:, 1])}
+    flat = pa.array(np.ascontiguousarray(block).reshape(-1))
+    cols["activation"] = pa.FixedSizeListArray.from_arrays(flat, features)
+    if labels is not None:
+        cols["label"] = pa.array(labels[index[:, 0]])
+    return pa.table(cols)
+
+
+def export_store(store, out, *, format: str = "parquet", layer: str | None = None, labels=None,
+                 overwrite: bool = False, block_rows: int | None = None, progress: bool = True) -> Path:
+    """Write one layer of ``store`` (with its row index and optional labels) as parquet or as
+    a Hugging Face dataset, in row blocks.
+
+    Parameters
+    ----------
+    store : path or open store / embedding file (see :func:`actkit.matrix_files.open_source`)
+    out : path
+        A ``.parquet`` file (``format="parquet"``) or a folder (``"hf-datasets"``).
+    format : {"parquet", "hf-datasets"}
+    layer : str, optional
+        Needed when the store holds several layers.
+    labels : path or array-like, optional
+        One label per sample (a ``.npy`` 1-D array, or a text file with one label a line);
+        added as the column ``label`` of every row of that sample.
+    overwrite : bool, default False
+    block_rows : int, optional
+        Rows per block (default: about 32 MiB).
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    import pyarrow as pa
+    from tqdm.auto import tqdm
+
+    from actkit.matrix_files import open_source
+
+    if format not in FORMATS:
+        raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise InputError(f"{out} exists; pass --overwrite to replace it")
+    src = open_source(store) if isinstance(store, (str, Path)) else store
+    try:
+        if layer is None:
+            if len(src.layers) != 1:
+                raise LayerError(f"{src.path} holds {len(src.layers)} layers ({', '.join(src.layers)}); choose one "
+                                 "with --layer")
+            layer = src.layers[0]
+        lay = src[layer]
+        rows, feats = lay.shape
+        lab = _labels(labels, int(src.n_samples))
+        index = lay.index
+        partial = out.with_name(out.name + ".partial")
+        _remove(partial)
+        from actkit._rows import block_rows as default_rows
+
+        step = block_rows or default_rows(feats, lay.dtype.itemsize)
+        with tqdm(total=rows, desc="export", unit="row", disable=None if progress else True, leave=False) as bar:
+            tables = (_table(pa, index[a:a + len(b)], b, lab, feats) for a, b in lay.iter_blocks(step))
+            if format == "parquet":
+                _write_parquet(tables, partial, bar)
+            else:
+                _write_hf(tables, partial, bar, lay)
+        _remove(out)
+        partial.rename(out)
+        return out
+    finally:
+        if isinstance(store, (str, Path)):
+            src.close()
+
+
+def _remove(path: Path):
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def _write_parquet(tables, path, bar):
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for t in tables:
+            if writer is None:
+                writer = pq.ParquetWriter(path, t.schema)
+            writer.write_table(t)
+            bar.update(t.num_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _write_hf(tables, folder, bar, lay):
+    """The folder ``datasets.Dataset.save_to_disk`` writes, streamed: one Arrow stream file,
+    its features in the schema metadata, ``dataset_info.json`` and ``state.json``."""
+    import pyarrow as pa
+    from datasets import Dataset, Features, Sequence, Value
+    from datasets.info import DatasetInfo
+
+    folder.mkdir(parents=True)
+    name = "data-00000-of-00001.arrow"
+    writer = None
+    features = None
+    try:
+        for t in tables:
+            if writer is None:
+                spec = {"sample": Value("int64"), "position": Value("int64"),
+                        "activation": Sequence(Value(str(lay.dtype)), length=int(lay.shape[1]))}
+                if "label" in t.column_names:
+                    spec["label"] = Features.from_arrow_schema(t.select(["label"]).schema)["label"]
+                features = Features(spec)
+                schema = t.schema.with_metadata(features.arrow_schema.metadata)
+                writer = pa.ipc.new_stream(str(folder / name), schema)
+            writer.write_table(t.replace_schema_metadata(schema.metadata))
+            bar.update(t.num_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    ds = Dataset.from_file(str(folder / name), info=DatasetInfo(features=features))
+    state = {k: ds.__dict__[k] for k in ("_fingerprint", "_format_columns", "_format_kwargs", "_format_type",
+                                          "_output_all_columns")}
+    state["_split"] = None
+    state["_data_files"] = [{"filename": name}]
+    from dataclasses import asdict
+
+    (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+    (folder / "dataset_info.json").write_text(json.dumps(asdict(ds._info), indent=2, sort_keys=True))

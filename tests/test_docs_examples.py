@@ -1,0 +1,354 @@
+"""Every code block of README.md and docs/*.md runs as written (issue 20), so examples cannot rot.
+
+A fenced block tagged ``bash`` or ``python`` is code; it is run as a user runs it, in a
+temporary folder that holds the shipped data (``data`` links to the repository's ``data/``) and,
+made from that data, the files a block names as the reader's own (``texts.txt``, ``images/``,
+``embeddings.npy``, ``acts.h5``, ... see ``_FILES``). The blocks of one page run in order in
+one folder, and a block that changes directory (the README's tour does) leaves the next one
+there, as in the reader's shell. Every block falls in exactly one of these kinds, and each
+kind is checked; none is skipped:
+
+run
+    runs; exit status 0.
+network
+    names a Hugging Face hub checkpoint (``EleutherAI/...``, ``facebook/...``, ``timm:NAME``),
+    which cannot be downloaded here: it runs, and must fail, for exactly that reason
+    (actkit's one-line "the hub cannot be reached" error) and no other.
+cluster
+    names a Dask scheduler that must already be running (``--scheduler tcp://...``): it runs,
+    and must fail with actkit's one-line "cannot reach the Dask scheduler" error.
+ci
+    the README's install and test commands: ``.ci/run`` runs exactly these lines (checked).
+install
+    other ``pip install`` lines: same pinned versions as ``.ci/run``, extras that exist.
+long
+    minutes of work (training the zoo, the full demo, full reproductions, benchmarks at their
+    default sizes; listed in ``_LONG`` with the reason and where it does run): every command's
+    flags are checked against the program's own parser instead.
+
+Every ``actkit`` command line of every block (untagged ones included, synopses excepted) is
+also parsed by actkit's own argument parser.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+_HUB = re.compile(r"(?<![\w.-])(EleutherAI/[\w.-]+|facebook/[\w.-]+|timm:(?!local-dir:)[a-z][\w.]*)")
+_OFFLINE = "the hub cannot be reached"
+_NO_SCHEDULER = "cannot reach the Dask scheduler"
+_TIMEOUT = 300
+
+# blocks that take minutes: (page, first line of the block) -> why, and where they do run
+_LONG = {
+    ("README.md", "actkit reproduce kl --quick"):
+        "`reproduce all` runs every experiment in full (tens of minutes); tests/test_reproduce.py runs the "
+        "quick modes",
+    ("docs/compare.md", "python benchmarks/bench_compare.py --methods permutation,rigid,linear --baseline"):
+        "benchmarks at their default sizes take minutes; their numbers are in docs/compare.md",
+    ("docs/dask.md", "python benchmarks/bench_dask.py --json bench.json"):
+        "8.4 M rows by default (minutes); its numbers are in docs/dask.md",
+    ("docs/zoo.md", "python -m actkit.zoo train"):
+        "trains the eight shipped checkpoints (~6 min idle); tests/test_zoo.py trains one small one",
+    ("docs/zoo.md", "actkit demo"):
+        "the full demo takes minutes; .ci/run runs `actkit demo`, tests/test_demo.py runs --quick",
+    ("docs/extraction.md", "torchrun --nproc-per-node 4 -m actkit extract EleutherAI/pythia-410m"):
+        "needs 4 CUDA devices and the hub; tests/test_distributed.py runs 2-rank torchrun on CPU",
+}
+
+
+# ----------------------------------------------------------------------------- the blocks
+class Block:
+    def __init__(self, page: Path, line: int, lang: str, body: str):
+        self.page, self.line, self.lang, self.body = page, line, lang, body
+        self.name = page.relative_to(REPO).as_posix()
+        self.first = body.strip().splitlines()[0] if body.strip() else ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}:{self.line}"
+
+    def commands(self) -> list[str]:
+        """The shell command lines (continuations joined, comments and blanks dropped)."""
+        text = self.body.replace("\\\n", " ")
+        out = []
+        for line in text.splitlines():
+            words = shlex.split(line, comments=True) if line.strip() else []
+            if words:
+                out.append(words)
+        return out
+
+    @property
+    def kind(self) -> str:
+        if self.lang not in ("bash", "python"):
+            return "text"
+        if _long_key(self) in _LONG:
+            return "long"
+        lines = [" ".join(w) for w in self.commands()] if self.lang == "bash" else []
+        if lines and all(line.startswith("pip install") or line == "python -m pytest -q" for line in lines):
+            return "ci" if self.name == "README.md" and _in_ci(self) else "install"
+        if _HUB.search(self.body):
+            return "network"
+        if re.search(r"--scheduler tcp://", self.body):
+            return "cluster"
+        return "run"
+
+
+def _long_key(block):
+    for (page, first) in _LONG:
+        if page == block.name and block.first.startswith(first):
+            return (page, first)
+    return None
+
+
+def _in_ci(block) -> bool:
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    return all(line.strip() in ci for line in block.body.strip().splitlines())
+
+
+def _blocks():
+    out = []
+    for page in PAGES:
+        text = page.read_text()
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+            out.append(Block(page, text[: m.start()].count("\n") + 1, m.group(1), m.group(2)))
+    return out
+
+
+BLOCKS = _blocks()
+
+
+# ----------------------------------------------------------------------------- the reader's files
+def _texts(folder):
+    (folder / "texts.txt").write_text((REPO / "data/zoo/inputs/text.txt").read_text())
+
+
+def _images(folder):
+    from PIL import Image
+
+    (folder / "images").mkdir(exist_ok=True)
+    for i, img in enumerate(np.load(REPO / "data/zoo/inputs/shapes.npy")[:12]):
+        Image.fromarray(img).save(folder / "images" / f"{i:03d}.png")
+
+
+def _matrix(seed=0, rows=600, features=16):
+    """Embeddings with independent heavy-tailed directions (what ICA post-processing is for)."""
+    rng = np.random.default_rng(seed)
+    return (rng.laplace(size=(rows, features)) @ rng.normal(size=(features, features))).astype(np.float32)
+
+
+def _embeddings(folder):
+    np.save(folder / "embeddings.npy", _matrix(0))
+
+
+def _safetensors(folder):
+    from safetensors.numpy import save_file
+
+    save_file({"sentence_emb": _matrix(1)}, str(folder / "emb.safetensors"))
+
+
+def _parquet(folder):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    X = _matrix(2)
+    pq.write_table(pa.table({"id": np.arange(len(X)), "vector": pa.FixedSizeListArray.from_arrays(
+        pa.array(X.ravel()), X.shape[1])}), folder / "emb.parquet")
+
+
+def _two_models(folder):
+    X = _matrix(3)
+    np.save(folder / "model-a.npy", X)
+    np.save(folder / "model-b.npy", X @ np.random.default_rng(4).normal(size=(16, 16)).astype(np.float32))
+
+
+_FILES = {  # a name a block uses as the reader's own file -> how it is made from shipped data
+    "texts.txt": _texts,
+    "images/": _images,
+    "embeddings.npy": _embeddings,
+    "emb.safetensors": _safetensors,
+    "emb.parquet": _parquet,
+    "model-a.npy": _two_models,
+}
+_STORES = {"acts.h5": 0, "acts-seed1.h5": 1, "seed0.h5": 0, "seed1.h5": 1, "s0.h5": 0, "s1.h5": 1, "s2.h5": 0}
+
+
+@pytest.fixture(scope="module")
+def zoo_stores(tmp_path_factory):
+    """Stores of the two shipped Pythia-tiny seeds on the shipped texts (layers 2, 3, final)."""
+    import actkit
+
+    folder = tmp_path_factory.mktemp("zoo-stores")
+    out = []
+    for seed in (0, 1):
+        out.append(actkit.extract(str(REPO / f"data/zoo/pythia-tiny-seed{seed}"), str(REPO / "data/zoo/inputs/text.txt"),
+                                  folder / f"s{seed}.h5", layers=["gpt_neox.layers.2", "gpt_neox.layers.3"],
+                                  final_hidden=True, max_samples=120, progress=False))
+    return out
+
+
+def _prepare(block, folder, stores):
+    for name, make in _FILES.items():
+        if name in block.body and not (folder / name.rstrip("/")).exists():
+            make(folder)
+    for name, seed in _STORES.items():
+        if re.search(rf"(?<![\w-]){re.escape(name)}", block.body) and not (folder / name).exists():
+            os.symlink(stores[seed], folder / name)
+
+
+# ----------------------------------------------------------------------------- running one
+_PRELUDE = {
+    # names the page's Python block leaves to the reader ("arrays, tensors, ... store layers")
+    "docs/compare.md": '''
+import actkit
+_a, _b = actkit.open_store("seed0.h5"), actkit.open_store("seed1.h5")
+A, B, C = (s["gpt_neox.layers.3"] for s in (_a, _b, actkit.open_store("s2.h5")))
+sample_ids = A.index[:, 0]
+A_new, A_test, B_test = A[:50], A[-200:], B[-200:]
+res_layer3 = actkit.compare(A, B, methods=["permutation", "rigid", "linear"])
+res_layer5 = actkit.compare(_a["gpt_neox.layers.2"], _b["gpt_neox.layers.2"], methods=["permutation", "rigid", "linear"])
+''',
+}
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", ACTKIT_DASK_TIMEOUT="3",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]  # this venv's actkit
+    return env
+
+
+def _run(block, cwd: Path):
+    """Run the block in ``cwd``; ``(exit status, stdout + stderr, the folder it ended in)``."""
+    marker = cwd / ".pwd-after"
+    if block.lang == "bash":
+        script = f"set -e\n{block.body}\npwd > {shlex.quote(str(marker))}\n"
+        argv = ["bash", "-c", script]
+    else:
+        argv = [sys.executable, "-c", _PRELUDE.get(block.name, "") + block.body]
+    proc = subprocess.run(argv, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=_TIMEOUT)
+    end = Path(marker.read_text().strip()) if marker.exists() else cwd
+    marker.unlink(missing_ok=True)
+    return proc.returncode, proc.stdout + proc.stderr, end
+
+
+def _pages():
+    return sorted({b.name for b in BLOCKS if b.kind in ("run", "network", "cluster")})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _pages())
+def test_the_page_s_code_blocks_run_as_written(page, tmp_path, zoo_stores):
+    cwd = tmp_path
+    os.symlink(REPO / "data", tmp_path / "data")
+    for block in (b for b in BLOCKS if b.name == page):
+        kind = block.kind
+        if kind not in ("run", "network", "cluster"):
+            continue
+        _prepare(block, cwd, zoo_stores)
+        code, out, end = _run(block, cwd)
+        tail = "\n".join(out.strip().splitlines()[-15:])
+        if kind == "run":
+            assert code == 0, f"{block.id} failed (exit {code}):\n{tail}"
+            cwd = end
+        elif kind == "network":
+            assert code != 0 and _OFFLINE in out, \
+                f"{block.id} needs the hub, so it must fail only for lack of network; got exit {code}:\n{tail}"
+        else:
+            assert code != 0 and _NO_SCHEDULER in out, f"{block.id}: exit {code}:\n{tail}"
+
+
+# ----------------------------------------------------------------------------- the other kinds
+def test_every_block_has_one_checked_kind_and_the_long_list_is_current():
+    kinds = {b.id: b.kind for b in BLOCKS}
+    assert set(kinds.values()) <= {"text", "run", "network", "cluster", "ci", "install", "long"}
+    assert sum(k == "run" for k in kinds.values()) >= 8, kinds
+    for key in _LONG:  # a block renamed or removed must not leave a stale exemption behind
+        assert any(_long_key(b) == key for b in BLOCKS), f"no block of {key[0]} starts with {key[1]!r}"
+
+
+def test_the_readme_install_and_test_commands_are_what_ci_runs():
+    ci = [b for b in BLOCKS if b.kind == "ci"]
+    assert {" ".join(w) for b in ci for w in b.commands()} == {
+        'pip install torch==2.14.1 torchvision==0.29.1 -e .[test] && actkit demo', "python -m pytest -q"}
+
+
+def test_other_install_lines_pin_what_ci_pins_and_name_real_extras():
+    import tomllib
+
+    ci = (REPO / ".ci" / "run").read_text()
+    pins = set(re.findall(r"(torch(?:vision)?==[\d.]+)", ci))
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    lines = [" ".join(w) for b in BLOCKS if b.kind == "install" for w in b.commands()]
+    assert any("download.pytorch.org/whl/cpu" in line for line in lines), "the CPU-only install is documented"
+    for line in lines:
+        assert set(re.findall(r"(torch(?:vision)?==[\d.]+)", line)) <= pins, line
+        for extra in re.findall(r'\.\[(\w+)\]', line):
+            assert extra in extras, line
+
+
+def _actkit_argvs():
+    """``(block id, argv after 'actkit')`` of every actkit command line in every block."""
+    out = []
+    for b in BLOCKS:
+        if b.lang == "python":
+            continue
+        for words in b.commands():
+            cmd, chunk = [], []  # several commands on one line: split at && and |
+            for w in [*words, "&&"]:
+                if w in ("&&", "|", ";", "||"):
+                    cmd.append(chunk)
+                    chunk = []
+                else:
+                    chunk.append(w)
+            for c in cmd:
+                if "actkit" in c and (c[0] == "actkit" or c[:1] == ["torchrun"]):
+                    argv = c[c.index("actkit") + 1:]
+                    if b.lang == "" and any(ch in " ".join(argv) for ch in "[]|") or "..." in argv:
+                        continue  # a synopsis (``[--quick]``, ``pca|zca``) or an elided command line
+                    out.append((b.id, argv))
+    return out
+
+
+def test_every_actkit_command_line_in_the_docs_parses():
+    from actkit.cli import build_parser
+
+    parser = build_parser()
+    seen = 0
+    for where, argv in _actkit_argvs():
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            pytest.fail(f"{where}: `actkit {' '.join(argv)}` does not parse (exit {exc.code})")
+        assert getattr(args, "func", None) is not None or "--version" in argv, (where, argv)
+        seen += 1
+    assert seen >= 40, seen
+
+
+@pytest.mark.parametrize("key", sorted(_LONG))
+def test_the_long_blocks_use_flags_their_programs_have(key):
+    """The long blocks are not run here (see ``_LONG`` for why and where they run); every flag
+    they pass must be one their program lists in its ``--help``."""
+    block = next(b for b in BLOCKS if _long_key(b) == key)
+    for words in block.commands():
+        if words[0] == "python":
+            program = words[1:3] if words[1] == "-m" else words[1:2]
+            rest = words[len(program) + 1:]
+            sub = [w for w in rest[:1] if not w.startswith("-")]
+            helptext = subprocess.run([sys.executable, *program, *sub, "--help"], cwd=REPO, env=_env(),
+                                      capture_output=True, text=True, timeout=120)
+            assert helptext.returncode == 0, (words, helptext.stderr[-500:])
+            for flag in (w for w in rest if w.startswith("--")):
+                assert flag in helptext.stdout, f"{block.id}: {' '.join(words)}: no {flag} in its --help"
+        else:
+            assert "actkit" in words, words  # parsed by test_every_actkit_command_line_in_the_docs_parses
