@@ -89,21 +89,7 @@ def read_hf(spec, *, column=None, split="train", config=None, max_samples=None):
         cached nor reachable, a column that holds neither text nor images, null values.
     """
     s = str(spec)
-    split = split or "train"
-    if s.startswith("hf:"):
-        name = s[3:]
-        if not name:
-            raise InputError("hf: needs a dataset name, e.g. hf:wikitext")
-        columns, pick = _load_hub(name, config, split, max_samples)
-    else:
-        files = _files(s)
-        kind = files[0].suffix.lower() if files[0].is_file() else "dir"
-        if kind == ".parquet":
-            columns, pick = _load_parquet(files, max_samples)
-        elif kind == ".arrow":
-            columns, pick = _load_arrow(files, max_samples)
-        else:
-            columns, pick = _load_saved(files[0], split, max_samples)
+    columns, pick = _columns(s, split or "train", config, max_samples)
     col = _choose_column(column, columns, s)
     values = pick(col)
     return _to_inputs(values, col, s)
@@ -114,15 +100,7 @@ def read_label_column(spec, column, *, split="train", config=None, max_samples=N
     ``ClassLabel`` column gives its names). Kept next to the rows by ``extract --label-column``."""
     s = str(spec)
     split = split or "train"
-    if s.startswith("hf:"):
-        columns, pick = _load_hub(s[3:], config, split, max_samples)
-    else:
-        files = _files(s)
-        kind = files[0].suffix.lower() if files[0].is_file() else "dir"
-        loader = {".parquet": lambda: _load_parquet(files, max_samples),
-                  ".arrow": lambda: _load_arrow(files, max_samples)}.get(kind, lambda: _load_saved(files[0], split,
-                                                                                                    max_samples))
-        columns, pick = loader()
+    columns, pick = _columns(s, split, config, max_samples)
     if column not in columns:
         raise InputError(f"{s} has no label column {column!r}; its columns are: {', '.join(columns)}")
     values = pick(column)
@@ -135,6 +113,21 @@ def read_label_column(spec, column, *, split="train", config=None, max_samples=N
         raise InputError(f"label column {column!r} of {s} is empty in row {nulls[0]} ({len(nulls)} rows)")
     names = _classlabel_names(s, column, split)
     return [str(names[v] if names else v) for v in values]
+
+
+def _columns(s: str, split, config, max_samples):
+    """(column names, pick(column) -> values) of the dataset ``s`` names."""
+    if s.startswith("hf:"):
+        if not s[3:]:
+            raise InputError("hf: needs a dataset name, e.g. hf:wikitext")
+        return _load_hub(s[3:], config, split, max_samples)
+    files = _files(s)
+    kind = files[0].suffix.lower() if files[0].is_file() else "dir"
+    if kind == ".parquet":
+        return _load_parquet(files, max_samples)
+    if kind == ".arrow":
+        return _load_arrow(files, max_samples)
+    return _load_saved(files[0], split, max_samples)
 
 
 def _classlabel_names(spec, column, split):
