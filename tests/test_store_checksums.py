@@ -84,3 +84,18 @@ def test_unknown_checksum_algorithm_is_one_line(v2_store):
 
     with pytest.raises(StoreError, match="unknown block checksum algorithm 'md5'"):
         checksum_algorithm(meta)
+
+
+def test_the_torch_loader_verifies_both_formats_checksums(v2_store, tmp_path):
+    """The loader checks each block with the store's own algorithm: sha256 in a /2 store,
+    xxh3_128 in a /3 store; a flipped byte is an error in both."""
+    pytest.importorskip("torch")
+    import torch
+
+    with open_store(v2_store) as s:
+        got = torch.cat(list(s["a"].to_torch(100, shuffle=False))).numpy()
+    np.testing.assert_array_equal(got, _v2_rows())
+    with h5py.File(v2_store, "r+") as f:
+        f["layers/a/data"][3, 5] += 1
+    with open_store(v2_store) as s, pytest.raises(StoreError, match="does not match its checksum"):
+        list(s["a"].to_torch(100, shuffle=False))
