@@ -350,3 +350,23 @@ def test_a_derived_store_refuses_a_corrupt_source_block(tmp_path):
     with open_store(src) as s, pytest.raises(StoreError, match=r"block 0 \(rows 0-299\) does not match its checksum"):
         transform_store(white, s["L"], tmp_path / "w.h5")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.h5", "src.h5"]
+
+
+@pytest.mark.parametrize("block_rows", [None, 2, 3, 100])
+def test_verified_blocks_of_a_sharded_store_cover_every_shard(tmp_path, block_rows):
+    """for_each_verified (what whiten/ica --out stream through) hands over every row of every
+    shard, in order, in blocks of ``block_rows`` (the last shorter), also when the short tail
+    gathers rows of several shards."""
+    folder = tmp_path / "run.h5.shards"
+    folder.mkdir()
+    paths = [folder / f"rank-{r}-of-3.h5" for r in range(3)]
+    parts = [_shard(paths[0], 4, 0, seed=1), _shard(paths[1], 2, 4, seed=2), _shard(paths[2], 5, 6, seed=3)]
+    out = tmp_path / "run.h5"
+    write_virtual_store(out, paths, request={}, provenance={}, n_samples=11)
+    got = []
+    with open_store(out) as s:
+        s["L"].for_each_verified(lambda b: got.append(np.array(b)), block_rows)
+    np.testing.assert_array_equal(np.concatenate(got), np.concatenate(parts))
+    want = [block_rows or 11] * (11 // (block_rows or 11))
+    want += [11 % (block_rows or 11)] if 11 % (block_rows or 11) else []
+    assert [len(b) for b in got] == want

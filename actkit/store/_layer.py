@@ -143,8 +143,8 @@ class Layer:
 
         integrity.verify_store(self.store, layers=[self.name], on_rows=take,
                                read_bytes=max(64 * 2**20, block_rows * self.shape[1] * self.dtype.itemsize))
-        if pending:
-            fn(pending[0])
+        if pending:  # the last (short) block, possibly gathered from several shards
+            fn(np.concatenate(pending) if len(pending) > 1 else pending[0])
 
     def to_torch(self, batch_size: int, *, shuffle: bool = True, seed: int = 0, buffer_rows: int | None = None,
                  drop_last: bool = False, num_workers: int | None = None, **kwargs):
