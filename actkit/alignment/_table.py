@@ -29,9 +29,10 @@ def _fmt(x, digits=3):
 
 def _spread(x, std, digits, pct=False, step=1):
     """``x`` with ``±std`` when the spread shows at the printed precision (``pct``: a
-    percentage rounded to multiples of ``step``). With a spread, both are printed only to
-    the decimal of the spread's leading digit (never more than ``digits``): 0.459 ± 0.011
-    prints ``0.46±0.01``, 69 ± 15 % prints ``70±15%`` -- the digits another machine,
+    percentage rounded to multiples of ``step``). With a spread, the spread is rounded to
+    one significant digit and both are printed only to that digit's decimal (never more
+    than ``digits``): 0.459 ± 0.011 prints ``0.46±0.01``, 69 ± 15 % prints ``70±20%``, and
+    66 ± 10.6 % and 69 ± 9.7 % both print ``70±10%`` -- the digits another machine,
     landing elsewhere within the spread, reproduces."""
     scale, places = (100, 0) if pct else (1, digits)
     value = scale * x
@@ -41,9 +42,18 @@ def _spread(x, std, digits, pct=False, step=1):
     if std is None or math.isnan(std) or scale * std < 0.5 * max(step if pct else 0, 10 ** -places):
         return _no_minus_zero(f"{value:.{places}f}") + unit
     spread = scale * std
-    keep = min(places, -math.floor(math.log10(spread)))   # < 0: round to tens, hundreds
+    lead = math.floor(math.log10(spread))
+    lead = math.floor(math.log10(_round_half_up(spread, -lead)))   # 9.7 rounds to 10: one place up
+    keep = min(places, -lead)                                 # < 0: round to tens, hundreds
     shown = max(keep, 0)
-    return f"{_no_minus_zero(f'{round(value, keep):.{shown}f}')}\u00b1{spread:.{shown}f}{unit}"
+    return (f"{_no_minus_zero(f'{_round_half_up(value, keep):.{shown}f}')}\u00b1"
+            f"{_round_half_up(spread, keep):.{shown}f}{unit}")
+
+
+def _round_half_up(x, places):
+    """``x`` rounded to ``places`` decimals (negative: tens, hundreds), halves away from 0."""
+    q = 10.0 ** places
+    return math.copysign(math.floor(abs(x) * q + 0.5) / q, x)
 
 
 def _no_minus_zero(text: str) -> str:
