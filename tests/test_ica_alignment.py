@@ -129,6 +129,8 @@ def test_halves_that_disagree_flag_the_estimate_not_identifiable():
     assert 16 <= d["ica_shared_halves"] < 29
     assert d["ica_identifiable"] is False
     assert any(n.startswith("ica_identifiable is false") for n in res.notes)
+    table = str(res)                     # the table marks the cell and says why
+    assert "\u2021" in table.splitlines()[2] and "\u2021: ica_identifiable is false" in table
 
 
 def test_ica_classic_is_the_mean_and_se_of_single_start_fits():
@@ -324,4 +326,5 @@ def test_cli_ica_method_and_seed_flags(tmp_path, capsys):
     assert code == 0, err
     d = json.loads((tmp_path / "b.json").read_text())
     assert d["ica_method"] == "best" and d["ica_restarts"] == 5 and d["ica_identifiable"] is True
+    assert "\u2021" not in out
     assert "6 sources matched" in out and "the rest mapped" not in out

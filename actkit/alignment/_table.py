@@ -72,7 +72,8 @@ def _ran_ica(d):
 def ica_cell(r, digits=3, eff_step=1):
     """The ICA column: error (``±`` its spread over the restarts), efficiency in
     parentheses (in percent, rounded to multiples of ``eff_step``), ``(–)`` where the
-    efficiency is undefined, ``*`` where FastICA did not converge."""
+    efficiency is undefined, ``*`` where FastICA did not converge, ``‡`` where the
+    reproducibility check failed (``ica_identifiable`` false)."""
     ica, eff = value_of(r, "ica"), value_of(r, "ica_efficiency")
     if math.isnan(ica):
         return "-"
@@ -84,7 +85,13 @@ def ica_cell(r, digits=3, eff_step=1):
         cell += " (\u2013)"
     if d.get("ica_converged") is False:
         cell += "*"
+    if d.get("ica_identifiable") is False:
+        cell += NOT_IDENTIFIABLE_MARK
     return cell
+
+
+#: the mark of an ICA cell whose reproducibility check failed (``ica_identifiable`` false)
+NOT_IDENTIFIABLE_MARK = "\u2021"
 
 
 #: the mark of a rigid or linear error fitted on too few rows (``<method>_fit_rows_ok`` false)
@@ -118,6 +125,10 @@ def table_footnotes(results, cells=()):
         notes.append("\u2013: ICA efficiency undefined: permutation - rigid is not above noise")
     if any(d.get("ica_converged") is False for d in ds):
         notes.append("*: FastICA did not converge within ica_max_iter on at least one side")
+    if any(d.get("ica_identifiable") is False for d in ds):
+        notes.append(f"{NOT_IDENTIFIABLE_MARK}: ica_identifiable is false: the restarts' two halves find "
+                     "different sources, or the self floor is comparable to permutation - rigid; the "
+                     "ICA error is one of several optima, not a reproducible measurement")
     if any(d.get(f"{m}_fit_rows_ok") is False for d in ds for m in ("rigid", "linear")):
         notes.append(f"{FEW_ROWS_MARK}: too few fit rows for this map (rigid: 5 max(Da, Db), "
                      f"linear: 10 Da); its error is unreliable")
