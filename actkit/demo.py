@@ -46,11 +46,12 @@ PAPER_TABLE1 = {
 COLUMNS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "linear_cka")
 # with each row's ICA numbers: their spread over the restarts, the components fitted and
 # matched, the reproducibility check (ica_identifiable), the paper's single fit
-# (ica_classic +- SE) and whether every FastICA fit converged (the table marks one that did not)
+# (ica_classic +- SE) and whether every FastICA fit converged (the table marks one that did
+# not); and the chance levels of CKA and mean CCA (printed in brackets)
 SPREAD_COLUMNS = ("ica_std", "ica_efficiency_std", "ica_identified", "ica_converged",
                   "ica_n_components", "ica_matched", "ica_shared_halves", "ica_self_floor",
                   "ica_identifiable", "ica_classic", "ica_classic_se", "ica_classic_efficiency",
-                  "ica_classic_efficiency_se")
+                  "ica_classic_efficiency_se", "linear_cka_chance", "mean_cca_chance")
 # the FastICA settings of each form (full, quick): every fit converges within max_iter on
 # the zoo pairs; the full form keeps 5000 rows per side (>= ica_min_rows(k) for k <= 100),
 # so every zoo row has >= 50 FastICA rows per component: Pythia 79, MAE and ViT 52,
