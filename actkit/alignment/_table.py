@@ -126,7 +126,7 @@ def table_footnotes(results, cells=()):
     if any(d.get("ica_converged") is False for d in ds):
         notes.append("*: FastICA did not converge within ica_max_iter on at least one side")
     if any(d.get("ica_identifiable") is False for d in ds):
-        notes.append(f"{NOT_IDENTIFIABLE_MARK}: ica_identifiable is false: the restarts' two halves find "
+        notes.append(f"{NOT_IDENTIFIABLE_MARK}: ica_identifiable is false: the two halves of the restarts find "
                      "different sources, or the self floor is comparable to permutation - rigid; the "
                      "ICA error is one of several optima, not a reproducible measurement")
     if any(d.get(f"{m}_fit_rows_ok") is False for d in ds for m in ("rigid", "linear")):
@@ -134,7 +134,7 @@ def table_footnotes(results, cells=()):
                      f"linear: 10 Da); its error is unreliable")
     if any(d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None
            for d in ds):
-        notes.append("[ ]: chance level: the same CKA / CCA with B's rows permuted (seeded); "
+        notes.append("[ ]: chance level: the same CKA / CCA with the rows of B permuted (seeded); "
                      "a value near it is noise")
     if any("\u00b1" in cell for cell in cells):
         notes.append("\u00b1: standard deviation of the ICA error (and efficiency) over the "
