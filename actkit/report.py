@@ -207,7 +207,8 @@ def plot_captions(results, labels=None, *, max_matrices=4, max_components=64):
             continue
         if len(out) == max_matrices:
             break
-        out.append(f"plot {lab}: matched-source |corr| of the {source_cut(r, max_components)}")
+        cut = source_cut(r, max_components)
+        out.append(f"plot {lab}: matched-source |corr| of {'the ' if cut.startswith('first') else ''}{cut}")
     return out
 
 

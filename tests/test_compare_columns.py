@@ -233,7 +233,7 @@ def test_the_plot_says_which_cut_of_the_sources_it_draws():
     lines = plot_captions([res], ["x -> y"], max_components=4)
     assert lines and lines[0].startswith("plot x -> y: matched-source |corr| of the first 4 of 8")
     full = plot_captions([res], ["x -> y"])
-    assert "all 8 sources" in full[0]
+    assert "matched-source |corr| of all 8 sources" in full[0]
 
 
 def test_cli_json_notes_gcv_and_a_bad_alpha(tmp_path, capsys):

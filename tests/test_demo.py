@@ -47,12 +47,16 @@ def test_demo_quick_fills_every_row_and_column(demo_run):
         assert r["ours"]["rigid"] <= r["ours"]["permutation"] + 1e-9
         assert r["ours"]["linear"] <= r["ours"]["rigid"] + 0.02
         assert 0 <= r["ours"]["linear_cka"] <= 1
+        # chance levels beside CKA and CCA (B's rows permuted): far below the statistic
+        assert 0 <= r["ours"]["linear_cka_chance"] < r["ours"]["linear_cka"]
+        assert r["ours"]["mean_cca_chance"] < r["mean_cca"]
         assert r["n_rows"] > 0 and len(r["stores"]) == 2
         assert r["paper"]["permutation"] == PAPER_TABLE1[r["name"].split("-")[0].lower()]["permutation"]
     # every printed row, and the paper's beside it
     for name in names:
         assert name in stdout
     assert "0.219" in stdout and "0.202 (25%)" in stdout
+    assert "[0." in stdout and "[ ]: chance level" in stdout
     assert (out / "table1.png").stat().st_size > 10_000
     assert len(list((out / "stores").glob("*.h5"))) == 8
 

@@ -99,5 +99,17 @@ def test_reextracting_with_another_batch_size_moves_no_error_beyond_0_01(zoo_sto
     ref, got, self_ = res[(0, 2)], res[(1, 2)], res[(0, 1)]
     for m in METHODS:
         assert abs(got.errors[m] - ref.errors[m]) <= TOL, (m, ref.errors[m], got.errors[m])
+    # the closed-form columns print the same digits from either extraction (issue 19:
+    # "the same digits for any extraction batch size"), the chance levels too
+    from actkit.report import format_table
+
+    def closed(r):
+        return [line.split()[1:4] + line.split()[-4:] for line in format_table([r], ["x"]).splitlines()[2:3]]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = actkit.compare(a, b, methods=("permutation", "rigid", "linear"))
+        two = actkit.compare(a2, b, methods=("permutation", "rigid", "linear"))
+    assert closed(one) == closed(two), (closed(one), closed(two))
     assert self_.errors["ica"] <= self_.errors["rigid"] + TOL, self_.errors
     assert math.isnan(self_.ica_efficiency)

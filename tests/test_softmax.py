@@ -186,7 +186,8 @@ def test_conventions_are_validated():
 # ``1 - min(get_m_SVD_for_y_pivot_and_lo(..., itertools.combinations(range(C - 2), M)))``.
 # Unrelated models: f1, g1, f2, g2 drawn independently, N = 900, M = 3, C = 9. Seeds 5 and 18
 # are pivot ties (two pivots share the pair that binds T1); actkit 0.1 broke them on the last
-# bit of rounding and differed by 7.9e-3 and 1.1e-2.
+# bit of rounding and differed by 7.9e-3 and 1.1e-2. Recompute them with the official code:
+# ``benchmarks/check_official_softmax.py --official CHECKOUT`` (agrees to 1.1e-16, 2026-12-04).
 OFFICIAL_UNRELATED = [  # seed, d_svd_f, pivot label, left-out label
     (0, 0.9571530883794637, 0, 8),
     (5, 0.9773450785445972, 6, 8),

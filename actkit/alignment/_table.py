@@ -29,9 +29,10 @@ def _fmt(x, digits=3):
 
 def _spread(x, std, digits, pct=False, step=1):
     """``x`` with ``±std`` when the spread shows at the printed precision (``pct``: a
-    percentage rounded to multiples of ``step``). With a spread, both are printed only to
-    the decimal of the spread's leading digit (never more than ``digits``): 0.459 ± 0.011
-    prints ``0.46±0.01``, 69 ± 15 % prints ``70±15%`` -- the digits another machine,
+    percentage rounded to multiples of ``step``). With a spread, the spread is rounded to
+    one significant digit and both are printed only to that digit's decimal (never more
+    than ``digits``): 0.459 ± 0.011 prints ``0.46±0.01``, 69 ± 15 % prints ``70±20%``, and
+    66 ± 10.6 % and 69 ± 9.7 % both print ``70±10%`` -- the digits another machine,
     landing elsewhere within the spread, reproduces."""
     scale, places = (100, 0) if pct else (1, digits)
     value = scale * x
@@ -41,9 +42,18 @@ def _spread(x, std, digits, pct=False, step=1):
     if std is None or math.isnan(std) or scale * std < 0.5 * max(step if pct else 0, 10 ** -places):
         return _no_minus_zero(f"{value:.{places}f}") + unit
     spread = scale * std
-    keep = min(places, -math.floor(math.log10(spread)))   # < 0: round to tens, hundreds
+    lead = math.floor(math.log10(spread))
+    lead = math.floor(math.log10(_round_half_up(spread, -lead)))   # 9.7 rounds to 10: one place up
+    keep = min(places, -lead)                                 # < 0: round to tens, hundreds
     shown = max(keep, 0)
-    return f"{_no_minus_zero(f'{round(value, keep):.{shown}f}')}\u00b1{spread:.{shown}f}{unit}"
+    return (f"{_no_minus_zero(f'{_round_half_up(value, keep):.{shown}f}')}\u00b1"
+            f"{_round_half_up(spread, keep):.{shown}f}{unit}")
+
+
+def _round_half_up(x, places):
+    """``x`` rounded to ``places`` decimals (negative: tens, hundreds), halves away from 0."""
+    q = 10.0 ** places
+    return math.copysign(math.floor(abs(x) * q + 0.5) / q, x)
 
 
 def _no_minus_zero(text: str) -> str:
@@ -62,7 +72,8 @@ def _ran_ica(d):
 def ica_cell(r, digits=3, eff_step=1):
     """The ICA column: error (``±`` its spread over the restarts), efficiency in
     parentheses (in percent, rounded to multiples of ``eff_step``), ``(–)`` where the
-    efficiency is undefined, ``*`` where FastICA did not converge."""
+    efficiency is undefined, ``*`` where FastICA did not converge, ``‡`` where the
+    reproducibility check failed (``ica_identifiable`` false)."""
     ica, eff = value_of(r, "ica"), value_of(r, "ica_efficiency")
     if math.isnan(ica):
         return "-"
@@ -74,7 +85,13 @@ def ica_cell(r, digits=3, eff_step=1):
         cell += " (\u2013)"
     if d.get("ica_converged") is False:
         cell += "*"
+    if d.get("ica_identifiable") is False:
+        cell += NOT_IDENTIFIABLE_MARK
     return cell
+
+
+#: the mark of an ICA cell whose reproducibility check failed (``ica_identifiable`` false)
+NOT_IDENTIFIABLE_MARK = "\u2021"
 
 
 #: the mark of a rigid or linear error fitted on too few rows (``<method>_fit_rows_ok`` false)
@@ -108,12 +125,16 @@ def table_footnotes(results, cells=()):
         notes.append("\u2013: ICA efficiency undefined: permutation - rigid is not above noise")
     if any(d.get("ica_converged") is False for d in ds):
         notes.append("*: FastICA did not converge within ica_max_iter on at least one side")
+    if any(d.get("ica_identifiable") is False for d in ds):
+        notes.append(f"{NOT_IDENTIFIABLE_MARK}: ica_identifiable is false: the two halves of the restarts find "
+                     "different sources, or the self floor is comparable to permutation - rigid; the "
+                     "ICA error is one of several optima, not a reproducible measurement")
     if any(d.get(f"{m}_fit_rows_ok") is False for d in ds for m in ("rigid", "linear")):
         notes.append(f"{FEW_ROWS_MARK}: too few fit rows for this map (rigid: 5 max(Da, Db), "
                      f"linear: 10 Da); its error is unreliable")
     if any(d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None
            for d in ds):
-        notes.append("[ ]: chance level: the same CKA / CCA with B's rows permuted (seeded); "
+        notes.append("[ ]: chance level: the same CKA / CCA with the rows of B permuted (seeded); "
                      "a value near it is noise")
     if any("\u00b1" in cell for cell in cells):
         notes.append("\u00b1: standard deviation of the ICA error (and efficiency) over the "
