@@ -141,3 +141,34 @@ def test_hub_revisions_resolve_offline_from_a_local_cache(checkpoints, tmp_path)
     lines = [x for x in bad.stderr.splitlines() if x.strip()]
     assert bad.returncode == 2 and len(lines) == 1 and "step99" in lines[0], bad.stderr
     assert np.isfinite(row["rigid"])
+
+
+def test_the_figure_draws_the_ica_band_and_ticks_each_step(tmp_path, monkeypatch):
+    """The band is ica ± ica_std (with its largest value in the legend, as it may be thinner than
+    the line), each of a few steps is a tick, and the final revision is marked."""
+    import matplotlib
+    from matplotlib.collections import PolyCollection
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from actkit.sweep import plot_sweep
+
+    figs = []
+    monkeypatch.setattr(plt, "close", figs.append)
+    rows = [{"step": s, "revision": f"step{s}", "reference": "step100", "reference_step": 100, "layer": "L",
+             "permutation": e + 0.1, "rigid": e + 0.05, "linear": e, "ica": e + 0.06, "ica_std": sd,
+             "linear_cka": 1 - e, "ica_efficiency": 0.8, "ica_efficiency_std": 0.1}
+            for s, e, sd in ((1, 0.5, 0.02), (10, 0.3, 0.01), (30, 0.1, 0.005))]
+    plot_sweep({"model": "m", "against": "final", "comparisons": rows}, tmp_path / "f.png")
+    (fig,) = figs
+    err, sim, eff = fig.axes
+    (band,) = [c for c in err.collections if isinstance(c, PolyCollection)]
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert np.isclose(ys.max(), 0.56 + 0.02) and np.isclose(ys.min(), 0.16 - 0.005)
+    labels = [t.get_text() for t in err.get_legend().get_texts()]
+    assert "ica ± ica_std (largest 0.02)" in labels
+    assert [t.get_text() for t in err.get_xticklabels()] == ["1", "10", "30", "100"]
+    assert any(isinstance(c, PolyCollection) for c in eff.collections)  # the efficiency's spread too
+    assert "1: ICA as close as rigid" in [t.get_text() for t in eff.get_legend().get_texts()]
+    assert err.get_xscale() == "log" and "lower" in err.get_ylabel() and "higher" in sim.get_ylabel()
