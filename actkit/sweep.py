@@ -225,7 +225,8 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
     one row per layer: the alignment errors (the ICA error with its restart spread
     ``ica +- ica_std`` as a band, its largest value in the legend, since it can be thinner
     than the line), the similarities, and the ICA efficiency (with its band and a dashed
-    line at 1, where ICA is as close as the rigid map). Few revisions: every step is a tick.
+    line at 1, where ICA is as close as the rigid map, and a dotted one at 0, as close as the
+    permutation). Few revisions: every step is a tick.
 
     Parameters
     ----------
@@ -253,7 +254,7 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
     groups += [(k, [k]) for k in present if not any(k in g for _, g in groups)]
     groups = [g for g in groups if g[1]]
     ylabels = {"held-out error / diam(B)": "error (lower: closer)", "similarity": "similarity (higher: closer)",
-               "ICA efficiency": "(perm - ica) / (perm - rigid)"}
+               "ICA efficiency": "(perm - ica) / (perm - rigid)\n1 (dashed): as rigid, 0 (dotted): as perm"}
     bands = {"ica": "ica_std", "ica_efficiency": "ica_efficiency_std"}
     fig, axes = plt.subplots(len(layers), len(groups), figsize=(4.6 * len(groups), 3.4 * len(layers)),
                              squeeze=False)
@@ -272,9 +273,10 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
                     sd = [x or 0.0 for x in sd]
                     ax.fill_between(steps, [v - s for v, s in zip(vals, sd)], [v + s for v, s in zip(vals, sd)],
                                     color=line.get_color(), alpha=0.25,
-                                    label=f"{k} ± {bands[k]} (largest {max(sd):.2g})")
-            if title == "ICA efficiency":
-                ax.axhline(1.0, color="0.3", ls="--", lw=0.8, label="1: ICA as close as rigid")
+                                    label=f"{'ica' if k == 'ica' else ''} ± {bands[k]} (largest {max(sd):.2g})".strip())
+            if title == "ICA efficiency":  # the scale's two landmarks
+                ax.axhline(1.0, color="0.3", ls="--", lw=0.8)
+                ax.axhline(0.0, color="0.3", ls=":", lw=0.8)
             if against == "final" and mine:  # where the reference sits on the step axis
                 ax.axvline(mine[0]["reference_step"], color="0.5", ls=":", lw=1)
             ticks = sorted(set(steps) | ({mine[0]["reference_step"]} if against == "final" and mine else set()))
