@@ -50,7 +50,34 @@ def checkpoints(tiny_gpt_neox, tmp_path_factory):
             for s, noise in ((10, 0.3), (20, 0.1), (30, 0.02), (40, 0.0))]
 
 
-def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoints, tmp_path):
+class _Bar:
+    """Stands in for tqdm: records the bars a sweep opens (total, updates, description)."""
+
+    made: list = []
+
+    def __init__(self, *args, total=None, desc=None, **kwargs):
+        self.total, self.desc, self.n = total, desc, 0
+        _Bar.made.append(self)
+
+    def update(self, k=1):
+        self.n += k
+
+    def close(self):
+        pass
+
+    def __getattr__(self, name):  # set_postfix, refresh, ...: nothing to draw
+        return lambda *a, **k: None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoints, tmp_path, monkeypatch):
+    import tqdm.auto
+
     from actkit.sweep import plot_sweep, sweep
 
     texts, work = _texts(tmp_path), tmp_path / "work"
@@ -65,7 +92,11 @@ def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoint
     assert rows[0]["linear"] > rows[1]["linear"] and rows[0]["linear_cka"] < rows[1]["linear_cka"]
     mtimes = {p: os.path.getmtime(p) for p in work.glob("*.h5")}
     # an added revision extracts only itself; the others are reused untouched
-    again = sweep(inputs=texts, checkpoints=[str(c) for c in checkpoints], **kw)
+    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+    _Bar.made = []
+    again = sweep(inputs=texts, checkpoints=[str(c) for c in checkpoints], **{**kw, "progress": True})
+    (bar,) = [b for b in _Bar.made if b.desc == "sweep"]
+    assert bar.total == bar.n == 4  # a progress bar over the revisions, each counted once
     assert {s["label"]: s["extracted"] for s in again["stores"]} == {"step-10": True, "step-20": False,
                                                                      "step-30": False, "step-40": False}
     assert all(os.path.getmtime(p) == t for p, t in mtimes.items())
