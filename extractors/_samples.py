@@ -13,7 +13,7 @@ import numpy as np
 
 from actkit.errors import InputError
 
-__all__ = ["Inputs", "text_digest", "short_error"]
+__all__ = ["Inputs", "short_error", "text_digest"]
 
 
 def short_error(exc: BaseException) -> str:

@@ -67,7 +67,7 @@ def test_a_rigid_matrix_fits_no_ica(three, fitted, capsys):
 
 
 def test_each_metric_fits_what_it_needs(three, fitted, capsys):
-    tmp, paths = three
+    _, paths = three
     assert run_cli(capsys, "compare", *paths, "--metric", "linear_cka", "--quiet")[0] == 0
     assert fitted == []  # similarities come from the moments alone
     assert run_cli(capsys, "compare", *paths, "--metric", "ica_efficiency", "--ica-restarts", "1",

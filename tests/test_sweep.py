@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -53,7 +54,7 @@ def checkpoints(tiny_gpt_neox, tmp_path_factory):
 class _Bar:
     """Stands in for tqdm: records the bars a sweep opens (total, updates, description)."""
 
-    made: list = []
+    made: ClassVar[list] = []
 
     def __init__(self, *args, total=None, desc=None, **kwargs):
         self.total, self.desc, self.n = total, desc, 0
