@@ -3,8 +3,8 @@ imports inside functions, relative imports and ``importlib.import_module("...")`
 literal name. ``test_conventions`` checks rooms (``actkit.store`` -> ``actkit.stats``); this
 checks modules, private ones included, which is where the circles ran.
 
-Two circles are still known and wait for the runner seam of issue 22 (estimators that do
-not ask whether they are on Dask); they may shrink, never grow, and no other may appear."""
+One circle is still known and waits for the runner seam of issue 22 (estimators that do
+not ask whether they are on Dask); it may shrink, never grow, and no other may appear."""
 
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 # deferred to the runner seam: stats -> _dask -> store -> ... -> _dask_passes -> stats (the
-# store's private modules among them; Layer.to_torch brings the loader in), and
-# alignment._compare.compare_many -> _dask_compare -> alignment
+# store's private modules among them; Layer.to_torch brings the loader in)
 KNOWN = [
     {"actkit._dask", "actkit._dask_passes", "actkit._loader_plan", "actkit._matrix_readers", "actkit.loader",
      "actkit.matrix_files", "actkit.stats", "actkit.store", "actkit.store._create", "actkit.store._format",
      "actkit.store._integrity", "actkit.store._layer", "actkit.store._reader", "actkit.store._shard_state",
      "actkit.store._shards", "actkit.store._writer"},
-    {"actkit._dask_compare", "actkit.alignment", "actkit.alignment._compare"},
 ]
 
 
@@ -119,7 +117,7 @@ def test_the_checker_finds_a_cycle_through_a_function_level_import():
     assert _targets("actkit.extractors.inputs", False, node, _modules()) == ["actkit.extractors.hf_datasets"]
 
 
-def test_no_import_cycle_but_the_two_deferred_ones():
+def test_no_import_cycle_but_the_deferred_one():
     found = cycles(import_graph())
     new = [sorted(c) for c in found if not any(c <= k for k in KNOWN)]
     assert not new, f"import cycle(s) (function-level imports count): {new}"

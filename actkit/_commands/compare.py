@@ -327,7 +327,7 @@ def _run_stores(args, paths, methods, display=None):
                 _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")        # the results' notes, printed below
-                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs],
+                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs], compare_fn=actkit.compare,
                                             scheduler=args.runner, **_compare_kwargs(args, methods)))
         for la, lb in pairs:
             A, B = store_a[la], store_b[lb]
