@@ -7,6 +7,9 @@ fits every pair will ask for (``_Side``, cached once), then one task per ordered
 held-out errors. Tasks open the stores themselves (a store layer travels as its path and
 name); warnings raised on a worker are raised again on the client. :func:`compare_pairs`
 runs independent :func:`actkit.compare` calls (e.g. the layer pairs of two stores).
+
+This module imports nothing of :mod:`actkit.alignment`: the caller hands over ``compare``,
+the per-side preparation and the shared setup, so the import graph has no circle.
 """
 
 from __future__ import annotations
@@ -56,36 +59,20 @@ def _open(ref):
     return ref.open() if isinstance(ref, _Ref) else ref
 
 
-def _side_task(ref, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, seeds, ica_params):
-    from actkit.alignment._ica_map import ica_fit_components, side_fits
-    from actkit.alignment._sides import Side
-
-    side = Side(_open(ref), name, eval_mask, sample_rows, diam_rows, dtype)
-    side.run(block_rows)
-    for n_components, width in ica_ks:  # the fits the pairs will ask for, once
-        try:
-            k, _ = ica_fit_components(n_components, width, side.sample.shape[0])
-            side_fits(side, k, seeds, ica_params)
-        except ValueError:
-            pass  # too few rows etc.: the pair raises it with compare's own message
-    side.X = None  # the pair tasks open the source themselves
-    return side
+def _side_task(side_fn, ref, *args):
+    return side_fn(_open(ref), *args)  # the pair tasks open the source themselves
 
 
-def _pair_task(ref_a, ref_b, side_a, side_b, groups, kwargs):
-    from actkit.alignment import compare
-
+def _pair_task(compare_fn, ref_a, ref_b, side_a, side_b, groups, kwargs):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sides = None if side_a is None else (side_a, side_b)
-        res = compare(_open(ref_a), _open(ref_b), groups=groups, progress=False, _sides=sides, **kwargs)
+        res = compare_fn(_open(ref_a), _open(ref_b), groups=groups, progress=False, _sides=sides, **kwargs)
     return res, [(w.category, str(w.message)) for w in caught]
 
 
-def _defaults():
-    from actkit.alignment import compare
-
-    return {k: v.default for k, v in inspect.signature(compare).parameters.items()
+def _defaults(compare_fn):
+    return {k: v.default for k, v in inspect.signature(compare_fn).parameters.items()
             if v.default is not inspect.Parameter.empty}
 
 
@@ -119,32 +106,34 @@ def _rewarn(caught):
         warnings.warn(message, category, stacklevel=3)
 
 
-def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None, **kwargs):
-    """:func:`actkit.compare_many` on Dask (same arguments and results)."""
+def compare_many_dask(setup, widths, *, compare_fn, side_fn, metric="rigid", progress=None, scheduler=None,
+                      **kwargs):
+    """:func:`actkit.compare_many` on Dask (same results).
+
+    ``setup``: what :func:`actkit.alignment._compare.many_setup` returned for the sources
+    (``kwargs`` without ``groups``); ``widths``: their numbers of features; ``compare_fn``:
+    :func:`actkit.compare`; ``side_fn``: :func:`actkit.alignment._ica_map.prepared_side`."""
     from actkit import _dask
-    from actkit.alignment._compare import many_setup
-    from actkit.alignment._inputs import n_features
-    from actkit.alignment._result import METHODS
 
     kwargs = dict(kwargs)
+    sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = setup
     K = len(sources)
-    sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = many_setup(list(sources), kwargs)
     kwargs.pop("groups", None)
-    d = {**_defaults(), **kwargs}
-    widths = [n_features(X, "X") for X in sources]
+    d = {**_defaults(compare_fn), **kwargs}
     ica_params = {"fun": "logcosh", "max_iter": d["ica_max_iter"], "tol": d["ica_tol"], "device": str(d["device"])}
     with _dask.use_scheduler(scheduler) as runner:
         refs = [_ref(X, runner.client) for X in sources]
         tasks = []
         for i in range(K):
             ks = sorted({(d["ica_n_components"], min(widths[i], widths[j])) for j in range(K)}) \
-                if "ica" in d.get("methods", METHODS) else []
-            tasks.append((_side_task, (refs[i], f"source {i}", eval_mask, sample_rows, diam_rows, dtype, br, ks,
+                if "ica" in d["methods"] else []
+            tasks.append((_side_task, (side_fn, refs[i], f"source {i}", eval_mask, sample_rows, diam_rows, dtype, br,
+                                       ks,
                                        [int(d["ica_seed"]) + r for r in range(int(d["ica_restarts"]))],
                                        ica_params)))
         pairs = [(i, j) for i in range(K) for j in range(K)]
         for i, j in pairs:
-            tasks.append((_pair_task, (refs[i], refs[j], ("task", i), ("task", j), groups, kwargs)))
+            tasks.append((_pair_task, (compare_fn, refs[i], refs[j], ("task", i), ("task", j), groups, kwargs)))
         out = _run(runner, tasks, f"compare: {K} sides, {len(pairs)} pairs", progress)
     matrix = np.full((K, K), np.nan)
     results = {}
@@ -156,8 +145,8 @@ def compare_many_dask(sources, *, metric="rigid", progress=None, scheduler=None,
     return matrix, results
 
 
-def compare_pairs(pairs, *, scheduler=None, progress=None, return_warnings=False, **kwargs):
-    """Independent :func:`actkit.compare` calls ``(A, B)``, one task each, in order.
+def compare_pairs(pairs, *, compare_fn, scheduler=None, progress=None, return_warnings=False, **kwargs):
+    """Independent ``compare_fn(A, B)`` calls (:func:`actkit.compare`), one task each, in order.
 
     Returns
     -------
@@ -169,8 +158,8 @@ def compare_pairs(pairs, *, scheduler=None, progress=None, return_warnings=False
 
     groups = kwargs.pop("groups", None)
     with _dask.use_scheduler(scheduler) as runner:
-        tasks = [(_pair_task, (_ref(A, runner.client), _ref(B, runner.client), None, None, groups, kwargs))
-                 for A, B in pairs]
+        tasks = [(_pair_task, (compare_fn, _ref(A, runner.client), _ref(B, runner.client), None, None, groups,
+                               kwargs)) for A, B in pairs]
         out = _run(runner, tasks, f"compare: {len(tasks)} pair(s)", progress)
     if return_warnings:
         return out

@@ -30,6 +30,7 @@ class Segment:
     start: int
     rows: int
     block_rows: int | None  # rows per checksummed block; None: no checksums
+    algorithm: str = "sha256"  # the store's block checksum (its /meta["checksum"])
 
 
 @dataclass
@@ -97,16 +98,27 @@ class Source:
                 self._read_segment(seg, lo - seg.start, hi - seg.start, out[lo - a:hi - a])
         return out
 
+    def _datasets(self, seg: Segment):
+        """The segment's h5py data set, and (when verifying) all its block digests, read once
+        per process (one small read instead of one per block). The data set itself is looked
+        up per read and not kept open: HDF5 shares an open data set's buffers with every
+        later opening of it in the process, so a file changed on disk would be read stale."""
+        store = self._handle(seg.path)
+        key = ("digests", seg.path)
+        sums = self._open.get(key)
+        if sums is None and self.verify and seg.block_rows:
+            sums = self._open[key] = store.file[f"layers/{self.name}/checksums"][()]
+        return store.file[f"layers/{self.name}/data"], sums
+
     def _read_segment(self, seg: Segment, a: int, b: int, out: np.ndarray) -> None:
         from actkit.store import _integrity as integrity
 
-        store = self._handle(seg.path)
         verify = self.verify and seg.block_rows
         br = seg.block_rows or 1
         b0, b1 = a // br, -(-b // br)
         lo, hi = b0 * br, min(seg.rows, b1 * br)
         with integrity.h5_errors(seg.path):
-            ds = store.file[f"layers/{self.name}/data"]
+            ds, all_sums = self._datasets(seg)
             if not verify or (lo, hi) == (a, b):  # straight into the caller's buffer
                 ds.read_direct(out, np.s_[a:b])
                 data, off = out, 0
@@ -114,13 +126,12 @@ class Source:
                 data, off = np.ascontiguousarray(ds[lo:hi]), a - lo
             if not verify:
                 return
-            sums = store.file[f"layers/{self.name}/checksums"][b0:b1]
+            sums = all_sums[b0:b1]
         raw = memoryview(data).cast("B")
-        algo = integrity.checksum_algorithm(store.meta)
         row_bytes = data.shape[1] * data.dtype.itemsize
         for i in range(b1 - b0):
             s, e = i * br * row_bytes, min(len(raw), (i + 1) * br * row_bytes)
-            h = integrity.new_hash(algo)
+            h = integrity.new_hash(seg.algorithm)
             h.update(raw[s:e])
             if h.digest() != sums[i].tobytes():
                 first = (b0 + i) * br
@@ -136,6 +147,7 @@ def source_of(layer, verify: bool = True) -> Source:
     :class:`~actkit.matrix_files.MatrixLayer`."""
     from actkit.matrix_files import MatrixLayer
     from actkit.store import Layer
+    from actkit.store import _integrity as integrity
 
     rows, feats = (int(x) for x in layer.shape)
     if isinstance(layer, MatrixLayer):
@@ -158,13 +170,15 @@ def source_of(layer, verify: bool = True) -> Source:
             with open_store(p) as shard:
                 n = len(shard[layer.name])
                 br = shard.meta["layers"][layer.name].get("block_rows")
-            segments.append(Segment(str(p), start, n, br))
+                algo = integrity.checksum_algorithm(shard.meta)
+            segments.append(Segment(str(p), start, n, br, algo))
             start += n
         if start != rows:
             raise StoreError(f"store {store.path}: its shards hold {start} rows of layer {layer.name}, "
                              f"the index says {rows}")
     else:
-        segments.append(Segment(str(store.path), 0, rows, meta["layers"][layer.name].get("block_rows")))
+        segments.append(Segment(str(store.path), 0, rows, meta["layers"][layer.name].get("block_rows"),
+                                integrity.checksum_algorithm(meta)))
     return Source("store", str(store.path), layer.name, rows, feats, str(layer.dtype), segments, verify=verify)
 
 

@@ -6,7 +6,9 @@ columns
 
 * ``sample`` (int64) and ``position`` (int64; -1 for pooled rows): the store's row index;
 * ``activation``: fixed-size list of the layer's floats (float32 / float16 as stored);
-* ``label`` (optional): the label of the row's sample, from ``labels`` (one per sample).
+* ``label`` (optional): the label of the row's sample, from ``labels`` (one per sample);
+* one column per label column the store recorded (``actkit extract --label-column COLUMN``),
+  named ``COLUMN``, holding the label names of the row's sample.
 
 ``parquet`` writes one file (a row group per block); ``hf-datasets`` writes the folder that
 ``datasets.load_from_disk`` opens (an Arrow stream file with ``dataset_info.json`` and
@@ -50,12 +52,34 @@ def _labels(labels, n_samples: int):
     return arr
 
 
-def _table(pa, index, block, labels, features):
+_FIXED = ("sample", "position", "activation", "label")
+
+
+def _recorded(src) -> dict:
+    """The label columns the store recorded: ``{COLUMN: names per sample}`` (object arrays)."""
+    from actkit.evaluation._labels import LABEL_PARAM
+
+    params = getattr(src, "params", None) or {}
+    names = (getattr(src, "provenance", None) or {}).get("label_names") or {}
+    out = {}
+    for key in sorted(params):
+        col = key[len(LABEL_PARAM):]
+        if key.startswith(LABEL_PARAM) and col in names:
+            if col in _FIXED:
+                raise InputError(f"the store's label column {col!r} has the name of a column export writes "
+                                 f"({', '.join(_FIXED)}); re-extract with another --label-column name")
+            out[col] = np.asarray(names[col], dtype=object)[np.asarray(params[key], dtype=np.int64)]
+    return out
+
+
+def _table(pa, index, block, labels, features, recorded=None):
     cols = {"sample": pa.array(index[:, 0]), "position": pa.array(index[:, 1])}
     flat = pa.array(np.ascontiguousarray(block).reshape(-1))
     cols["activation"] = pa.FixedSizeListArray.from_arrays(flat, features)
     if labels is not None:
         cols["label"] = pa.array(labels[index[:, 0]])
+    for col, values in (recorded or {}).items():
+        cols[col] = pa.array(values[index[:, 0]].tolist())
     return pa.table(cols)
 
 
@@ -74,7 +98,9 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
         Needed when the store holds several layers.
     labels : path or array-like, optional
         One label per sample (a ``.npy`` 1-D array, or a text file with one label a line);
-        added as the column ``label`` of every row of that sample.
+        added as the column ``label`` of every row of that sample. Label columns the store
+        recorded (``actkit extract --label-column``) are written in any case, each as a
+        column of its own name.
     overwrite : bool, default False
     block_rows : int, optional
         Rows per block (default: about 32 MiB).
@@ -103,6 +129,7 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
         lay = src[layer]
         rows, feats = lay.shape
         lab = _labels(labels, int(src.n_samples))
+        recorded = _recorded(src)
         index = lay.index
         partial = out.with_name(out.name + ".partial")
         _remove(partial)
@@ -110,7 +137,7 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
 
         step = block_rows or default_rows(feats, lay.dtype.itemsize)
         with tqdm(total=rows, desc="export", unit="row", disable=None if progress else True, leave=False) as bar:
-            tables = (_table(pa, index[a:a + len(b)], b, lab, feats) for a, b in lay.iter_blocks(step))
+            tables = (_table(pa, index[a:a + len(b)], b, lab, feats, recorded) for a, b in lay.iter_blocks(step))
             if format == "parquet":
                 _write_parquet(tables, partial, bar)
             else:
@@ -161,8 +188,8 @@ def _write_hf(tables, folder, bar, lay):
             if writer is None:
                 spec = {"sample": Value("int64"), "position": Value("int64"),
                         "activation": Sequence(Value(str(lay.dtype)), length=int(lay.shape[1]))}
-                if "label" in t.column_names:
-                    spec["label"] = Features.from_arrow_schema(t.select(["label"]).schema)["label"]
+                for col in t.column_names[3:]:  # label, recorded label columns
+                    spec[col] = Features.from_arrow_schema(t.select([col]).schema)[col]
                 features = Features(spec)
                 schema = t.schema.with_metadata(features.arrow_schema.metadata)
                 writer = pa.ipc.new_stream(str(folder / name), schema)

@@ -82,7 +82,8 @@ class ActivationDataset(_torch_iterable()):
         about 64 MiB of rows, at least ``batch_size``.
     drop_last : bool, default False
     verify : bool, default True
-        Check every block read against the store's sha256 block checksums; a mismatch is a
+        Check every block read against the store's block checksums (xxh3_128, or sha256 in
+        older stores); a mismatch is a
         :class:`~actkit.errors.StoreError` (embedding files have no checksums).
     rank, world_size : int, optional
         Default: ``torch.distributed``'s when it is initialised, else 0 and 1.
@@ -281,14 +282,13 @@ class ActivationDataset(_torch_iterable()):
         out = []
         for b in bufs:
             dtype = self.dtype or b.dtype
-            t = torch.empty((n, b.shape[1]), dtype=getattr(torch, np.dtype(dtype).name))
-            if shared:
-                t.share_memory_()
+            t = _shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
+                torch.empty((n, b.shape[1]), dtype=getattr(torch, np.dtype(dtype).name))
             dst = t.numpy()
             if isinstance(sel, slice) or dtype != b.dtype:
                 dst[...] = b[sel]
-            else:
-                np.take(b, sel, axis=0, out=dst)
+            else:  # mode="clip": the indices are in range, and "raise" gathers through a temporary copy
+                np.take(b, sel, axis=0, out=dst, mode="clip")
             out.append(t)
         if self.return_index:
             out.append(torch.from_numpy(np.ascontiguousarray(ids[sel])))
@@ -298,6 +298,19 @@ class ActivationDataset(_torch_iterable()):
         names = ", ".join(s.name for s in self.sources)
         return (f"<actkit ActivationDataset [{names}] rows={self.rows} batch_size={self.batch_size} "
                 f"shuffle={self.shuffle} rank={self.rank}/{self.world_size} epoch={self.epoch}>")
+
+
+def _shared_empty(shape, dtype):
+    """An uninitialised tensor in shared memory, as torch's ``default_collate`` makes one in a
+    worker (``Tensor.share_memory_()`` would copy a fresh tensor into a new segment: one more
+    pass over every batch)."""
+    import torch
+
+    n = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
+    try:
+        return torch.empty(0, dtype=dtype).set_(torch.UntypedStorage._new_shared(n), 0, shape)
+    except (AttributeError, TypeError, RuntimeError):  # pragma: no cover - another torch
+        return torch.empty(shape, dtype=dtype).share_memory_()
 
 
 class DataLoader:

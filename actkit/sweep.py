@@ -223,7 +223,10 @@ def sweep(model: str | None = None, inputs=None, *, layers: Sequence[str], revis
 def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> Path:
     """A line plot of each metric against the training step, one panel per metric group and
     one row per layer: the alignment errors (the ICA error with its restart spread
-    ``ica +- ica_std`` as a band), the similarities, and the ICA efficiency.
+    ``ica +- ica_std`` as a band, its largest value in the legend, since it can be thinner
+    than the line), the similarities, and the ICA efficiency (with its band and a dashed
+    line at 1, where ICA is as close as the rigid map, and a dotted one at 0, as close as the
+    permutation). Few revisions: every step is a tick.
 
     Parameters
     ----------
@@ -250,6 +253,9 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
               ("ICA efficiency", [k for k in present if k == "ica_efficiency"])]
     groups += [(k, [k]) for k in present if not any(k in g for _, g in groups)]
     groups = [g for g in groups if g[1]]
+    ylabels = {"held-out error / diam(B)": "error (lower: closer)", "similarity": "similarity (higher: closer)",
+               "ICA efficiency": "(perm - ica) / (perm - rigid)\n1 (dashed): as rigid, 0 (dotted): as perm"}
+    bands = {"ica": "ica_std", "ica_efficiency": "ica_efficiency_std"}
     fig, axes = plt.subplots(len(layers), len(groups), figsize=(4.6 * len(groups), 3.4 * len(layers)),
                              squeeze=False)
     against = result.get("against")
@@ -262,16 +268,26 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
                 ys = [r.get(k) for r in mine]
                 vals = [math.nan if y is None else y for y in ys]
                 line, = ax.plot(steps, vals, marker="o", label=k)
-                if k == "ica" and any(r.get("ica_std") is not None for r in mine):
-                    sd = [r.get("ica_std") or 0.0 for r in mine]
+                sd = [r.get(bands[k]) for r in mine] if k in bands else []
+                if any(x is not None for x in sd):  # the spread over FastICA restarts, as a band
+                    sd = [x or 0.0 for x in sd]
                     ax.fill_between(steps, [v - s for v, s in zip(vals, sd)], [v + s for v, s in zip(vals, sd)],
-                                    color=line.get_color(), alpha=0.25, label="ica ± ica_std")
+                                    color=line.get_color(), alpha=0.25,
+                                    label=f"{'ica' if k == 'ica' else ''} ± {bands[k]} (largest {max(sd):.2g})".strip())
+            if title == "ICA efficiency":  # the scale's two landmarks
+                ax.axhline(1.0, color="0.3", ls="--", lw=0.8)
+                ax.axhline(0.0, color="0.3", ls=":", lw=0.8)
             if against == "final" and mine:  # where the reference sits on the step axis
                 ax.axvline(mine[0]["reference_step"], color="0.5", ls=":", lw=1)
+            ticks = sorted(set(steps) | ({mine[0]["reference_step"]} if against == "final" and mine else set()))
             if steps and min(steps) > 0 and max(r["reference_step"] for r in mine) / min(steps) >= 20:
                 ax.set_xscale("log")  # checkpoints are usually log-spaced (Pythia: 1, 2, 4, ..., 1000, 2000, ...)
+            if 0 < len(ticks) <= 8:  # few revisions: tick each step (the final one too)
+                ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=8)
+                ax.minorticks_off()
             ax.set_title(f"{layer}: {title}", fontsize=9)
             ax.set_xlabel("training step" + (" (dotted: the final revision)" if against == "final" else ""))
+            ax.set_ylabel(ylabels.get(title, title), fontsize=8)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
     what = {"final": "each revision vs the final one", "previous": "each revision vs the previous one"}.get(

@@ -9,8 +9,10 @@ temporary folder), then, alternating, ``--repeats`` times each:
   ``actkit.loader.DataLoader`` (random block order, window shuffle, sha256 of every block),
   for W in ``--workers``; also with ``verify=False``, and ``shuffle=False`` in-process.
 
-Reported: rows/s (median of the repeats, and min-max), and each loader's ratio to the
-sequential read of the same repeat. The page cache is warm after the first pass (the store
+Reported: rows/s (median of the repeats, and min-max), each loader's ratio to the
+sequential read of the same repeat, and the CPU seconds of one pass (this process and its
+finished workers): on a shared, loaded machine the wall-clock rows/s are a share of a busy
+CPU, and the CPU seconds say what the reader itself costs. The page cache is warm after the first pass (the store
 is not larger than memory here); say so when quoting the numbers.
 
 Usage::
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +45,12 @@ def make_store(path: Path, rows: int, features: int) -> Path:
         w.append("L", rng.standard_normal((min(rows, a + step) - a, features), dtype=np.float32))
     w.checkpoint(rows, force=True)
     return w.finalize()
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and of its finished (joined) children."""
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
 def sequential(path: Path) -> tuple[float, float]:
@@ -113,25 +122,32 @@ def main(argv=None):
     cases += [("loader shuffle=True workers=2 verify=False", dict(workers=2, shuffle=True, verify=False)),
               ("loader shuffle=False workers=0", dict(workers=0, shuffle=False, verify=True))]
     sequential(path)  # warm the page cache
+    import actkit.loader  # noqa: F401  (torch imported before any timing)
     res = {"h5py sequential": []}
     ratios = {name: [] for name, _ in cases}
     for name, _ in cases:
         res[name] = []
+    cpu = {name: [] for name in res}
     for _ in range(args.repeats):
         for name, kw in cases:
+            c = cpu_seconds()
             seq, _ = sequential(path)
+            cpu["h5py sequential"].append(cpu_seconds() - c)
             res["h5py sequential"].append(seq)
+            c = cpu_seconds()
             got = loader(path, args.batch_size, **kw)
+            cpu[name].append(cpu_seconds() - c)
             res[name].append(got)
             ratios[name].append(got / seq)
     print(f"load after: {os.getloadavg()}")
-    print(f"{'reader':45s} {'rows/s (median)':>16s} {'min-max':>22s} {'x sequential':>14s}")
+    print(f"{'reader':45s} {'rows/s (median)':>16s} {'min-max':>22s} {'x sequential':>14s} {'CPU s/pass':>11s}")
     out = {}
     for name, vals in res.items():
         r = ratios.get(name)
         rtxt = f"{np.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" if r else "1"
-        print(f"{name:45s} {np.median(vals):16,.0f} {min(vals):10,.0f}-{max(vals):<11,.0f} {rtxt:>14s}")
-        out[name] = {"rows_per_s": vals, "ratio": r}
+        print(f"{name:45s} {np.median(vals):16,.0f} {min(vals):10,.0f}-{max(vals):<11,.0f} {rtxt:>14s} "
+              f"{np.median(cpu[name]):11.2f}")
+        out[name] = {"rows_per_s": vals, "ratio": r, "cpu_seconds": cpu[name]}
     mix = mixing(path, args.batch_size)
     print("mixing: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in mix.items()))
     out["mixing"] = mix

@@ -20,12 +20,15 @@ the content of the rows used (text digests equal those of a ``.txt`` with the sa
 
 from __future__ import annotations
 
+import functools
 import glob as _glob
 import hashlib
 import io
 from pathlib import Path
 
 from actkit.errors import InputError
+
+from ._samples import Inputs, text_digest
 
 DEFAULT_COLUMNS = ("text", "image", "img")
 _DATASET_FILES = ("state.json", "dataset_info.json", "dataset_dict.json")
@@ -419,8 +422,6 @@ def _is_pil(v) -> bool:
 
 
 def _to_inputs(values, col, source):
-    from .inputs import Inputs, text_digest
-
     kind = _kind_of(values, col, source)
     n = len(values)
     nulls = [i for i, v in enumerate(values) if v is None] if isinstance(values, list) else (
@@ -435,7 +436,8 @@ def _to_inputs(values, col, source):
     h = hashlib.sha256(b"hf-images\0")
     for i in range(n):
         h.update(hashlib.sha256(_image_bytes(images[i], i, col, source)).digest())
-    return Inputs(kind="image", source=source, image_values=images, digest=h.hexdigest(), column=col)
+    return Inputs(kind="image", source=source, image_values=images, digest=h.hexdigest(), column=col,
+                  decode_fn=functools.partial(decode_image, col=col, source=source))
 
 
 def _first_null(arr):

@@ -18,97 +18,17 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from actkit.errors import InputError
 
+from ._samples import Inputs, short_error, text_digest
+
+__all__ = ["IMAGE_SUFFIXES", "Inputs", "inputs_fingerprint", "read_inputs", "text_digest"]
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
-
-
-@dataclass
-class Inputs:
-    """Samples to extract, in store order.
-
-    Attributes
-    ----------
-    kind : {"text", "image"}
-    source : str
-        The path the samples were read from.
-    texts : list of str or None
-        The text samples (``kind == "text"``).
-    image_files : list of Path or None
-        Image files (image folder), in sample order.
-    array : ndarray of shape (N, H, W, 3), uint8, or None
-        Images from a ``.npy`` file (memory-mapped).
-    digest : str
-        sha256 (hex) over the content of the samples (texts, file bytes and relative
-        paths, array bytes and shape); see :meth:`rows_digest` (datasets compute it lazily).
-    image_values : sequence or None
-        Images of a dataset column (encoded bytes, ``{"bytes", "path"}`` dicts or PIL images).
-    column : str or None
-        The dataset column the samples come from.
-    """
-
-    kind: str
-    source: str
-    texts: list | None = None
-    image_files: list | None = None
-    array: np.ndarray | None = None
-    digest: str = ""
-    root: Path | None = field(default=None, repr=False)
-    image_values: object = field(default=None, repr=False)
-    column: str | None = None
-    digest_fn: object = field(default=None, repr=False)
-
-    def __len__(self) -> int:
-        if self.texts is not None:
-            return len(self.texts)
-        if self.image_files is not None:
-            return len(self.image_files)
-        if self.image_values is not None:
-            return len(self.image_values)
-        return int(self.array.shape[0])
-
-    def rows_digest(self, n_rows: int | None = None) -> str:
-        """sha256 (hex) over the content of the first ``n_rows`` samples (default: all)."""
-        if n_rows is None and self.digest:
-            return self.digest
-        if self.digest_fn is None:
-            if n_rows is not None and n_rows != len(self):
-                raise ValueError("a digest of a prefix needs text inputs")
-            return self.digest
-        value = self.digest_fn(n_rows)
-        if n_rows is None:
-            self.digest = value
-        return value
-
-    def image(self, i: int):
-        """Return sample ``i`` as an RGB ``PIL.Image`` (image inputs only)."""
-        from PIL import Image
-
-        if self.array is not None:
-            return Image.fromarray(np.ascontiguousarray(self.array[i]))
-        if self.image_values is not None:
-            from .hf_datasets import decode_image
-
-            return decode_image(self.image_values[i], i, self.column, self.source)
-        path = self.image_files[i]
-        try:
-            with Image.open(path) as img:
-                return img.convert("RGB")
-        except Exception as exc:  # PIL raises many types for a bad file
-            raise InputError(f"cannot read image {path}: {_short(exc)}") from None
-
-    def images(self, start: int, stop: int) -> list:
-        """Samples ``start:stop`` as RGB ``PIL.Image`` objects."""
-        return [self.image(i) for i in range(start, stop)]
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def read_inputs(path, max_samples: int | None = None, *, column: str | None = None, split: str | None = None,
@@ -177,7 +97,7 @@ def _read_text(p: Path, max_samples, jsonl: bool) -> Inputs:
     try:
         raw = p.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read inputs {p}: {_short(exc)}") from None
+        raise InputError(f"cannot read inputs {p}: {short_error(exc)}") from None
     try:
         content = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -203,18 +123,6 @@ def _read_text(p: Path, max_samples, jsonl: bool) -> Inputs:
                   digest_fn=lambda n=None: text_digest(texts, n))
 
 
-def text_digest(texts, n_rows: int | None = None) -> str:
-    """sha256 (hex) of the first ``n_rows`` texts (all by default), each length-prefixed UTF-8."""
-    h = hashlib.sha256(b"text\0")
-    n = len(texts) if n_rows is None else min(int(n_rows), len(texts))
-    for start in range(0, n, 4096):
-        for t in texts[start : min(n, start + 4096)]:
-            b = t.encode("utf-8")
-            h.update(len(b).to_bytes(8, "little"))
-            h.update(b)
-    return h.hexdigest()
-
-
 def _read_image_folder(p: Path, max_samples) -> Inputs:
     from PIL import Image
 
@@ -233,7 +141,7 @@ def _read_image_folder(p: Path, max_samples) -> Inputs:
             with Image.open(io.BytesIO(data)) as img:
                 img.verify()
         except Exception as exc:
-            raise InputError(f"cannot read image {f}: {_short(exc)}") from None
+            raise InputError(f"cannot read image {f}: {short_error(exc)}") from None
         rel = f.relative_to(p).as_posix().encode("utf-8")
         h.update(len(rel).to_bytes(8, "little"))
         h.update(rel)
@@ -248,7 +156,7 @@ def _read_npy(p: Path, max_samples) -> Inputs:
     try:
         arr = np.load(p, mmap_mode="r", allow_pickle=False)
     except Exception as exc:
-        raise InputError(f"cannot read {p} as a .npy array: {_short(exc)}") from None
+        raise InputError(f"cannot read {p} as a .npy array: {short_error(exc)}") from None
     if arr.dtype != np.uint8 or arr.ndim != 4 or arr.shape[-1] != 3:
         raise InputError(
             f"{p}: expected a uint8 array of shape (N, H, W, 3), got {arr.dtype} {tuple(arr.shape)}"

@@ -70,3 +70,27 @@ def test_export_errors_are_one_line(store, tmp_path, capsys):
     (tmp_path / "b.parquet").write_text("x")
     assert "--overwrite" in cli_error(capsys, "export", str(path), "--format", "parquet", "--layer", "L",
                                       "--out", str(tmp_path / "b.parquet"))
+
+
+def test_label_columns_the_store_recorded_are_exported(tmp_path, capsys):
+    """``extract --label-column topic`` keeps ``label:topic`` (codes per sample) and its names;
+    both formats carry it as the column ``topic``, per row of the sample."""
+    import pyarrow.parquet as pq
+
+    rows, d = 12, 2
+    X = np.arange(rows * d, dtype=np.float32).reshape(rows, d)
+    index = np.stack([np.arange(rows) // 3, np.arange(rows) % 3], 1)  # 4 samples of 3 tokens
+    w = create_store(tmp_path / "lab.h5", [LayerSpec("L", rows, d, index=index)], n_samples=4, request={"t": 2},
+                     params={"label:topic": np.array([1, 0, 2, 1], dtype=np.int64)},
+                     provenance={"label_names": {"topic": ["art", "bio", "cs"]}})
+    w.append("L", X)
+    w.checkpoint(4, force=True)
+    path = w.finalize()
+    run_cli(capsys, "export", str(path), "--format", "parquet", "--out", str(tmp_path / "a.parquet"), "--quiet")
+    t = pq.read_table(tmp_path / "a.parquet")
+    assert t.column_names == ["sample", "position", "activation", "topic"]
+    assert t["topic"].to_pylist() == ["bio"] * 3 + ["art"] * 3 + ["cs"] * 3 + ["bio"] * 3
+    datasets = pytest.importorskip("datasets")
+    run_cli(capsys, "export", str(path), "--format", "hf-datasets", "--out", str(tmp_path / "ds"), "--quiet")
+    ds = datasets.load_from_disk(str(tmp_path / "ds"))
+    assert ds[4]["topic"] == "art" and ds[4]["sample"] == 1 and ds[4]["position"] == 1

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -50,7 +51,34 @@ def checkpoints(tiny_gpt_neox, tmp_path_factory):
             for s, noise in ((10, 0.3), (20, 0.1), (30, 0.02), (40, 0.0))]
 
 
-def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoints, tmp_path):
+class _Bar:
+    """Stands in for tqdm: records the bars a sweep opens (total, updates, description)."""
+
+    made: ClassVar[list] = []
+
+    def __init__(self, *args, total=None, desc=None, **kwargs):
+        self.total, self.desc, self.n = total, desc, 0
+        _Bar.made.append(self)
+
+    def update(self, k=1):
+        self.n += k
+
+    def close(self):
+        pass
+
+    def __getattr__(self, name):  # set_postfix, refresh, ...: nothing to draw
+        return lambda *a, **k: None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoints, tmp_path, monkeypatch):
+    import tqdm.auto
+
     from actkit.sweep import plot_sweep, sweep
 
     texts, work = _texts(tmp_path), tmp_path / "work"
@@ -65,7 +93,11 @@ def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoint
     assert rows[0]["linear"] > rows[1]["linear"] and rows[0]["linear_cka"] < rows[1]["linear_cka"]
     mtimes = {p: os.path.getmtime(p) for p in work.glob("*.h5")}
     # an added revision extracts only itself; the others are reused untouched
-    again = sweep(inputs=texts, checkpoints=[str(c) for c in checkpoints], **kw)
+    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+    _Bar.made = []
+    again = sweep(inputs=texts, checkpoints=[str(c) for c in checkpoints], **{**kw, "progress": True})
+    (bar,) = [b for b in _Bar.made if b.desc == "sweep"]
+    assert bar.total == bar.n == 4  # a progress bar over the revisions, each counted once
     assert {s["label"]: s["extracted"] for s in again["stores"]} == {"step-10": True, "step-20": False,
                                                                      "step-30": False, "step-40": False}
     assert all(os.path.getmtime(p) == t for p, t in mtimes.items())
@@ -141,3 +173,36 @@ def test_hub_revisions_resolve_offline_from_a_local_cache(checkpoints, tmp_path)
     lines = [x for x in bad.stderr.splitlines() if x.strip()]
     assert bad.returncode == 2 and len(lines) == 1 and "step99" in lines[0], bad.stderr
     assert np.isfinite(row["rigid"])
+
+
+def test_the_figure_draws_the_ica_band_and_ticks_each_step(tmp_path, monkeypatch):
+    """The band is ica ± ica_std (with its largest value in the legend, as it may be thinner than
+    the line), each of a few steps is a tick, and the final revision is marked."""
+    import matplotlib
+    from matplotlib.collections import PolyCollection
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from actkit.sweep import plot_sweep
+
+    figs = []
+    monkeypatch.setattr(plt, "close", figs.append)
+    rows = [{"step": s, "revision": f"step{s}", "reference": "step100", "reference_step": 100, "layer": "L",
+             "permutation": e + 0.1, "rigid": e + 0.05, "linear": e, "ica": e + 0.06, "ica_std": sd,
+             "linear_cka": 1 - e, "ica_efficiency": 0.8, "ica_efficiency_std": 0.1}
+            for s, e, sd in ((1, 0.5, 0.02), (10, 0.3, 0.01), (30, 0.1, 0.005))]
+    plot_sweep({"model": "m", "against": "final", "comparisons": rows}, tmp_path / "f.png")
+    (fig,) = figs
+    err, sim, eff = fig.axes
+    (band,) = [c for c in err.collections if isinstance(c, PolyCollection)]
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert np.isclose(ys.max(), 0.56 + 0.02) and np.isclose(ys.min(), 0.16 - 0.005)
+    labels = [t.get_text() for t in err.get_legend().get_texts()]
+    assert "ica ± ica_std (largest 0.02)" in labels
+    assert [t.get_text() for t in err.get_xticklabels()] == ["1", "10", "30", "100"]
+    assert any(isinstance(c, PolyCollection) for c in eff.collections)  # the efficiency's spread too
+    flat = sorted(float(ln.get_ydata()[0]) for ln in eff.get_lines()
+                  if ln.get_linestyle() in ("--", ":") and ln.get_ydata()[0] == ln.get_ydata()[-1])
+    assert flat == [0.0, 1.0] and "1 (dashed): as rigid" in eff.get_ylabel()  # the scale's landmarks
+    assert err.get_xscale() == "log" and "lower" in err.get_ylabel() and "higher" in sim.get_ylabel()

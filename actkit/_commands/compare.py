@@ -83,8 +83,9 @@ def register(sub) -> None:
     p.add_argument("--diameter-max-rows", type=int, default=10000,
                    help="diam(B) is exact up to this many held-out rows, else estimated on a "
                         "random subset of that size (recorded); 0 = always exact")
-    p.add_argument("--methods", default="permutation,rigid,linear,ica",
-                   help="comma-separated subset of permutation,rigid,linear,ica")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated subset of permutation,rigid,linear,ica (default: all four for "
+                        "two stores; with more, only what --metric needs)")
     p.add_argument("--softmax-labels", metavar="IDS",
                    help="also compute the softmax-model distances (d_KL, d_LLV, d_SVD) from the "
                         "stores' 'final_hidden' layer and 'unembedding' parameter, restricted "
@@ -178,7 +179,7 @@ def run(args) -> int:
 
     if len(args.sources) < 2:
         raise ActkitError("compare needs at least two stores (or two models with --inputs)")
-    methods = _split_list(args.methods)
+    methods = _split_list(args.methods or ",".join(_ALL_METHODS))
     _check_outputs(args)
     if args.softmax_labels:
         _labels_ids(args.softmax_labels)      # refuse bad ids before any work
@@ -192,6 +193,32 @@ def run(args) -> int:
         if args.inputs:
             return _run_models(args, methods)
         return _run_stores(args, args.sources, methods)
+
+
+_ALL_METHODS = ("permutation", "rigid", "linear", "ica")
+
+
+def _matrix_methods(metric, methods, explicit):
+    """The alignment methods a pairwise matrix of ``metric`` needs fitted: the metric's own
+    method, all three of ``ica_efficiency``, ICA for the matched-source correlations, none
+    for the similarities and the diameter (they come from the moments). With ``--methods``
+    given, those of it; a needed method it leaves out is a one-line error."""
+    from actkit.errors import InputError
+
+    if metric in _ALL_METHODS:
+        need = [metric]
+    elif metric == "ica_efficiency":
+        need = ["permutation", "rigid", "ica"]
+    elif metric.startswith("ica_"):
+        need = ["ica"]
+    else:
+        need = []
+    if explicit:
+        missing = [m for m in need if m not in methods]
+        if missing:
+            raise InputError(f"--metric {metric} needs the method(s) {', '.join(missing)}; add them to "
+                             "--methods (or leave --methods out)")
+    return [m for m in _ALL_METHODS if m in need]
 
 
 def _compare_kwargs(args, methods):
@@ -262,6 +289,8 @@ def _run_stores(args, paths, methods, display=None):
                                                   verify=args.verify)) for p in paths]
         _check_stores(stores, paths)
         if len(stores) > 2:
+            # only the matrix of --metric is reported: fit nothing else (no FastICA for rigid)
+            methods = _matrix_methods(args.metric, methods, args.methods is not None)
             pairs = _layer_pairs(args, stores[0], stores[1])
             out = {}
             for la, _ in pairs:
@@ -298,7 +327,7 @@ def _run_stores(args, paths, methods, display=None):
                 _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")        # the results' notes, printed below
-                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs],
+                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs], compare_fn=actkit.compare,
                                             scheduler=args.runner, **_compare_kwargs(args, methods)))
         for la, lb in pairs:
             A, B = store_a[la], store_b[lb]

@@ -414,10 +414,14 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     """
     if metric not in MATRIX_METRICS:
         raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
-    if scheduler is not None:
+    if scheduler is not None:  # the Dask runner gets compare's pieces, and imports none of them
         from actkit._dask_compare import compare_many_dask
+        from actkit.alignment._ica_map import prepared_side
 
-        return compare_many_dask(sources, metric=metric, progress=progress, scheduler=scheduler, **kwargs)
+        setup = many_setup(list(sources), kwargs)
+        return compare_many_dask(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare,
+                                 side_fn=prepared_side, metric=metric, progress=progress, scheduler=scheduler,
+                                 **kwargs)
     K = len(sources)
     sources, groups, eval_mask, ica_sample, diam_rows, dtype, br = many_setup(sources, kwargs)
     sides = []

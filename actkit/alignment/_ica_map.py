@@ -372,3 +372,23 @@ class ICAAlignment(Alignment):
         self.n_components_ = k
         self.n_identified_ = (int(ma), int(mb))
         return self._set(coef, m.mean_x, m.mean_y)
+
+
+def prepared_side(X, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, seeds, ica_params):
+    """One representation of :func:`~actkit.compare_many`, read once: its :class:`Side`
+    (moments, diameter and ICA sample rows) with the FastICA fits of every ``(n_components,
+    width)`` in ``ica_ks`` that its pairs will ask for, and no rows kept (``X`` is dropped, so
+    the side can travel to other processes). A fit that fails (too few rows, ...) is left to
+    the pair, which raises it with :func:`~actkit.compare`'s own message."""
+    from actkit.alignment._sides import Side
+
+    side = Side(X, name, eval_mask, sample_rows, diam_rows, dtype)
+    side.run(block_rows)
+    for n_components, width in ica_ks:
+        try:
+            k, _ = ica_fit_components(n_components, width, side.sample.shape[0])
+            side_fits(side, k, seeds, ica_params)
+        except ValueError:
+            pass
+    side.X = None
+    return side
