@@ -350,12 +350,14 @@ def _load_hub(name, config, split, max_samples):
     from ._hub import _cache_only, _hub_offline_reason
     from .windows import quiet_logs
 
-    try:  # a cached (or local) dataset first: no request, so an offline machine never waits on retries
-        with _cache_only(), quiet_logs("datasets"):
-            return _dataset_pick(datasets.load_dataset(name, config, split=split), max_samples)
-    except Exception:  # not (all) in the cache: the hub
-        pass
-    reason = _hub_offline_reason()
+    local = Path(name).expanduser().is_dir()  # a dataset folder (files + script/README): no hub
+    if not local:
+        try:  # a cached dataset first: no request, so an offline machine never waits on retries
+            with _cache_only(), quiet_logs("datasets"):
+                return _dataset_pick(datasets.load_dataset(name, config, split=split), max_samples)
+        except Exception:  # not (all) in the cache: the hub
+            pass
+    reason = None if local else _hub_offline_reason()
     if reason is not None:
         raise InputError(f"cannot load dataset {name!r} (config {config}, split {split}): it is not in the local "
                          f"Hugging Face cache and the hub cannot be reached ({reason}); pass a save_to_disk "
