@@ -151,6 +151,14 @@ def _embeddings(folder):
     np.save(folder / "embeddings.npy", _matrix(0))
 
 
+def _labels(folder):
+    """One label per row of ``embeddings.npy``: ``drug-a`` / ``drug-b`` where its first / second
+    heavy-tailed source is large, ``DMSO`` (the control) elsewhere."""
+    S = np.random.default_rng(0).laplace(size=(600, 16))  # the sources of _matrix(0)
+    y = np.where(S[:, 0] > 1, "drug-a", np.where(S[:, 1] > 1, "drug-b", "DMSO"))
+    (folder / "labels.txt").write_text("\n".join(y) + "\n")
+
+
 def _safetensors(folder):
     from safetensors.numpy import save_file
 
@@ -176,6 +184,7 @@ _FILES = {  # a name a block uses as the reader's own file -> how it is made fro
     "texts.txt": _texts,
     "images/": _images,
     "embeddings.npy": _embeddings,
+    "labels.txt": _labels,
     "emb.safetensors": _safetensors,
     "emb.parquet": _parquet,
     "model-a.npy": _two_models,
