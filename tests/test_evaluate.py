@@ -276,6 +276,13 @@ def test_cli_group_n_components_and_safetensors(tmp_path, capsys):
                                          n_components=6, n_splits=2, n_rotations=1, progress=False)
     per_group = res.scores["pca+ica"][0][:, 0, :, 0]  # (groups, folds) AUROC of f0
     assert r["pca+ica"]["tasks"]["f0"]["auroc"] == pytest.approx(per_group.mean())
+    # --plot's figure: one panel per metric, the four versions side by side
+    from actkit.report import plot_postprocessing
+
+    fig = plot_postprocessing(res)
+    assert [ax.get_title() for ax in fig.axes] == ["Mean AUROC (up)", "Sparsity (up)", "Concentration (up)"]
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["Base", "PCA", "PCA+ICA", "PCA+Rand"]
 
 
 @pytest.mark.parametrize("case, message", [
