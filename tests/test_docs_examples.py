@@ -58,6 +58,11 @@ _LONG = {
         "benchmarks at their default sizes take minutes; their numbers are in docs/compare.md",
     ("docs/dask.md", "python benchmarks/bench_dask.py --json bench.json"):
         "8.4 M rows by default (minutes); its numbers are in docs/dask.md",
+    ("docs/postprocessing.md", "python benchmarks/postprocessing_data.py --out pp"):
+        "the real runs of docs/postprocessing.md: LightGBM on 4,000 images and 2,976 texts (tens of minutes on "
+        "the shared 2-core machine); tests/test_evaluate.py runs the protocol on planted data",
+    ("docs/postprocessing.md", "python benchmarks/bench_evaluate.py"):
+        "200,000 x 384 rows by default (tens of minutes); its numbers are in docs/postprocessing.md",
     ("docs/zoo.md", "python -m actkit.zoo train"):
         "trains the eight shipped checkpoints (~6 min idle); tests/test_zoo.py trains one small one",
     ("docs/zoo.md", "actkit demo"):
