@@ -218,7 +218,7 @@ def save_matrix_plot(matrix, labels, path, *, metric=""):
     return _save(ax.figure, path)
 
 
-def plot_postprocessing(result, path=None):
+def plot_postprocessing(result, path=None, title=None):
     """:func:`actkit.evaluate_postprocessing`'s figure: one panel per metric (mean AUROC,
     sparsity, concentration), the four versions side by side: the mean over tasks as a bar
     with its sd over folds (PCA+Rand: over folds and rotations, the larger), each task a dot.
@@ -228,6 +228,8 @@ def plot_postprocessing(result, path=None):
     result : EvaluationResult
     path : str or Path, optional
         Write a PNG there (atomically) and return the path; else return the figure.
+    title : str, optional
+        A first title line (``actkit evaluate``: the embeddings and the labels).
     """
     from actkit.evaluation._result import LABELS, METRICS, TITLES, VERSIONS
 
@@ -240,19 +242,21 @@ def plot_postprocessing(result, path=None):
         means = [np.nan if d[v][m] is None else d[v][m] for v in VERSIONS]
         errs = [max(d[v][f"{m}_sd"] or 0.0, d[v].get(f"{m}_sd_rotations") or 0.0) for v in VERSIONS]
         ax.bar(x, means, yerr=errs, color=colors, capsize=4, alpha=0.85)
+        shown = [v for v in means if np.isfinite(v)]
         for i, v in enumerate(VERSIONS):
             vals = [t[m] for t in d[v]["tasks"].values() if t[m] is not None]
+            shown += vals
             jitter = np.linspace(-0.18, 0.18, len(vals)) if len(vals) > 1 else np.zeros(len(vals))
             ax.plot(i + jitter, vals, "o", color="black", ms=3, alpha=0.6)
         ax.set_xticks(x, [LABELS[v] for v in VERSIONS])
         ax.set_title(TITLES[m])
-        finite = [v for v in means if np.isfinite(v)]
-        if m == "auroc" and finite:
-            ax.set_ylim(max(0.0, min(finite) - 0.1), 1.0)
+        if m == "auroc" and shown:  # every task's dot stays in view
+            ax.set_ylim(max(0.0, min(shown) - 0.05), 1.005)
         ax.grid(axis="y", alpha=0.3)
     s = result.settings
     against = f"vs {s['control']}" if s["control"] is not None else "one-vs-rest"
-    fig.suptitle(f"{s['classifier']}, {s['n_splits']}-fold CV, {len(result.tasks)} task(s) {against}; "
+    fig.suptitle((f"{title}\n" if title else "") +
+                 f"{s['classifier']}, {s['n_splits']}-fold CV, {len(result.tasks)} task(s) {against}; "
                  f"bars: mean over tasks ± sd over folds; dots: tasks", fontsize=10)
     fig.tight_layout()
     if path is None:

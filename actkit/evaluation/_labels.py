@@ -18,7 +18,7 @@ import numpy as np
 
 from actkit.errors import InputError
 
-__all__ = ["read_labels", "LABEL_PARAM"]
+__all__ = ["LABEL_PARAM", "read_labels"]
 
 # a store's recorded label column COLUMN: params[LABEL_PARAM + COLUMN] = int64 code per input sample,
 # provenance["label_names"][COLUMN] = the names of the codes
@@ -89,7 +89,7 @@ def _read_column(path: Path, column: str, what: str) -> np.ndarray:
         except Exception as exc:
             raise InputError(f"cannot read {path} as a datasets folder: {str(exc).splitlines()[0]}") from None
         if isinstance(ds, datasets.DatasetDict):
-            split = "train" if "train" in ds else (list(ds)[0] if len(ds) == 1 else None)
+            split = "train" if "train" in ds else (next(iter(ds)) if len(ds) == 1 else None)
             if split is None:
                 raise InputError(f"{path} holds the splits {', '.join(ds)}; name one: {path}/SPLIT:{column}")
             ds = ds[split]

@@ -19,7 +19,13 @@ import numpy as np
 
 from actkit.errors import ValidationError
 from actkit.evaluation._result import VERSIONS, EvaluationResult
-from actkit.evaluation._scores import auroc, between_class_variance, concentration, make_classifier, sparsity
+from actkit.evaluation._scores import (
+    auroc,
+    between_class_variance,
+    concentration,
+    make_classifier,
+    sparsity,
+)
 from actkit.evaluation._tasks import as_labels, build_tasks
 
 __all__ = ["evaluate_postprocessing", "haar_rotation"]
@@ -81,7 +87,7 @@ def _train_subset(pos, neg, max_rows, rng):
         return pos, neg
     n_pos = min(len(pos), max(max_rows // 2, max_rows - len(neg)))
     n_neg = min(len(neg), max_rows - n_pos)
-    pick = lambda a, k: np.sort(rng.choice(a, k, replace=False)) if k < len(a) else a  # noqa: E731
+    pick = lambda a, k: np.sort(rng.choice(a, k, replace=False)) if k < len(a) else a
     return pick(pos, n_pos), pick(neg, n_neg)
 
 
@@ -167,7 +173,7 @@ def evaluate_postprocessing(X, y, *, control=None, groups=None, n_components=Non
             Z = whitener.transform(X).astype(np.float32)
             ica = FastICA(whiten=False, max_iter=ica_max_iter, random_state=int(rng.integers(2**31))).fit(Z[fit_rows])
             ica_info.append({"fold": f, "n_components": int(whitener.n_components_), "converged": bool(ica.converged_),
-                             "n_iter": int(ica.n_iter_), "fit_rows": int(len(fit_rows))})
+                             "n_iter": int(ica.n_iter_), "fit_rows": len(fit_rows)})
             splits = _fold_tasks(tasks, in_train, max_train_rows, rng)
             rotations = [haar_rotation(Z.shape[1], rng).astype(np.float32) for _ in range(n_rotations)]
             for v in VERSIONS:
@@ -179,8 +185,8 @@ def evaluate_postprocessing(X, y, *, control=None, groups=None, n_components=Non
                     sums = _Sums(V)
                     jobs = [(t, k, split) for t, task_splits in enumerate(splits) for k, split in enumerate(task_splits)]
 
-                    def work(job, V=V, sums=sums):
-                        return _score(V, sums, classifier, random_state, job[2], (train, test),
+                    def work(job, V=V, sums=sums, fold=(train, test)):
+                        return _score(V, sums, classifier, random_state, job[2], fold,
                                       control is None and groups is None)
 
                     done = {}

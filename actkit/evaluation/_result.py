@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["VERSIONS", "LABELS", "METRICS", "DEFINITIONS", "EvaluationResult"]
+__all__ = ["DEFINITIONS", "LABELS", "METRICS", "VERSIONS", "EvaluationResult"]
 
 VERSIONS = ("base", "pca", "pca+ica", "pca+rand")
 LABELS = {"base": "Base", "pca": "PCA", "pca+ica": "PCA+ICA", "pca+rand": "PCA+Rand"}
@@ -106,7 +106,7 @@ class EvaluationResult:
             entry = _summary(self.overall_values(v))
             entry["tasks"] = {task.name: _summary(self.task_values(v, t)) for t, task in enumerate(self.tasks)}
             out[v] = entry
-        out["tasks"] = [{"name": t.name, "positive_rows": t.n_positive, "negative_rows": int(len(t.negatives)),
+        out["tasks"] = [{"name": t.name, "positive_rows": t.n_positive, "negative_rows": len(t.negatives),
                          "groups": t.groups} for t in self.tasks]
         out["settings"] = dict(self.settings)
         out["n_rows"], out["n_features"] = self.n_rows, self.n_features
@@ -140,7 +140,7 @@ class EvaluationResult:
             return "-".rjust(cell) if x is None else f"{x:.3f}".rjust(cell)
 
         for task, name in zip(self.tasks, names):
-            lines.append(row(name, lambda v, m: fmt(d[v]["tasks"][task.name][m])))
+            lines.append(row(name, lambda v, m, key=task.name: fmt(d[v]["tasks"][key][m])))
         if len(self.tasks) > max_tasks:
             lines.append(f"... {len(self.tasks) - max_tasks} more tasks in the JSON")
         lines.append("-" * len(lines[2]))

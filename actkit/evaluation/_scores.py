@@ -19,8 +19,15 @@ import numpy as np
 
 from actkit.metrics import hoyer_sparsity
 
-__all__ = ["LIGHTGBM_PARAMS", "make_classifier", "auroc", "sparsity", "between_class_variance",
-           "concentration", "TOP_SHARE"]
+__all__ = [
+    "LIGHTGBM_PARAMS",
+    "TOP_SHARE",
+    "auroc",
+    "between_class_variance",
+    "concentration",
+    "make_classifier",
+    "sparsity",
+]
 
 # Nelson et al., Table 6 (every other LightGBM setting at its default: 100 trees)
 LIGHTGBM_PARAMS = {"is_unbalance": True, "learning_rate": 0.05, "num_leaves": 31, "feature_fraction": 0.6,

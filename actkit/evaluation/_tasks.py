@@ -82,7 +82,7 @@ def build_tasks(y: np.ndarray, *, control=None, groups=None, n_splits: int = 5):
     strata : ndarray of int64, shape (n_rows,)
         The stratification key of ``StratifiedKFold``.
     """
-    labels, counts = np.unique(y, return_counts=True)
+    labels, _counts = np.unique(y, return_counts=True)
     if len(labels) < 2:
         raise ValidationError(f"the labels hold a single class ({labels[0]!r}); a task needs two")
     if control is not None:
