@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -116,11 +115,14 @@ class Source:
             if not verify:
                 return
             sums = store.file[f"layers/{self.name}/checksums"][b0:b1]
+        algo = integrity.checksum_algorithm(store.meta)  # xxh3_128 (store v3), sha256 before
         raw = memoryview(data).cast("B")
         row_bytes = data.shape[1] * data.dtype.itemsize
         for i in range(b1 - b0):
             s, e = i * br * row_bytes, min(len(raw), (i + 1) * br * row_bytes)
-            if hashlib.sha256(raw[s:e]).digest() != sums[i].tobytes():
+            h = integrity.new_hash(algo)
+            h.update(raw[s:e])
+            if h.digest() != sums[i].tobytes():
                 first = (b0 + i) * br
                 last = min(seg.rows, first + br) - 1
                 raise StoreError(f"{seg.path}: layer {self.name} block {b0 + i} (rows {first}-{last}) does not "
