@@ -281,7 +281,7 @@ def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
             warnings.simplefilter("ignore")  # e.g. "port 8787 in use" of a worker's HTTP server
             cluster = distributed.LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
                                                host="127.0.0.1", dashboard_address=None,
-                                               env=worker_env(int(n)))
+                                               env=worker_env(int(n)), silence_logs=logging.CRITICAL)
             client = distributed.Client(cluster, set_as_default=False)
         try:
             yield Runner(client=client)
