@@ -373,7 +373,7 @@ def test_a_derived_store_on_a_local_cluster_refuses_a_corrupt_source_in_one_line
     _flip_byte(src, "layers/L/data", 2000, 2)
     proc = subprocess.run([sys.executable, "-m", "actkit", "whiten", str(src), "--layer", "L", "--out",
                            str(tmp_path / "w.h5"), "--scheduler", "local:2", "--quiet"], capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+                          text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"), check=False)
     assert proc.returncode == 2
     verify = cli_error(capsys, "verify", src)
     assert "layer L block 0 (rows 0-2999) does not match its checksum" in verify
