@@ -58,6 +58,8 @@ _LONG = {
         "benchmarks at their default sizes take minutes; their numbers are in docs/compare.md",
     ("docs/dask.md", "python benchmarks/bench_dask.py --json bench.json"):
         "8.4 M rows by default (minutes); its numbers are in docs/dask.md",
+    ("docs/loader.md", "python benchmarks/bench_loader.py --rows 262144 --features 1024"):
+        "writes and reads a 1 GiB store (minutes); its numbers are in docs/loader.md",
     ("docs/zoo.md", "python -m actkit.zoo train"):
         "trains the eight shipped checkpoints (~6 min idle); tests/test_zoo.py trains one small one",
     ("docs/zoo.md", "actkit demo"):
@@ -314,7 +316,7 @@ def _actkit_argvs():
             for c in cmd:
                 if "actkit" in c and (c[0] == "actkit" or c[:1] == ["torchrun"]):
                     argv = c[c.index("actkit") + 1:]
-                    if b.lang == "" and any(ch in " ".join(argv) for ch in "[]|") or "..." in argv:
+                    if b.lang in ("", "text") and any(ch in " ".join(argv) for ch in "[]|") or "..." in argv:
                         continue  # a synopsis (``[--quick]``, ``pca|zca``) or an elided command line
                     out.append((b.id, argv))
     return out
