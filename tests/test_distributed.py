@@ -388,7 +388,7 @@ def test_outcome_lines_warnings_once_and_refusals_name_the_field(tiny_gpt_neox, 
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stderr.strip().splitlines() == [f"{out} is already complete for this request (102 samples); "
                                                  "nothing to do"]
-    for argv, nproc, field in ((cmd, 2, "max_samples"),
+    for argv, nproc, field in ((cmd, 2, "number of samples: 12 here, 102 in the store"),
                                (_extract_cmd(tiny_gpt_neox, long_texts, out, "--max-samples", "102"), 3,
                                 "world size (torchrun --nproc-per-node): 3 here, 2 in the store")):
         refused = run(argv, nproc)

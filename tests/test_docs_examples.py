@@ -354,3 +354,45 @@ def test_the_long_blocks_use_flags_their_programs_have(key):
                 assert flag in helptext.stdout, f"{block.id}: {' '.join(words)}: no {flag} in its --help"
         else:
             assert "actkit" in words, words  # parsed by test_every_actkit_command_line_in_the_docs_parses
+
+
+def _readme_outputs() -> list[str]:
+    """Every file or folder a README command writes (``--out``, ``--json``, ``--plot``,
+    ``--work-dir``), relative to the repository root, following the blocks' ``cd``."""
+    import posixpath
+
+    cwd, out = "", []
+    for b in BLOCKS:
+        if b.name != "README.md" or b.lang != "bash" or b.kind in ("ci", "install"):
+            continue
+        for words in b.commands():
+            chunk = []
+            for w in [*words, "&&"]:
+                if w not in ("&&", "|", ";", "||"):
+                    chunk.append(w)
+                    continue
+                if chunk[:1] == ["cd"]:
+                    cwd = posixpath.normpath(posixpath.join(cwd, chunk[1]))
+                elif "actkit" in chunk:
+                    for flag in ("--out", "--json", "--plot", "--work-dir"):
+                        if flag in chunk:
+                            target = posixpath.join(cwd, chunk[chunk.index(flag) + 1])
+                            out.append(posixpath.normpath(target) + ("/x" if target.endswith("/") else ""))
+                chunk = []
+    return out
+
+
+def test_the_files_the_readme_writes_are_git_ignored():
+    """A reader following the README from the repository's root leaves nothing for ``git
+    status`` to show: every store, JSON and plot it writes is covered by ``.gitignore``."""
+    import shutil
+
+    written = _readme_outputs()
+    assert {"pythia.json", "pythia.png", "actkit-tour/pythia-s0.h5", "actkit-tour/r.json"} <= set(written), written
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs git and a clone of the repository (.gitignore is checked with git check-ignore)")
+    proc = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=REPO, input="\n".join(written),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    ignored = set(proc.stdout.splitlines())
+    assert [p for p in written if p not in ignored] == []
