@@ -174,6 +174,22 @@ def _two_models(folder):
     np.save(folder / "model-b.npy", X @ np.random.default_rng(4).normal(size=(16, 16)).astype(np.float32))
 
 
+def _owt(folder):
+    """``owt/*.parquet``: a text corpus in parquet shards (a ``text`` column), from the shipped texts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = (REPO / "data/zoo/inputs/text.txt").read_text().splitlines()
+    (folder / "owt").mkdir(exist_ok=True)
+    for i in range(2):
+        pq.write_table(pa.table({"text": lines[i::2]}), folder / "owt" / f"part-{i}.parquet")
+
+
+def _labels(folder):
+    """One label per row of ``embeddings.npy`` (600 rows): a control and two treatments."""
+    (folder / "labels.txt").write_text("\n".join(["DMSO", "drug-a", "drug-b"] * 200) + "\n")
+
+
 _FILES = {  # a name a block uses as the reader's own file -> how it is made from shipped data
     "texts.txt": _texts,
     "images/": _images,
@@ -181,6 +197,8 @@ _FILES = {  # a name a block uses as the reader's own file -> how it is made fro
     "emb.safetensors": _safetensors,
     "emb.parquet": _parquet,
     "model-a.npy": _two_models,
+    "labels.txt": _labels,
+    "owt/": _owt,
 }
 _STORES = {"acts.h5": 0, "acts-seed1.h5": 1, "seed0.h5": 0, "seed1.h5": 1, "s0.h5": 0, "s1.h5": 1, "s2.h5": 0}
 
