@@ -281,7 +281,7 @@ def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
             warnings.simplefilter("ignore")  # e.g. "port 8787 in use" of a worker's HTTP server
             cluster = distributed.LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
                                                host="127.0.0.1", dashboard_address=None,
-                                               env=worker_env(int(n)))
+                                               env=worker_env(int(n)), silence_logs=logging.CRITICAL)
             client = distributed.Client(cluster, set_as_default=False)
         try:
             yield Runner(client=client)
@@ -330,15 +330,16 @@ def _check_scheduler(text: str, timeout: float) -> str:
         raise SchedulerError(f"--scheduler {text} is not a scheduler address ({_short(exc)}); use "
                              f"tcp://HOST:PORT, HOST:PORT or local:N") from None
 
+    result = {}
+
     async def identity():
         comm = await connect(address, timeout=timeout)
+        result["connected"] = True
         try:
             await comm.write({"op": "identity", "reply": True})
             return await comm.read()
         finally:
             comm.abort()
-
-    result = {}
 
     def probe():
         try:
@@ -353,9 +354,10 @@ def _check_scheduler(text: str, timeout: float) -> str:
     error, reply = result.get("error"), result.get("reply")
     if isinstance(reply, dict) and reply.get("type") == "Scheduler":
         return address
-    if isinstance(error, OSError) and not isinstance(error, TimeoutError):  # nothing listening there
-        raise SchedulerError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
-                             f"({_short(error)}); start one with `dask scheduler` or use --scheduler local:N")
+    if not result.get("connected"):  # nothing listening there (refused, or no answer to connect)
+        why = f" ({_short(error)})" if isinstance(error, OSError) and not isinstance(error, TimeoutError) else ""
+        raise SchedulerError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s{why}; start one "
+                             "with `dask scheduler` or use --scheduler local:N")
     raise SchedulerError(f"{address} did not answer as a Dask scheduler within {timeout:g} s (is something "
                          f"else listening there?); start one with `dask scheduler`, or use --scheduler local:N")
 

@@ -201,7 +201,7 @@ def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows,
     f = getattr(getattr(layer.store, "file", None), "filename", None)  # None: an embedding file
     index = None if f is None else H5Rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
     with use_scheduler(scheduler) as runner:
-        path = write_sharded(runner, layer.to_dask(block_rows), out, layer=spec.name,
+        path = write_sharded(runner, _verified_rows(layer, block_rows), out, layer=spec.name,
                              transform=portable(estimator).transform, n_out=spec.features,
                              n_samples=kw["n_samples"], request=kw["request"], provenance=kw["provenance"],
                              params=kw["params"], index_reader=index, inputs_fingerprint=kw["inputs_fingerprint"],
@@ -212,6 +212,19 @@ def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows,
         echo(f"wrote {out}: layer {spec.name}, {spec.rows} rows x {spec.features} ({kind}) in {n} shard(s) "
              f"under {shard_dir(path)}; params: {', '.join(sorted(kw['params']))}")
     return path
+
+
+def _verified_rows(layer, block_rows):
+    """``layer`` as a dask array whose every chunk is checked against the source store's block
+    checksums as a worker reads it (an embedding file, which has none: its own dask array)."""
+    from actkit._dask import from_rows
+    from actkit._loader_plan import SourceRows, source_of
+    from actkit.store import Layer
+
+    if not isinstance(layer, Layer):
+        return layer.to_dask(block_rows)
+    token = ("verified", layer.store.fingerprint, os.path.getmtime(layer.store.path))
+    return from_rows(SourceRows(source_of(layer)), block_rows, token)
 
 
 def _transform_dask(estimator, X, out, *, overwrite, settings, progress, echo, scheduler):

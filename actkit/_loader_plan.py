@@ -182,6 +182,31 @@ def source_of(layer, verify: bool = True) -> Source:
     return Source("store", str(store.path), layer.name, rows, feats, str(layer.dtype), segments, verify=verify)
 
 
+class SourceRows:
+    """Rows of a :class:`Source` as a picklable array-like for ``dask.array.from_array``:
+    every read checks the checksummed blocks it touches (what a derived store written on
+    Dask reads, so a corrupt source block is an error on the worker, never fresh checksums
+    over it)."""
+
+    ndim = 2
+
+    def __init__(self, source: Source):
+        self.source = source
+        self.shape = (source.rows, source.features)
+        self.dtype = np.dtype(source.dtype)
+
+    def __getitem__(self, key):
+        rows, cols = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
+        if not isinstance(rows, slice):
+            raise TypeError(f"SourceRows reads row slices, got {rows!r}")
+        a, b, step = rows.indices(self.shape[0])
+        data = self.source.read(a, max(a, b))[::step]
+        return data[(slice(None), *cols)] if cols else data
+
+    def __repr__(self):
+        return f"SourceRows({self.source.path!r}, {self.source.name!r}, verify={self.source.verify})"
+
+
 def default_block_rows(sources) -> int:
     """Rows per loader block: the checksum block of the first store source (about 1 MiB of
     rows; reads then never cross a checksummed block), else about 1 MiB of rows."""

@@ -137,17 +137,40 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
 
         step = block_rows or default_rows(feats, lay.dtype.itemsize)
         with tqdm(total=rows, desc="export", unit="row", disable=None if progress else True, leave=False) as bar:
-            tables = (_table(pa, index[a:a + len(b)], b, lab, feats, recorded) for a, b in lay.iter_blocks(step))
-            if format == "parquet":
-                _write_parquet(tables, partial, bar)
-            else:
-                _write_hf(tables, partial, bar, lay)
+            tables = (_table(pa, index[a:a + len(b)], b, lab, feats, recorded) for a, b in _verified_blocks(lay, step))
+            try:
+                if format == "parquet":
+                    _write_parquet(tables, partial, bar)
+                else:
+                    _write_hf(tables, partial, bar, lay)
+            except BaseException:
+                _remove(partial)
+                raise
         _remove(out)
         partial.rename(out)
         return out
     finally:
         if isinstance(store, (str, Path)):
             src.close()
+
+
+def _verified_blocks(lay, step):
+    """``(first_row, rows)`` blocks of ``lay``; a store's rows checked against its block
+    checksums as they are read (a corrupt block is ``actkit verify``'s error, never exported:
+    an export imported back would carry fresh checksums over it). Embedding files have none."""
+    from actkit.store import Layer
+
+    if not isinstance(lay, Layer):
+        yield from lay.iter_blocks(step)
+        return
+    from actkit._loader_plan import source_of
+
+    source = source_of(lay)
+    try:
+        for a in range(0, len(lay), step):
+            yield a, source.read(a, min(len(lay), a + step))
+    finally:
+        source.close()
 
 
 def _remove(path: Path):

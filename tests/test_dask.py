@@ -324,6 +324,26 @@ def test_unreachable_scheduler_is_one_line_within_seconds(ica_store, tmp_path):
         actkit.Whitener(scheduler="local:zero").fit(ica_store["l"])
 
 
+def test_a_connect_that_runs_out_of_time_is_cannot_reach(monkeypatch):
+    """Under load Dask's connect retries a refused port until its timeout, and the probe's own
+    timeout (the same seconds) could fire first: that said "did not answer as a Dask
+    scheduler (is something else listening there?)" about a port where nothing listens. A
+    connection that never opened is "cannot reach", whichever timeout fires (here a connect
+    that never returns, as to a host that drops packets)."""
+    import asyncio
+
+    import distributed.comm
+
+    from actkit._dask import _check_scheduler
+
+    async def never(address, timeout=None, **kw):
+        await asyncio.sleep(timeout + 30)
+
+    monkeypatch.setattr(distributed.comm, "connect", never)
+    with pytest.raises(SchedulerError, match=r"^cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 0.5 s;"):
+        _check_scheduler("tcp://127.0.0.1:9", 0.5)
+
+
 def test_a_store_path_workers_cannot_open_names_path_and_worker(client, tmp_path):
     s = _store(tmp_path / "gone.h5", np.ones((100, 3), np.float32) + np.arange(3))
     X = s["l"].to_dask()

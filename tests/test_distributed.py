@@ -361,3 +361,41 @@ def test_second_torchrun_writer_is_refused_and_overwrite_removes_old_shards(tiny
     actkit.extract(str(tiny_gpt_neox), texts, out, layers="gpt_neox.layers.1", max_samples=10, overwrite=True,
                    progress=False)
     assert sorted(p.name for p in out.parent.iterdir()) == ["run.h5"]
+
+
+@pytest.mark.slow
+def test_outcome_lines_warnings_once_and_refusals_name_the_field(tiny_gpt_neox, texts, tmp_path):
+    """Issue 20 #6 on real torchrun runs: the truncation warning is said once (rank 0) on a run
+    that computes, never on a no-op rerun; the outcome lines are the single-process ones; a
+    rerun with another request (layers, or world size) is refused naming what differs."""
+    long_texts = tmp_path / "long.txt"
+    long_texts.write_text(texts.read_text() + " ".join(["the quick brown fox"] * 80) + "\n")  # > 128 positions
+    out = tmp_path / "o" / "run.h5"
+    out.parent.mkdir()
+    cmd = _extract_cmd(tiny_gpt_neox, long_texts, out, "--max-samples", "12")
+
+    def run(argv, nproc=2):
+        if nproc != 2:
+            argv = _torchrun(*argv[argv.index("-m", 3):], nproc=nproc)
+        return subprocess.run(argv, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600, check=False)
+
+    first = run(_extract_cmd(tiny_gpt_neox, long_texts, out, "--max-samples", "102"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    warned = [line for line in first.stderr.splitlines() if "were truncated to 128 tokens" in line]
+    assert len(warned) == 1, first.stderr[-3000:]  # once, not once per rank
+    assert f"wrote {out}: 102 samples" in first.stderr.splitlines()
+    again = run(_extract_cmd(tiny_gpt_neox, long_texts, out, "--max-samples", "102"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.strip().splitlines() == [(f"{out} is already complete for this request (102 samples); "
+                                                  "nothing to do")]
+    for argv, nproc, field in ((cmd, 2, "number of samples: 12 here, 102 in the store"),
+                               (_extract_cmd(tiny_gpt_neox, long_texts, out, "--max-samples", "102"), 3,
+                                "world size (torchrun --nproc-per-node): 3 here, 2 in the store")):
+        refused = run(argv, nproc)
+        assert refused.returncode != 0
+        errors = _errors(refused.stderr)
+        assert errors and all(field in e for e in errors), refused.stderr[-3000:]
+        frames = [line for line in refused.stderr.splitlines() if line.lstrip().startswith("File ")]
+        assert not [f for f in frames if "actkit" in f or "extractors" in f], refused.stderr[-3000:]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["run.h5", "run.h5.shards"]
+    assert len(list((out.parent / "run.h5.shards").iterdir())) == 2

@@ -63,6 +63,8 @@ _LONG = {
         "the shared 2-core machine); tests/test_evaluate.py runs the protocol on planted data",
     ("docs/postprocessing.md", "python benchmarks/bench_evaluate.py"):
         "200,000 x 384 rows by default (tens of minutes); its numbers are in docs/postprocessing.md",
+    ("docs/loader.md", "python benchmarks/bench_loader.py --rows 262144 --features 1024"):
+        "writes and reads a 1 GiB store (minutes); its numbers are in docs/loader.md",
     ("docs/zoo.md", "python -m actkit.zoo train"):
         "trains the eight shipped checkpoints (~6 min idle); tests/test_zoo.py trains one small one",
     ("docs/zoo.md", "actkit demo"):
@@ -185,6 +187,17 @@ def _two_models(folder):
     np.save(folder / "model-b.npy", X @ np.random.default_rng(4).normal(size=(16, 16)).astype(np.float32))
 
 
+def _owt(folder):
+    """``owt/*.parquet``: a text corpus in parquet shards (a ``text`` column), from the shipped texts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = (REPO / "data/zoo/inputs/text.txt").read_text().splitlines()
+    (folder / "owt").mkdir(exist_ok=True)
+    for i in range(2):
+        pq.write_table(pa.table({"text": lines[i::2]}), folder / "owt" / f"part-{i}.parquet")
+
+
 _FILES = {  # a name a block uses as the reader's own file -> how it is made from shipped data
     "texts.txt": _texts,
     "images/": _images,
@@ -193,6 +206,7 @@ _FILES = {  # a name a block uses as the reader's own file -> how it is made fro
     "emb.safetensors": _safetensors,
     "emb.parquet": _parquet,
     "model-a.npy": _two_models,
+    "owt/": _owt,
 }
 _STORES = {"acts.h5": 0, "acts-seed1.h5": 1, "seed0.h5": 0, "seed1.h5": 1, "s0.h5": 0, "s1.h5": 1, "s2.h5": 0}
 
@@ -328,7 +342,7 @@ def _actkit_argvs():
             for c in cmd:
                 if "actkit" in c and (c[0] == "actkit" or c[:1] == ["torchrun"]):
                     argv = c[c.index("actkit") + 1:]
-                    if b.lang == "" and any(ch in " ".join(argv) for ch in "[]|") or "..." in argv:
+                    if b.lang in ("", "text") and any(ch in " ".join(argv) for ch in "[]|") or "..." in argv:
                         continue  # a synopsis (``[--quick]``, ``pca|zca``) or an elided command line
                     out.append((b.id, argv))
     return out
@@ -366,3 +380,45 @@ def test_the_long_blocks_use_flags_their_programs_have(key):
                 assert flag in helptext.stdout, f"{block.id}: {' '.join(words)}: no {flag} in its --help"
         else:
             assert "actkit" in words, words  # parsed by test_every_actkit_command_line_in_the_docs_parses
+
+
+def _readme_outputs() -> list[str]:
+    """Every file or folder a README command writes (``--out``, ``--json``, ``--plot``,
+    ``--work-dir``), relative to the repository root, following the blocks' ``cd``."""
+    import posixpath
+
+    cwd, out = "", []
+    for b in BLOCKS:
+        if b.name != "README.md" or b.lang != "bash" or b.kind in ("ci", "install"):
+            continue
+        for words in b.commands():
+            chunk = []
+            for w in [*words, "&&"]:
+                if w not in ("&&", "|", ";", "||"):
+                    chunk.append(w)
+                    continue
+                if chunk[:1] == ["cd"]:
+                    cwd = posixpath.normpath(posixpath.join(cwd, chunk[1]))
+                elif "actkit" in chunk:
+                    for flag in ("--out", "--json", "--plot", "--work-dir"):
+                        if flag in chunk:
+                            target = posixpath.join(cwd, chunk[chunk.index(flag) + 1])
+                            out.append(posixpath.normpath(target) + ("/x" if target.endswith("/") else ""))
+                chunk = []
+    return out
+
+
+def test_the_files_the_readme_writes_are_git_ignored():
+    """A reader following the README from the repository's root leaves nothing for ``git
+    status`` to show: every store, JSON and plot it writes is covered by ``.gitignore``."""
+    import shutil
+
+    written = _readme_outputs()
+    assert {"pythia.json", "pythia.png", "actkit-tour/pythia-s0.h5", "actkit-tour/r.json"} <= set(written), written
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs git and a clone of the repository (.gitignore is checked with git check-ignore)")
+    proc = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=REPO, input="\n".join(written),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    ignored = set(proc.stdout.splitlines())
+    assert [p for p in written if p not in ignored] == []

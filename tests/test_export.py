@@ -94,3 +94,24 @@ def test_label_columns_the_store_recorded_are_exported(tmp_path, capsys):
     run_cli(capsys, "export", str(path), "--format", "hf-datasets", "--out", str(tmp_path / "ds"), "--quiet")
     ds = datasets.load_from_disk(str(tmp_path / "ds"))
     assert ds[4]["topic"] == "art" and ds[4]["sample"] == 1 and ds[4]["position"] == 1
+
+
+@pytest.mark.parametrize("fmt,name", [("parquet", "e.parquet"), ("hf-datasets", "e-hf")])
+def test_a_corrupt_block_is_not_exported(store, tmp_path, capsys, fmt, name):
+    """Issue 20 #1: an export imported back (``actkit import e.parquet``) would carry fresh
+    checksums over a flipped byte; the export checks every block as it reads it and refuses
+    with ``actkit verify``'s line, leaving nothing."""
+    import h5py
+
+    path, _, _ = store
+    with h5py.File(path, "r") as f:
+        offset = f["layers/L/data"].id.get_offset() + (31 * 3 + 1) * 4 + 2
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 0x01
+    path.write_bytes(bytes(raw))
+    verify = cli_error(capsys, "verify", str(path))
+    assert "layer L block 0 (rows 0-49) does not match its checksum" in verify
+    out = tmp_path / "x" / name
+    out.parent.mkdir()
+    assert cli_error(capsys, "export", str(path), "--format", fmt, "--layer", "L", "--out", str(out)) == verify
+    assert list(out.parent.iterdir()) == []

@@ -174,10 +174,16 @@ def test_a_hub_dataset_offline_fails_fast_without_the_offline_flag(tiny_gpt_neox
 
 
 # ----------------------------------------------------------------------------- token windows
-def test_token_windows_do_not_print_transformers_length_warning(tiny_gpt_neox, tmp_path, capfd):
+def test_token_windows_do_not_print_transformers_length_warning(tmp_path, capfd):
+    """The shipped Pythia-tiny's tokenizer says ``model_max_length: 128`` (the warning needs
+    one; a tokenizer without it never warns); each text here is 840 tokens."""
+    import json
+
+    model = REPO / "data/zoo/pythia-tiny-seed0"
+    assert json.loads((model / "tokenizer_config.json").read_text())["model_max_length"] == 128
     texts = tmp_path / "long.txt"
     texts.write_text("\n".join([" ".join(["features in the residual stream"] * 60)] * 3) + "\n")
-    code = actkit.cli.main([str(a) for a in ("extract", tiny_gpt_neox, "--inputs", texts, "--layers",
+    code = actkit.cli.main([str(a) for a in ("extract", model, "--inputs", texts, "--layers",
                                              "gpt_neox.layers.0", "--context-length", "16", "--out",
                                              tmp_path / "w.h5", "--no-progress")])
     out, err = capfd.readouterr()

@@ -347,9 +347,11 @@ def test_a_derived_store_refuses_a_corrupt_source_block(tmp_path):
     with open_store(ok) as o:  # the blocks of iter_blocks: rows equal to one transform of all
         np.testing.assert_allclose(np.asarray(o["L"]), white.transform(data), rtol=1e-5, atol=1e-5)
     _flip_byte(src, "layers/L/data", 200, 2)
-    with open_store(src) as s, pytest.raises(StoreError, match=r"block 0 \(rows 0-299\) does not match its checksum"):
-        transform_store(white, s["L"], tmp_path / "w.h5")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.h5", "src.h5"]
+    for scheduler in (None, "sync"):  # in this process, and the shard writer of Dask
+        with open_store(src) as s, pytest.raises(StoreError,
+                                                 match=r"block 0 \(rows 0-299\) does not match its checksum"):
+            transform_store(white, s["L"], tmp_path / "w.h5", scheduler=scheduler, block_rows=70)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.h5", "src.h5"], scheduler
 
 
 @pytest.mark.parametrize("block_rows", [None, 2, 3, 100])
@@ -370,3 +372,31 @@ def test_verified_blocks_of_a_sharded_store_cover_every_shard(tmp_path, block_ro
     want = [block_rows or 11] * (11 // (block_rows or 11))
     want += [11 % (block_rows or 11)] if 11 % (block_rows or 11) else []
     assert [len(b) for b in got] == want
+
+
+
+@pytest.mark.slow
+def test_a_derived_store_on_a_local_cluster_refuses_a_corrupt_source_in_one_line(tmp_path, capsys):
+    """``actkit whiten corrupt.h5 --scheduler local:2``: the workers check the source blocks as
+    they read them (they wrote fresh checksums over the flipped byte), and the line is
+    ``actkit verify``'s, with no worker log on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    from cli_helpers import cli_error
+
+    src = tmp_path / "src.h5"
+    w = create_store(src, [LayerSpec("L", 3000, 4)], n_samples=3000, request={"s": 1})
+    w.append("L", np.random.default_rng(0).normal(size=(3000, 4)).astype(np.float32))
+    w.checkpoint(3000, force=True)
+    w.finalize()
+    _flip_byte(src, "layers/L/data", 2000, 2)
+    proc = subprocess.run([sys.executable, "-m", "actkit", "whiten", str(src), "--layer", "L", "--out",
+                           str(tmp_path / "w.h5"), "--scheduler", "local:2", "--quiet"], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"), check=False)
+    assert proc.returncode == 2
+    verify = cli_error(capsys, "verify", src)
+    assert "layer L block 0 (rows 0-2999) does not match its checksum" in verify
+    assert proc.stderr.strip().splitlines() == [verify]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.h5"]

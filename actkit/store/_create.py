@@ -160,7 +160,6 @@ def create_store(
                 _write_layout(f, meta, specs, rows_index, block_rows, param_arrays)
             _reserve(fh.fileno(), os.fstat(fh.fileno()).st_size)
         fault("store-created")
-        fault("store-created")
         state = {
             "request_hash": rhash,
             "n_samples": int(n_samples),
