@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -264,37 +265,54 @@ def _load(work: Path) -> list[dict]:
 
 
 def _f(x, digits=3, pct=False) -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return f"{100 * x:.0f}%" if pct else f"{x:.{digits}f}"
+
+
+def _pm(x, e, digits=3, pct=False) -> str:
+    return _f(x, digits, pct) if e is None else f"{_f(x, digits, pct)} ± {_f(e, digits, pct)}"
 
 
 def _report(args) -> None:
     """Markdown tables of ``results.jsonl``: one row per (pair, rows, method)."""
     rows = _load(Path(args.work))
     closed = {(r["pair"], r["rows"], r["seed"]): r for r in rows if r["method"] == "closed-form"}
-    print("| pair | rows | perm | rigid | linear | ICA method | k′ | ica ± std | efficiency "
-          "| classic ± SE | classic eff. ± SE | identified | identifiable | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| pair | rows | perm | rigid | linear | ICA method | k′ | ica ± std | efficiency ± std "
+          "| classic ± SE | classic eff. ± SE | shared halves A/B | self floor | identifiable "
+          "| converged | s | load |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|")
     for r in sorted(rows, key=lambda r: (list(PAIRS).index(r["pair"]), r["rows"], r["method"])):
         if r["method"] == "closed-form":
             continue
         c = closed.get((r["pair"], r["rows"], r["seed"]), r)
-        ident = r.get("ica_shared_halves", r.get("ica_identified"))
+        halves = (f"{r['ica_shared_halves_a']}/{r['ica_shared_halves_b']}"
+                  if r.get("ica_shared_halves_a") is not None else "–")
+        k = r.get("ica_n_components", "–")
+        if r.get("ica_n_components_reason") == "rows":
+            k = f"{k} (rows)"
         print(f"| {r['pair']} | {r['rows']:,} | {_f(c.get('permutation'))} | "
-              f"{_f(c.get('rigid'))} | {_f(c.get('linear'))} | {r['method']} | "
-              f"{r.get('ica_n_components', '–')} | {_f(r.get('ica'))} ± {_f(r.get('ica_std'))} | "
-              f"{_f(r.get('ica_efficiency'), pct=True)} | {_f(r.get('ica_classic'))} ± "
-              f"{_f(r.get('ica_classic_se'))} | {_f(r.get('ica_classic_efficiency'), pct=True)} ± "
-              f"{_f(r.get('ica_classic_efficiency_se'), pct=True)} | {ident} | "
-              f"{r.get('ica_identifiable', '–')} | {r['seconds']:.0f} |")
+              f"{_f(c.get('rigid'))} | {_f(c.get('linear'))} | {r['method']} | {k} | "
+              f"{_pm(r.get('ica'), r.get('ica_std'))} | "
+              f"{_pm(r.get('ica_efficiency'), r.get('ica_efficiency_std'), pct=True)} | "
+              f"{_pm(r.get('ica_classic'), r.get('ica_classic_se'))} | "
+              f"{_pm(r.get('ica_classic_efficiency'), r.get('ica_classic_efficiency_se'), pct=True)}"
+              f" | {halves} | {_f(r.get('ica_self_floor'))} | {r.get('ica_identifiable', '–')} | "
+              f"{r.get('ica_converged', '–')} | {r['seconds']:.0f} | "
+              f"{r['load'][0]:.0f}–{r['load'][1]:.0f} |")
     print()
-    print("| pair | rows | perm | rigid | linear | s (closed form) |")
-    print("|---|---|---|---|---|---|")
+    if closed:
+        print("| pair | rows | perm | rigid | linear | s (closed form) |")
+        print("|---|---:|---:|---:|---:|---:|")
     for (pair, n, _), c in sorted(closed.items(), key=lambda kv: (list(PAIRS).index(kv[0][0]),
                                                                   kv[0][1])):
         print(f"| {pair} | {n:,} | {_f(c['permutation'])} | {_f(c['rigid'])} | "
               f"{_f(c['linear'])} | {c['seconds']:.0f} |")
+    notes = sorted({n for r in rows for n in r.get("notes", [])})
+    if notes:
+        print("\nNotes printed by compare (all runs):\n")
+        for n in notes:
+            print(f"- {n}")
 
 
 def _figure(args) -> None:
