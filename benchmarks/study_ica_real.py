@@ -304,7 +304,7 @@ def _report(args) -> None:
                   f"{_pm(r.get('ica_classic'), r.get('ica_classic_se'))} | "
                   f"{_pm(r.get('ica_classic_efficiency'), r.get('ica_classic_efficiency_se'), pct=True)}"
                   f" | {r.get('ica_identified', '–')} | {halves} | {_f(r.get('ica_self_floor'))} | "
-                  f"{r.get('ica_identifiable', '–')} | {r['seconds']:.0f} | "
+                  f"{_b(r.get('ica_identifiable'))} | {r['seconds']:.0f} | "
                   f"{r['load'][0]:.0f}–{r['load'][1]:.0f} |")
         print()
     if closed:
@@ -319,6 +319,10 @@ def _report(args) -> None:
         print("\nNotes printed by compare (all runs):\n")
         for n in notes:
             print(f"- {n}")
+
+
+def _b(x) -> str:
+    return "–" if x is None else str(x).lower()
 
 
 def _width(method):
