@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -264,73 +265,133 @@ def _load(work: Path) -> list[dict]:
 
 
 def _f(x, digits=3, pct=False) -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return f"{100 * x:.0f}%" if pct else f"{x:.{digits}f}"
 
 
+def _pm(x, e, digits=3, pct=False) -> str:
+    return _f(x, digits, pct) if e is None else f"{_f(x, digits, pct)} ± {_f(e, digits, pct)}"
+
+
 def _report(args) -> None:
-    """Markdown tables of ``results.jsonl``: one row per (pair, rows, method)."""
+    """Markdown tables of ``results.jsonl``: per pair, one row per (rows, method)."""
     rows = _load(Path(args.work))
     closed = {(r["pair"], r["rows"], r["seed"]): r for r in rows if r["method"] == "closed-form"}
-    print("| pair | rows | perm | rigid | linear | ICA method | k′ | ica ± std | efficiency "
-          "| classic ± SE | classic eff. ± SE | identified | identifiable | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in sorted(rows, key=lambda r: (list(PAIRS).index(r["pair"]), r["rows"], r["method"])):
-        if r["method"] == "closed-form":
+    for pair in PAIRS:
+        sel = sorted((r for r in rows if r["pair"] == pair and r["method"] != "closed-form"),
+                     key=lambda r: (_width(r["method"]), r["rows"], r["method"]))
+        if not sel:
             continue
-        c = closed.get((r["pair"], r["rows"], r["seed"]), r)
-        ident = r.get("ica_shared_halves", r.get("ica_identified"))
-        print(f"| {r['pair']} | {r['rows']:,} | {_f(c.get('permutation'))} | "
-              f"{_f(c.get('rigid'))} | {_f(c.get('linear'))} | {r['method']} | "
-              f"{r.get('ica_n_components', '–')} | {_f(r.get('ica'))} ± {_f(r.get('ica_std'))} | "
-              f"{_f(r.get('ica_efficiency'), pct=True)} | {_f(r.get('ica_classic'))} ± "
-              f"{_f(r.get('ica_classic_se'))} | {_f(r.get('ica_classic_efficiency'), pct=True)} ± "
-              f"{_f(r.get('ica_classic_efficiency_se'), pct=True)} | {ident} | "
-              f"{r.get('ica_identifiable', '–')} | {r['seconds']:.0f} |")
-    print()
-    print("| pair | rows | perm | rigid | linear | s (closed form) |")
-    print("|---|---|---|---|---|---|")
+        print(f"**{pair}**\n")
+        print("| width (k′) | rows | perm | rigid | linear | ica ± std | efficiency ± std "
+              "| classic ± SE | classic eff. ± SE | identified | shared halves A/B | self floor "
+              "| identifiable | s | load |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+        for r in sel:
+            c = closed.get((r["pair"], r["rows"], r["seed"]), r)
+            halves = (f"{r['ica_shared_halves_a']}/{r['ica_shared_halves_b']}"
+                      if r.get("ica_shared_halves_a") is not None else "–")
+            k = r.get("ica_n_components", "–")
+            width = (f"PCA {r['method'].split('@k')[1]}" if "@k" in r["method"]
+                     else "all 384") + f" ({k}{', rows rule' if r.get('ica_n_components_reason') == 'rows' else ''})"
+            if "-1" in r["method"].split("@")[0] or r["method"].split("@")[0] != "best":
+                width += f", {r['method']}"
+            print(f"| {width} | {r['rows']:,} | {_f(c.get('permutation'))} | "
+                  f"{_f(c.get('rigid'))} | {_f(c.get('linear'))} | "
+                  f"{_pm(r.get('ica'), r.get('ica_std'))} | "
+                  f"{_pm(r.get('ica_efficiency'), r.get('ica_efficiency_std'), pct=True)} | "
+                  f"{_pm(r.get('ica_classic'), r.get('ica_classic_se'))} | "
+                  f"{_pm(r.get('ica_classic_efficiency'), r.get('ica_classic_efficiency_se'), pct=True)}"
+                  f" | {r.get('ica_identified', '–')} | {halves} | {_f(r.get('ica_self_floor'))} | "
+                  f"{_b(r.get('ica_identifiable'))} | {r['seconds']:.0f} | "
+                  f"{r['load'][0]:.0f}–{r['load'][1]:.0f} |")
+        print()
+    if closed:
+        print("| pair | rows | perm | rigid | linear | s (closed form) |")
+        print("|---|---:|---:|---:|---:|---:|")
     for (pair, n, _), c in sorted(closed.items(), key=lambda kv: (list(PAIRS).index(kv[0][0]),
                                                                   kv[0][1])):
         print(f"| {pair} | {n:,} | {_f(c['permutation'])} | {_f(c['rigid'])} | "
               f"{_f(c['linear'])} | {c['seconds']:.0f} |")
+    notes = sorted({n for r in rows for n in r.get("notes", [])})
+    if notes and args.notes:
+        print("\nNotes printed by compare (all runs):\n")
+        for n in notes:
+            print(f"- {n}")
+
+
+def _b(x) -> str:
+    return "–" if x is None else str(x).lower()
+
+
+def _width(method):
+    return int(method.split("@k")[1]) if "@k" in method else 10 ** 6
 
 
 def _figure(args) -> None:
-    """Efficiency against rows, per pair: the default estimator and the classic one."""
+    """Efficiency against rows, per pair: the default estimator (full width and in the
+    leading-K PCA subspaces that were run) and the classic single fit at full width."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in _load(Path(args.work)) if r["method"] != "closed-form"]
-    fig, axes = plt.subplots(1, len(PAIRS), figsize=(4 * len(PAIRS), 3.4), squeeze=False)
+    methods = sorted({r["method"] for r in rows}, key=lambda m: (_width(m), m))
+    markers = dict(zip(methods, "osDv<>p"))
+    colors = dict(zip(methods, ["tab:blue", "tab:orange", "tab:purple", "tab:red", "tab:green",
+                                "tab:brown", "tab:pink"]))
+    fig, axes = plt.subplots(1, len(PAIRS), figsize=(4.2 * len(PAIRS), 3.8), squeeze=False)
     for ax, pair in zip(axes[0], PAIRS):
-        for method, marker in (("best", "o"), ("consensus", "s")):
+        ax.axhspan(25, 59, color="tab:gray", alpha=0.2, label="paper, Table 1 (25–59%)")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.axhline(100, color="k", lw=0.5, ls=":")
+        for method in methods:
             sel = sorted((r for r in rows if r["pair"] == pair and r["method"] == method),
                          key=lambda r: r["rows"])
             if not sel:
                 continue
+            width = (f"leading {method.split('@k')[1]} PCA" if "@k" in method
+                     else "all 384 (k′: rows rule)")
+            name = method.split("@")[0]
             x = [r["rows"] for r in sel]
-            y = [100 * (r.get("ica_efficiency") or float("nan")) for r in sel]
-            e = [100 * (r.get("ica_efficiency_std") or 0) for r in sel]
-            ax.errorbar(x, y, yerr=e, marker=marker, capsize=3, label=f"{method} (± std)")
-            if method == "best" and any("ica_classic_efficiency" in r for r in sel):
-                yc = [100 * (r.get("ica_classic_efficiency") or float("nan")) for r in sel]
-                ec = [100 * (r.get("ica_classic_efficiency_se") or 0) for r in sel]
-                ax.errorbar(x, yc, yerr=ec, marker="^", capsize=3, ls="--",
-                            label="classic, one fit (± SE)")
-        ax.axhspan(25, 59, color="tab:gray", alpha=0.2, label="paper, Table 1 (25–59%)")
-        ax.axhline(0, color="k", lw=0.5)
+            y = [100 * _nan(r.get("ica_efficiency")) for r in sel]
+            e = [100 * _nan(r.get("ica_efficiency_std"), 0.0) for r in sel]
+            ax.errorbar(x, y, yerr=e, marker=markers[method], color=colors[method], capsize=3,
+                        ms=6, alpha=0.9, label=f"{name}, {width} (± std)")
+            if "@k" not in method:
+                yc = [100 * _nan(r.get("ica_classic_efficiency")) for r in sel]
+                ec = [100 * _nan(r.get("ica_classic_efficiency_se"), 0.0) for r in sel]
+                ax.errorbar([xi * 1.06 for xi in x], yc, yerr=ec, marker="^", capsize=3, ls="--",
+                            color="k",
+                            label=f"classic one fit, {width} (± SE)")
+            for xi, yi, r in zip(x, y, sel):
+                if r.get("ica_identifiable") is False:
+                    ax.plot([xi], [yi], marker="o", ms=12, mfc="none", mec="0.35", ls="none")
+        ax.plot([], [], marker="o", ms=10, mfc="none", mec="0.35", ls="none",
+                label="ica_identifiable false")
         ax.set_xscale("log")
-        ax.set_title(f"MiniLM-L6 {pair}", fontsize=9)
-        ax.set_xlabel("rows (per token; 80% fit)")
+        ax.set_xlim(7e3, 1.4e5)
+        ax.set_xticks([1e4, 3e4, 1e5], ["10k", "30k", "100k"])
+        ax.minorticks_off()
+        ax.set_title(f"all-MiniLM-L6-v2, {pair} (per token)", fontsize=10)
+        ax.set_xlabel("rows (tokens; 80% fit, 20% scored)")
         ax.set_ylabel("ICA efficiency (%)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")
+
+
+def _nan(x, default=float("nan")):
+    return default if x is None else x
 
 
 def main(argv=None) -> None:
@@ -359,6 +420,7 @@ def main(argv=None) -> None:
     s.set_defaults(func=_study)
     r = sub.add_parser("report", help="markdown tables of WORK/results.jsonl")
     r.add_argument("--work", required=True)
+    r.add_argument("--notes", action="store_true", help="also list every note compare printed")
     r.set_defaults(func=_report)
     f = sub.add_parser("figure", help="efficiency against rows (PNG)")
     f.add_argument("--work", required=True)

@@ -56,6 +56,9 @@ _LONG = {
         "quick modes",
     ("docs/compare.md", "python benchmarks/bench_compare.py --methods permutation,rigid,linear --baseline"):
         "benchmarks at their default sizes take minutes; their numbers are in docs/compare.md",
+    ("docs/compare.md", "python benchmarks/study_ica_real.py prepare"):
+        "fine-tunes and extracts all-MiniLM-L6-v2 per token (~45 min on 2 busy cores), then the ICA "
+        "study (hours at full width); its numbers are in docs/compare.md, \"ICA on real activations\"",
     ("docs/dask.md", "python benchmarks/bench_dask.py --json bench.json"):
         "8.4 M rows by default (minutes); its numbers are in docs/dask.md",
     ("docs/postprocessing.md", "python benchmarks/postprocessing_data.py --out pp"):

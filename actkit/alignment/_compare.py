@@ -243,6 +243,12 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
             bool(np.isfinite(eff)), pair.b.diam, pair.dtype)
         for message in ica_notes:
             _note(notes, message, UserWarning)
+        # beyond float noise (an exact case can put ica a hair below rigid); NaN compares False
+        if eff > 1.05 or ica_info["ica_classic_efficiency"] > 1.05:
+            _note(notes, "ica is below rigid (efficiency above 100%): the ICA map is not orthogonal "
+                         "(A's whitening, B's mixing), permutation and rigid are; where A and B differ "
+                         "by more than a rotation (e.g. a scale per direction) the efficiency is not a "
+                         "share of permutation - rigid (compare ica with linear)", UserWarning)
     t_err = time.perf_counter()
 
     all_pm = pair.fit_pm.copy().merge(pair.eval_pm)
