@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -31,6 +30,7 @@ class Segment:
     start: int
     rows: int
     block_rows: int | None  # rows per checksummed block; None: no checksums
+    checksum: str = "sha256"  # the block checksum algorithm (the store's /meta["checksum"])
 
 
 @dataclass
@@ -120,7 +120,9 @@ class Source:
         row_bytes = data.shape[1] * data.dtype.itemsize
         for i in range(b1 - b0):
             s, e = i * br * row_bytes, min(len(raw), (i + 1) * br * row_bytes)
-            if hashlib.sha256(raw[s:e]).digest() != sums[i].tobytes():
+            h = integrity.new_hash(seg.checksum)
+            h.update(raw[s:e])
+            if h.digest() != sums[i].tobytes():
                 first = (b0 + i) * br
                 last = min(seg.rows, first + br) - 1
                 raise StoreError(f"{seg.path}: layer {self.name} block {b0 + i} (rows {first}-{last}) does not "
@@ -142,6 +144,8 @@ def source_of(layer, verify: bool = True) -> Source:
                       key=prov.get("key"), column=prov.get("column"), verify=verify)
     if not isinstance(layer, Layer):
         raise ValidationError(f"to_torch reads store layers and embedding files, not {type(layer).__name__}")
+    from actkit.store._integrity import checksum_algorithm
+
     store = layer.store
     if not store.complete:
         raise StoreError(f"store {store.path} is not finished; the loader reads finished stores only")
@@ -156,13 +160,15 @@ def source_of(layer, verify: bool = True) -> Source:
             with open_store(p) as shard:
                 n = len(shard[layer.name])
                 br = shard.meta["layers"][layer.name].get("block_rows")
-            segments.append(Segment(str(p), start, n, br))
+                algo = checksum_algorithm(shard.meta)
+            segments.append(Segment(str(p), start, n, br, algo))
             start += n
         if start != rows:
             raise StoreError(f"store {store.path}: its shards hold {start} rows of layer {layer.name}, "
                              f"the index says {rows}")
     else:
-        segments.append(Segment(str(store.path), 0, rows, meta["layers"][layer.name].get("block_rows")))
+        segments.append(Segment(str(store.path), 0, rows, meta["layers"][layer.name].get("block_rows"),
+                                checksum_algorithm(meta)))
     return Source("store", str(store.path), layer.name, rows, feats, str(layer.dtype), segments, verify=verify)
 
 

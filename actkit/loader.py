@@ -82,7 +82,7 @@ class ActivationDataset(_torch_iterable()):
         about 64 MiB of rows, at least ``batch_size``.
     drop_last : bool, default False
     verify : bool, default True
-        Check every block read against the store's sha256 block checksums; a mismatch is a
+        Check every block read against the store's block checksums (``/meta["checksum"]``); a mismatch is a
         :class:`~actkit.errors.StoreError` (embedding files have no checksums).
     rank, world_size : int, optional
         Default: ``torch.distributed``'s when it is initialised, else 0 and 1.
