@@ -23,7 +23,8 @@ from actkit._threads import (
 from actkit.errors import ValidationError
 
 LAYERS = "gpt_neox.layers.0,gpt_neox.layers.1"
-CLOSED_FORM = ("permutation", "rigid", "linear", "linear_cka", "linear_cka_debiased", "mean_cca")
+CLOSED_FORM = ("permutation", "rigid", "linear", "linear_cka", "linear_cka_debiased", "mean_cca", "diameter",
+               "d_kl", "d_llv", "d_svd_f", "d_svd_g")
 
 
 # ----------------------------------------------------------------------------- the budget
@@ -287,16 +288,17 @@ def _run(argv, omp=None):
     out = subprocess.run([sys.executable, "-m", "actkit", *map(str, argv)], env=env, capture_output=True,
                          text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def _extract(root, model, out, omp=None, extra=()):
     _run(["extract", root / model, "--inputs", root / "texts.txt", "--layers", LAYERS, "--out", out,
-          "--batch-size", "8", "--no-progress", *extra], omp)
+          "--final-hidden", "--unembedding", "--batch-size", "8", "--no-progress", *extra], omp)
 
 
 def _rows(path):
     with h5py.File(path, "r") as f:
-        return {k: f[f"layers/{k}/data"][()] for k in LAYERS.split(",")}
+        return {k: f[f"layers/{k}/data"][()] for k in [*LAYERS.split(","), "final_hidden"]}
 
 
 @pytest.mark.slow
@@ -311,14 +313,31 @@ def test_extraction_rows_and_closed_form_results_are_bitwise_at_1_and_2_threads(
     for other in ("a2.h5", "af.h5"):
         for name, rows in _rows(tmp_path / other).items():
             assert np.array_equal(rows, one[name]), (other, name)
-    results = {}
+        # the whole file too: rows, checksums, unembedding, metadata (the thread count is not in it)
+        assert (tmp_path / other).read_bytes() == (tmp_path / "a1.h5").read_bytes(), other
+    results, printed = {}, {}
+    labels = ",".join(map(str, range(0, 64, 3)))  # the softmax distances (d_KL, d_LLV, d_SVD) too
     for label, omp, extra in (("1", 1, []), ("2", 2, []), ("flag", None, ["--threads", "2"])):
-        _run(["compare", tmp_path / "a1.h5", tmp_path / "b1.h5", "--methods", "permutation,rigid,linear",
-              "--json", tmp_path / f"c{label}.json", "--quiet", *extra], omp)
+        printed[label] = _run(["compare", tmp_path / "a1.h5", tmp_path / "b1.h5", "--methods",
+                               "permutation,rigid,linear", "--softmax-labels", labels,
+                               "--json", tmp_path / f"c{label}.json", "--quiet", *extra], omp)
         results[label] = json.loads((tmp_path / f"c{label}.json").read_text())
     flat = {k: _closed_form(v) for k, v in results.items()}
     assert flat["1"] and all(np.isfinite(x) for x in flat["1"].values())
     assert flat["2"] == flat["1"] and flat["flag"] == flat["1"]
+    # everything else in the results, bit for bit (seconds_* are timings), and what compare prints
+    untimed = {k: _untimed(v) for k, v in results.items()}
+    assert untimed["2"] == untimed["1"] and untimed["flag"] == untimed["1"]
+    assert printed["1"].strip() and printed["2"] == printed["1"] and printed["flag"] == printed["1"]
+
+
+def _untimed(obj):
+    """A compare JSON without its timings (keys ``seconds_*``)."""
+    if isinstance(obj, dict):
+        return {k: _untimed(v) for k, v in obj.items() if not k.startswith("seconds")}
+    if isinstance(obj, list):
+        return [_untimed(v) for v in obj]
+    return obj
 
 
 def _closed_form(obj, prefix=""):
