@@ -5,7 +5,9 @@
 process may run on (``os.sched_getaffinity``, capped by the cgroup CPU quota of a container:
 ``/sys/fs/cgroup/cpu.max``, or cgroup v1's ``cpu.cfs_quota_us``), less those other processes
 keep busy when it starts (:func:`busy_cpus`), at most an equal share per ``torchrun`` rank on
-this host (``LOCAL_WORLD_SIZE``), at least one.
+this host (``LOCAL_WORLD_SIZE``), at least one. (``torchrun`` itself exports
+``OMP_NUM_THREADS=1`` to its ranks unless the variable is set: that, like any
+``OMP_NUM_THREADS``, is followed.)
 
 **Never multiplied.** :func:`use_threads` applies the budget to every pool at once: torch's
 intra-op pool, BLAS and OpenMP through threadpoolctl, and actkit's own workers

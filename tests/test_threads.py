@@ -125,6 +125,8 @@ class Spy:
 sys.meta_path.insert(0, Spy())
 import actkit._threads as t
 t.busy_cpus = lambda cpus: 0
+if os.environ.get("PROBE_CPUS"):  # a bigger machine than this one
+    t.available_cpus = lambda: int(os.environ["PROBE_CPUS"])
 mode = sys.argv[1]
 
 def pools():
@@ -193,14 +195,17 @@ def test_the_threads_flag_sets_every_pool_and_idle_threads_sleep():
 def test_torchrun_ranks_divide_the_cpus(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE")}
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                          str(script), "api"], env=environ, capture_output=True, text=True, timeout=300, check=False)
-    assert out.returncode == 0, out.stderr
-    ranks = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(ranks) == 2
-    for p in ranks:  # two ranks on this host: each gets half the CPUs, never all of them
-        assert _all_pools(p, max(1, p["cpus"] // 2)), p
+    for cpus in ("", "8"):  # this machine, and a (pretended) 8-CPU one
+        environ = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE")}
+        environ["PROBE_CPUS"] = cpus
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              str(script), "api"], env=environ, capture_output=True, text=True, timeout=300,
+                             check=False)
+        assert out.returncode == 0, out.stderr
+        ranks = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        assert len(ranks) == 2
+        for p in ranks:  # two ranks on this host: at most half the CPUs each, in every pool
+            assert p["budget"] <= max(1, p["cpus"] // 2) and _all_pools(p, p["budget"]), p
 
 
 def test_actkit_workers_run_blas_at_one_thread_within_the_budget():
@@ -316,7 +321,8 @@ def test_extraction_rows_and_closed_form_results_are_bitwise_at_1_and_2_threads(
         # the whole file too: rows, checksums, unembedding, metadata (the thread count is not in it)
         assert (tmp_path / other).read_bytes() == (tmp_path / "a1.h5").read_bytes(), other
     results, printed = {}, {}
-    labels = ",".join(map(str, range(0, 64, 3)))  # the softmax distances (d_KL, d_LLV, d_SVD) too
+    with h5py.File(tmp_path / "a1.h5", "r") as f:  # the softmax distances (d_KL, d_LLV, d_SVD) too, over
+        labels = ",".join(map(str, range(f["params/unembedding"].shape[0])))  # every token (>= width + 2)
     for label, omp, extra in (("1", 1, []), ("2", 2, []), ("flag", None, ["--threads", "2"])):
         printed[label] = _run(["compare", tmp_path / "a1.h5", tmp_path / "b1.h5", "--methods",
                                "permutation,rigid,linear", "--softmax-labels", labels,
