@@ -6,7 +6,7 @@ processes, 2 by default, each bounded by ``--load-seconds``).
 Every run is a fresh ``python -m actkit`` process (what a user runs) on local, randomly
 initialised GPT-NeoX checkpoints (hidden 256, 2 layers, no network) and a generated text
 file; the times are wall-clock seconds of the whole command, the median of ``--repeats``
-runs, the settings interleaved; the CPU seconds (user + system) of each run show what idle
+runs, the settings interleaved (each first in its turn); the CPU seconds (user + system) of each run show what idle
 threads burn, and the budget the default policy gave a fresh process before each round
 is printed with them. ``default / best`` <= 1.10 in every case is the aim (issue 21).
 The load average (1 min) is printed before and after every case: on a shared machine "as
@@ -146,9 +146,10 @@ def main(argv=None) -> int:
                     times = {s: [] for s in ("default", "one", "all")}
                     cpu = {s: [] for s in times}
                     budgets = []
-                    for _ in range(args.repeats):
+                    order = ["default", "one", "all"]
+                    for r in range(args.repeats):
                         budgets.append(default_budget())
-                        for s in ("default", "one", "all"):
+                        for s in order[r % 3:] + order[:r % 3]:  # each setting first in turn
                             wall, used = run(cmd, s, cpus)
                             times[s].append(wall)
                             cpu[s].append(used)
