@@ -5,7 +5,9 @@
 process may run on (``os.sched_getaffinity``, capped by the cgroup CPU quota of a container:
 ``/sys/fs/cgroup/cpu.max``, or cgroup v1's ``cpu.cfs_quota_us``), less those other processes
 keep busy when it starts (:func:`busy_cpus`), at most an equal share per ``torchrun`` rank on
-this host (``LOCAL_WORLD_SIZE``), at least one.
+this host (``LOCAL_WORLD_SIZE``), at least one. (``torchrun`` itself exports
+``OMP_NUM_THREADS=1`` to its ranks unless the variable is set: that, like any
+``OMP_NUM_THREADS``, is followed.)
 
 **Never multiplied.** :func:`use_threads` applies the budget to every pool at once: torch's
 intra-op pool, BLAS and OpenMP through threadpoolctl, and actkit's own workers
@@ -32,15 +34,25 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 from pathlib import Path
-
-import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["available_cpus", "busy_cpus", "resolve_threads", "use_threads", "follows_thread_policy", "current_threads",
-           "torch_region", "small_linalg", "worker_env", "quiet_waiting", "prefetch_allowed",
-           "fixed_order_sum"]
+__all__ = [
+    "available_cpus",
+    "busy_cpus",
+    "current_threads",
+    "fixed_order_sum",
+    "follows_thread_policy",
+    "prefetch_allowed",
+    "quiet_waiting",
+    "resolve_threads",
+    "small_linalg",
+    "torch_region",
+    "use_threads",
+    "worker_env",
+]
 
 _CONTROLLER = None
 _ACTIVE: list[int] = []  # budgets of the enclosing use_threads() blocks, innermost last
@@ -52,17 +64,29 @@ QUIET_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "OPENBLAS_THREA
 
 
 def quiet_waiting(environ=os.environ) -> None:
-    """Set :data:`QUIET_ENV` in ``environ`` where not set already."""
+    """Set :data:`QUIET_ENV` in ``environ`` where not set already.
+
+    The libraries read these once, when they load: call it before numpy or torch is imported
+    (this module imports neither at import time, so the CLI can).
+    """
     for key, value in QUIET_ENV.items():
         environ.setdefault(key, value)
 
 
+# modules whose import loads a BLAS or OpenMP runtime: the controller rescans when one appears
+_CARRIERS = ("numpy", "scipy.linalg", "torch", "sklearn", "lightgbm")
+_SEEN: tuple = ()
+
+
 def _controller():
-    global _CONTROLLER
-    if _CONTROLLER is None:  # scanning the loaded BLAS libraries is slow: do it once
+    """threadpoolctl's view of the BLAS / OpenMP libraries loaded now (scanning them takes
+    ~20 ms: done again only when one of :data:`_CARRIERS` has been imported since)."""
+    global _CONTROLLER, _SEEN
+    seen = tuple(m in sys.modules for m in _CARRIERS)
+    if _CONTROLLER is None or seen != _SEEN:
         from threadpoolctl import ThreadpoolController
 
-        _CONTROLLER = ThreadpoolController()
+        _CONTROLLER, _SEEN = ThreadpoolController(), seen
     return _CONTROLLER
 
 
@@ -153,7 +177,7 @@ def busy_cpus(cpus: int, samples: int = 5, interval: float = 0.01) -> int:
         if i + 1 < samples:
             time.sleep(interval)
     share = cpus / max(cpus, os.cpu_count() or cpus)
-    return max(0, int(round(statistics.median(readings) * share)))
+    return max(0, round(statistics.median(readings) * share))
 
 
 def current_threads() -> int:
@@ -161,14 +185,22 @@ def current_threads() -> int:
     return resolve_threads()
 
 
+# read by OpenBLAS / MKL / OpenMP (and torch) when they load: the budget of libraries that load
+# inside a use_threads() block (the CLI enters it before numpy or torch is imported)
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 @contextlib.contextmanager
 def use_threads(threads: int | None = None):
-    """Context manager: every pool (torch intra-op, BLAS, OpenMP, actkit's workers) at the
-    budget :func:`resolve_threads` gives for ``threads``; the previous settings are restored
+    """Context manager: every pool (torch intra-op, BLAS, OpenMP, actkit's own workers) at the
+    budget :func:`resolve_threads` gives for ``threads``, including those of libraries first
+    loaded inside the block (through :data:`THREAD_ENV`); the previous settings are restored
     on exit. Yields the budget."""
     n = resolve_threads(threads)
     torch = _loaded_torch()
     before = torch.get_num_threads() if torch is not None else None
+    saved = {k: os.environ.get(k) for k in THREAD_ENV}
+    os.environ.update({k: str(n) for k in THREAD_ENV})
     _ACTIVE.append(n)
     try:
         with _controller().limit(limits=n):
@@ -177,8 +209,16 @@ def use_threads(threads: int | None = None):
             yield n
     finally:
         _ACTIVE.pop()
-        if torch is not None:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        torch = _loaded_torch()
+        if before is not None:
             torch.set_num_threads(before)
+        elif torch is not None:  # loaded inside the block: back to the budget outside it
+            torch.set_num_threads(resolve_threads())
 
 
 def follows_thread_policy(fn):
@@ -204,8 +244,6 @@ def torch_region():
 
 
 def _loaded_torch():
-    import sys
-
     return sys.modules.get("torch")
 
 
@@ -252,6 +290,8 @@ def fixed_order_sum(fn, n_rows: int, chunk: int = ROW_CHUNK) -> list:
     """
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
 
     bounds = [(a, min(n_rows, a + chunk)) for a in range(0, n_rows, chunk)]
     total = None

@@ -86,16 +86,18 @@ def test_unknown_checksum_algorithm_is_one_line(v2_store):
         checksum_algorithm(meta)
 
 
-def test_the_torch_loader_verifies_both_formats_checksums(v2_store, tmp_path):
-    """The loader checks each block with the store's own algorithm: sha256 in a /2 store,
-    xxh3_128 in a /3 store; a flipped byte is an error in both."""
+@pytest.mark.parametrize("version", ["v3", "v2"])
+def test_the_loader_verifies_blocks_with_the_stores_own_algorithm(tmp_path, v2_store, version):
     pytest.importorskip("torch")
-    import torch
-
-    with open_store(v2_store) as s:
-        got = torch.cat(list(s["a"].to_torch(100, shuffle=False))).numpy()
-    np.testing.assert_array_equal(got, _v2_rows())
-    with h5py.File(v2_store, "r+") as f:
-        f["layers/a/data"][3, 5] += 1
-    with open_store(v2_store) as s, pytest.raises(StoreError, match="does not match its checksum"):
-        list(s["a"].to_torch(100, shuffle=False))
+    if version == "v3":
+        path, rows = tmp_path / "s.h5", np.random.default_rng(2).standard_normal((1500, 64)).astype(np.float32)
+        _write(path, rows)
+    else:
+        path, rows = v2_store, _v2_rows()
+    with open_store(path) as st:
+        got = np.concatenate([b.numpy() for b in st["a"].to_torch(256, shuffle=False)])
+    np.testing.assert_array_equal(got, rows)
+    with h5py.File(path, "r+") as f:
+        f["layers/a/data"][len(rows) - 1, 3] += 1  # the last block
+    with open_store(path) as st, pytest.raises(StoreError, match=r"layer a block \d+ .* does not match its checksum"):
+        list(st["a"].to_torch(256, shuffle=False))

@@ -8,7 +8,8 @@ import sys
 def register(sub) -> None:
     p = sub.add_parser("verify", help="check a store's data against its checksums (names the first bad block)",
                        description="Read every row block, row index and parameter of STORE and compare "
-                                   "them with the sha256 checksums written with them; exit 2 naming the "
+                                   "them with the checksums written with them (XXH3-128 blocks, sha256 in "
+                                   "actkit-store/2 stores); exit 2 naming the "
                                    "first block that does not match. An unfinished store is checked up "
                                    "to its last resume point.")
     p.add_argument("store", help="path to an actkit store (.h5)")

@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from actkit._device import check_device
 from actkit._progress import heartbeat
 from actkit._rows import sample_rows
-from actkit._threads import follows_thread_policy
+from actkit._threads import follows_thread_policy, small_linalg
 from actkit.alignment._diameter import diameter
 from actkit.alignment._ica_map import ICAAlignment, source_sd
 from actkit.alignment._ica_report import fit_notes, ica_maps, ica_measures
@@ -251,19 +251,23 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
                          "share of permutation - rigid (compare ica with linear)", UserWarning)
     t_err = time.perf_counter()
 
-    all_pm = pair.fit_pm.copy().merge(pair.eval_pm)
-    cka = all_pm.cka()
-    cka_d = all_pm.cka(debiased=True) if n >= 4 else float("nan")
-    cca_eps = rank_cut(pair.dtype)
-    sxx, syy = all_pm.scatter_xx(), all_pm.scatter_yy()
-    rho = canonical_correlations(sxx, syy, all_pm.scatter_xy(), eps=cca_eps)
-    mcca = float(rho.mean()) if rho.size else float("nan")
-    sxy_chance = chance_cross_scatter(A, B, random_state, block_rows=pair.block_rows,
-                                      progress=progress)
-    den_cka = np.linalg.norm(sxx) * np.linalg.norm(syy)
-    cka_chance = float(np.sum(sxy_chance ** 2) / den_cka) if den_cka > 0 else float("nan")
-    rho_chance = canonical_correlations(sxx, syy, sxy_chance, eps=cca_eps)
-    mcca_chance = float(rho_chance.mean()) if rho_chance.size else float("nan")
+    # the similarity statistics and their chance levels at one BLAS thread: the Frobenius norms
+    # are BLAS dot products, which a 2-thread OpenBLAS sums in another order (the last bit of
+    # linear_cka_chance changed with the thread count at D = 256)
+    with small_linalg():
+        all_pm = pair.fit_pm.copy().merge(pair.eval_pm)
+        cka = all_pm.cka()
+        cka_d = all_pm.cka(debiased=True) if n >= 4 else float("nan")
+        cca_eps = rank_cut(pair.dtype)
+        sxx, syy = all_pm.scatter_xx(), all_pm.scatter_yy()
+        rho = canonical_correlations(sxx, syy, all_pm.scatter_xy(), eps=cca_eps)
+        mcca = float(rho.mean()) if rho.size else float("nan")
+        sxy_chance = chance_cross_scatter(A, B, random_state, block_rows=pair.block_rows,
+                                          progress=progress)
+        den_cka = np.linalg.norm(sxx) * np.linalg.norm(syy)
+        cka_chance = float(np.sum(sxy_chance ** 2) / den_cka) if den_cka > 0 else float("nan")
+        rho_chance = canonical_correlations(sxx, syy, sxy_chance, eps=cca_eps)
+        mcca_chance = float(rho_chance.mean()) if rho_chance.size else float("nan")
 
     matched = np.zeros(0)
     src_corr = None

@@ -19,8 +19,11 @@ over that subset.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from actkit._threads import small_linalg
 from actkit.errors import ValidationError
 
 __all__ = ["softmax_distances", "softmax_distances_from_stores"]
@@ -159,6 +162,19 @@ def _label_subsets(pool, M, how, n_subsets, max_subsets, rng):
     return subsets, pool.size == M
 
 
+def _one_blas_thread(fn):
+    """Run ``fn`` at one BLAS thread: the products over the N inputs (PLS-SVD's cross
+    products) then add their rows in one order, so the distances have the same bits at any
+    thread count (a 2-thread OpenBLAS changed the last bit of d_svd_f)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with small_linalg():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_one_blas_thread
 def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=20,
                       random_state=0, svd_label_subsets="all", svd_input_sets="chosen",
                       max_subsets=MAX_SUBSETS):

@@ -10,7 +10,8 @@ This is the only module that knows the file layout (documented for plain h5py us
     /provenance             attrs: one per provenance key (model id, revision, versions, ...)
     /layers/<name>/data     (rows, features) float32 | float16, row-major
     /layers/<name>/index    (rows, 2) int64: [sample, position]; position -1 = pooled row
-    /layers/<name>/checksums (blocks, 32) uint8: sha256 of each block of ``block_rows`` rows
+    /layers/<name>/checksums (blocks, 16) uint8: checksum of each block of ``block_rows`` rows
+                            (meta["checksum"]: xxh3_128; sha256, 32 bytes, in actkit-store/2)
     /params/<name>          fitted parameters and model matrices (mean, whitening_, unembedding)
 
 Every string attribute is fixed-length (nothing in HDF5's global heap, see ``_integrity``),
