@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from scipy.stats import ortho_group
 
-import actkit
 from actkit import compare
 from actkit.alignment._maps import gcv_alpha
 from actkit.alignment._table import ica_cell

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from actkit.errors import StoreError, ValidationError  # noqa: E402
-from actkit.loader import ActivationDataset, DataLoader  # noqa: E402
+from actkit.loader import ActivationDataset  # noqa: E402
 from actkit.store import LayerSpec, create_store, open_store, write_virtual_store  # noqa: E402
 
 
