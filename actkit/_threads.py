@@ -45,6 +45,7 @@ __all__ = [
     "current_threads",
     "fixed_order_sum",
     "follows_thread_policy",
+    "map_ordered",
     "prefetch_allowed",
     "quiet_waiting",
     "resolve_threads",
@@ -268,6 +269,47 @@ def small_linalg():
 
 ROW_CHUNK = 4096  # rows of one chunk of fixed_order_sum: a constant, never the thread count
 
+_POOLS: dict = {}  # workers -> a ThreadPoolExecutor kept for the process (threads start once)
+_IN_POOL = __import__("threading").local()
+
+
+def map_ordered(fn, items, workers: int):
+    """``fn`` over ``items`` on ``workers`` threads, results in order, at most
+    ``2 * workers`` items in flight (a streaming ``items`` stays bounded).
+
+    The threads belong to one pool per worker count, kept for the life of the process: an
+    iterative solver makes thousands of passes, and starting fresh threads for each cost
+    more than the work on small data. Called from inside such a pool, or with
+    ``workers <= 1``, it runs in the calling thread (no nested pools, no deadlock)."""
+    if workers <= 1 or getattr(_IN_POOL, "yes", False):
+        for x in items:
+            yield fn(x)
+        return
+    from collections import deque
+
+    pool = _POOLS.get(workers)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def mark():
+            _IN_POOL.yes = True
+
+        pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="actkit-pass", initializer=mark)
+    pending = deque()
+    try:
+        for x in items:
+            pending.append(pool.submit(fn, x))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for fut in pending:  # an error or an abandoned generator: nothing left running for it
+            fut.cancel()
+        for fut in pending:
+            if not fut.cancelled():
+                fut.exception()
+
 
 def fixed_order_sum(fn, n_rows: int, chunk: int = ROW_CHUNK) -> list:
     """``sum(fn(a, b))`` over the fixed row chunks ``[a, b)`` of ``n_rows`` rows, the same bits
@@ -288,9 +330,6 @@ def fixed_order_sum(fn, n_rows: int, chunk: int = ROW_CHUNK) -> list:
     list
         The float64 sums, one per item ``fn`` returns.
     """
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
     import numpy as np
 
     bounds = [(a, min(n_rows, a + chunk)) for a in range(0, n_rows, chunk)]
@@ -310,12 +349,6 @@ def fixed_order_sum(fn, n_rows: int, chunk: int = ROW_CHUNK) -> list:
             for a, b in bounds:
                 add(fn(a, b))
         else:
-            with ThreadPoolExecutor(workers) as pool:
-                pending = deque()
-                for a, b in bounds:
-                    pending.append(pool.submit(fn, a, b))
-                    if len(pending) >= 2 * workers:
-                        add(pending.popleft().result())
-                while pending:
-                    add(pending.popleft().result())
+            for part in map_ordered(lambda ab: fn(*ab), bounds, workers):
+                add(part)
     return total

@@ -11,7 +11,7 @@ import numpy as np
 
 from actkit._data import iter_blocks
 from actkit._device import is_accelerator
-from actkit._threads import current_threads, small_linalg
+from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.ica._reduce import BlockSum, pass_rows, whiten_block
 
 
@@ -110,7 +110,7 @@ def data_pass(source, W, f, need_loss=True):
     else:
         workers = current_threads() if source.n > source.rows else 1
         with small_linalg():    # one BLAS thread per block (process-wide: set once here)
-            for i, stats in enumerate(_map_blocks(lambda Zb: block_stats(Zb, Wt, f, need_loss),
+            for i, stats in enumerate(map_ordered(lambda Zb: block_stats(Zb, Wt, f, need_loss),
                                                   source.blocks(), workers)):
                 acc.add(i, stats)
     EG, M, Egp = acc.total()
@@ -138,26 +138,6 @@ def deflation_pass(source, w, f):
             acc.add(i, deflation_block(Zb, wt, f, source.xp, source.to_numpy if source.use_torch else None))
     total, gp = acc.total()
     return total, float(gp[0])
-
-
-def _map_blocks(fn, blocks, workers):
-    """``fn`` over ``blocks`` on ``workers`` threads, results in order, at most
-    ``2 * workers`` blocks in flight (streaming sources stay bounded)."""
-    if workers <= 1:
-        for Zb in blocks:
-            yield fn(Zb)
-        return
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(workers) as pool:
-        pending = deque()
-        for Zb in blocks:
-            pending.append(pool.submit(fn, Zb))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
 
 
 class PassCounter:
