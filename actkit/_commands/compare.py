@@ -63,8 +63,8 @@ def register(sub) -> None:
                         "source matched, with a reproducibility check (ica_identifiable); consensus: "
                         "only sources pairs of restarts agree on are matched (docs/definitions.md)")
     p.add_argument("--alpha", type=_alpha_arg, default=0.0,
-                   help="ridge penalty of the linear map, or 'gcv': chosen by generalised "
-                        "cross-validation on the fit rows (default 0: plain least squares)")
+                   help="ridge penalty of the linear map (0: plain least squares), or 'gcv': chosen "
+                        "by generalised cross-validation on the fit rows")
     p.add_argument("--ica-max-rows", type=_ica_rows_arg, default="auto",
                    help="FastICA fits on at most this many rows per side (default auto: "
                         "max(20000, 50 k, k^2/4) for k components, at most 1 GiB per side)")
