@@ -13,7 +13,9 @@ Reported: rows/s (median of the repeats, and min-max), each loader's ratio to th
 sequential read of the same repeat, and the CPU seconds of one pass (this process and its
 finished workers): on a shared, loaded machine the wall-clock rows/s are a share of a busy
 CPU, and the CPU seconds say what the reader itself costs. The page cache is warm after the first pass (the store
-is not larger than memory here); say so when quoting the numbers.
+is not larger than memory here); say so when quoting the numbers. ``--cold`` drops the page cache
+before every timed pass (Linux, root: ``/proc/sys/vm/drop_caches``), so every pass reads from the
+disk, as it would for a store larger than memory.
 
 Usage::
 
@@ -101,6 +103,13 @@ def mixing(path: Path, batch_size: int) -> dict:
             "uniform": br / n, "row_spread_of_a_batch": float(np.mean(spread))}
 
 
+def drop_cache() -> None:
+    """Write back and drop the page cache, so the next read comes from the disk."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1\n")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=262144)
@@ -110,7 +119,13 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--cold", action="store_true", help="drop the page cache before every timed pass (root)")
     args = ap.parse_args(argv)
+    if args.cold:
+        try:
+            drop_cache()
+        except OSError as exc:
+            raise SystemExit(f"bench_loader: --cold needs root on Linux to drop the page cache ({exc})") from None
     tmp = None if args.dir else tempfile.TemporaryDirectory()
     folder = Path(args.dir or tmp.name)
     folder.mkdir(parents=True, exist_ok=True)
@@ -130,10 +145,14 @@ def main(argv=None):
     cpu = {name: [] for name in res}
     for _ in range(args.repeats):
         for name, kw in cases:
+            if args.cold:
+                drop_cache()
             c = cpu_seconds()
             seq, _ = sequential(path)
             cpu["h5py sequential"].append(cpu_seconds() - c)
             res["h5py sequential"].append(seq)
+            if args.cold:
+                drop_cache()
             c = cpu_seconds()
             got = loader(path, args.batch_size, **kw)
             cpu[name].append(cpu_seconds() - c)
