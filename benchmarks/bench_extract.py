@@ -202,7 +202,7 @@ def bench_resnet(args, work: Path):
     def inter_save():
         path = work / "inter.h5"
         with torch.inference_mode(), h5py.File(path, "w") as f:
-            ds, row = None, 0
+            ds = None
             for lo, hi in ranges:
                 feats = model.forward_intermediates(pixels(lo, hi), indices=[1, 2, 3, 4],
                                                     intermediates_only=True)

@@ -21,7 +21,6 @@ import time
 
 import numpy as np
 
-from actkit.synthetic import _api
 from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
 from actkit.synthetic._training import train_classifier
 from actkit.synthetic.dgp import kl_counterexample, radial_classification
