@@ -253,8 +253,9 @@ def tmpfs(tmp_path):
         where.mkdir()
         proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(size)}", "tmpfs", str(where)],
                               capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here (needs root, as in CI): {proc.stderr.strip()[:200]}")
+        if proc.returncode != 0 and os.geteuid() != 0:
+            pytest.skip(f"cannot mount a tmpfs without root (CI runs as root): {proc.stderr.strip()[:200]}")
+        assert proc.returncode == 0, f"root could not mount a tmpfs: {proc.stderr.strip()[:200]}"
         mounted.append(where)
         return where
 
