@@ -9,7 +9,6 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import SENTENCES
 
 from actkit import _threads
 from actkit._threads import (
@@ -260,28 +259,17 @@ def test_dask_local_workers_get_their_share_of_the_budget():
 # ----------------------------------------------------------------------------- bitwise at 1 and 2
 @pytest.fixture(scope="module")
 def wide_models(tmp_path_factory):
-    """Two GPT-NeoX checkpoints wide enough (256) that torch and BLAS really use two threads."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
+    """Two GPT-NeoX checkpoints wide enough (256) that torch and BLAS really use two threads,
+    and 24 texts: the builder of ``benchmarks/bench_threads.py``."""
+    import importlib.util
+    from pathlib import Path
 
+    spec = importlib.util.spec_from_file_location(
+        "bench_threads", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_threads.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
     root = tmp_path_factory.mktemp("wide")
-    texts = [" ".join(SENTENCES[(i + j) % len(SENTENCES)] for j in range(1 + i % 3)) for i in range(24)]
-    (root / "texts.txt").write_text("\n".join(texts) + "\n")
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
-                                                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                   unk_token="<|endoftext|>")
-    for seed in (0, 1):
-        fast.save_pretrained(root / f"m{seed}")
-        torch.manual_seed(seed)
-        cfg = GPTNeoXConfig(vocab_size=len(fast), hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
-                            intermediate_size=1024, max_position_embeddings=256, rotary_pct=0.25,
-                            tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)
-        GPTNeoXForCausalLM(cfg).eval().save_pretrained(root / f"m{seed}", safe_serialization=True)
+    bench.make_models(root, texts=24, hidden=256)
     return root
 
 
