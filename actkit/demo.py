@@ -325,7 +325,12 @@ def plot_demo(report: dict, path: str | os.PathLike) -> Path:
                    color="tab:gray")
         ax.set_xticks(x, ["perm", "rigid", "linear", "ica"])
         eff = r["ours"]["ica_efficiency"]
-        ax.set_title(f"{r['name']}\nICA eff. {_fmt(eff, True)}", fontsize=9)
+        if r["ours"].get("ica_identifiable") is False:   # the table prints no digits of it
+            ax.patches[3].set_hatch("//")
+            ax.patches[3].set_alpha(0.5)
+            ax.set_title(f"{r['name']}\nICA: not identifiable (one optimum shown)", fontsize=9)
+        else:
+            ax.set_title(f"{r['name']}\nICA eff. {_fmt(eff, True)}", fontsize=9)
         ax.set_ylabel("held-out l2 error / diam(B)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()

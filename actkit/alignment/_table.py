@@ -73,11 +73,18 @@ def ica_cell(r, digits=3, eff_step=1):
     """The ICA column: error (``±`` its spread over the restarts), efficiency in
     parentheses (in percent, rounded to multiples of ``eff_step``), ``(–)`` where the
     efficiency is undefined, ``*`` where FastICA did not converge, ``‡`` where the
-    reproducibility check failed (``ica_identifiable`` false)."""
+    reproducibility check failed (``ica_identifiable`` false). A cell marked ``‡`` prints no
+    digits (:data:`UNIDENTIFIABLE_CELL`): the error is then one of several optima, and a
+    perturbation of the rows by 1e-6 moves it by more than its ``±``; ``to_dict()`` keeps
+    the numbers."""
     ica, eff = value_of(r, "ica"), value_of(r, "ica_efficiency")
     if math.isnan(ica):
         return "-"
     d = _dict(r)
+    if d.get("ica_identifiable") is False:
+        # one of several FastICA optima: 1e-6 of rounding (another CPU, another extraction
+        # batch size) lands on another one, so no digit of it would reproduce
+        return UNIDENTIFIABLE_CELL + ("*" if d.get("ica_converged") is False else "") + NOT_IDENTIFIABLE_MARK
     cell = _spread(ica, d.get("ica_std"), digits)
     if not math.isnan(eff):
         cell += f" ({_spread(eff, d.get('ica_efficiency_std'), digits, pct=True, step=eff_step)})"
@@ -92,6 +99,9 @@ def ica_cell(r, digits=3, eff_step=1):
 
 #: the mark of an ICA cell whose reproducibility check failed (``ica_identifiable`` false)
 NOT_IDENTIFIABLE_MARK = "\u2021"
+
+#: what such a cell prints instead of digits
+UNIDENTIFIABLE_CELL = "not identifiable"
 
 
 #: the mark of a rigid or linear error fitted on too few rows (``<method>_fit_rows_ok`` false)
@@ -120,15 +130,15 @@ def table_footnotes(results, cells=()):
     printed ICA cells)."""
     ds = [_dict(r) for r in results]
     notes = []
-    if any(_ran_ica(d) and d.get("ica") is not None and d.get("ica_efficiency") is None
-           and d.get("permutation") is not None and d.get("rigid") is not None for d in ds):
+    if any("(\u2013)" in cell for cell in cells):
         notes.append("\u2013: ICA efficiency undefined: permutation - rigid is not above noise")
     if any(d.get("ica_converged") is False for d in ds):
         notes.append("*: FastICA did not converge within ica_max_iter on at least one side")
     if any(d.get("ica_identifiable") is False for d in ds):
         notes.append(f"{NOT_IDENTIFIABLE_MARK}: ica_identifiable is false: the two halves of the restarts find "
                      "different sources, or the self floor is comparable to permutation - rigid; the "
-                     "ICA error is one of several optima, not a reproducible measurement")
+                     "ICA error is one of several optima, not a reproducible measurement, so no digits "
+                     "are printed (the JSON keeps ica and ica_efficiency)")
     if any(d.get(f"{m}_fit_rows_ok") is False for d in ds for m in ("rigid", "linear")):
         notes.append(f"{FEW_ROWS_MARK}: too few fit rows for this map (rigid: 5 max(Da, Db), "
                      f"linear: 10 Da); its error is unreliable")
@@ -162,6 +172,11 @@ def ica_summary(results, labels):
                 line += (f"; halves share {d['ica_shared_halves_a']} (A) / {d['ica_shared_halves_b']} (B), "
                          f"self floor {_fmt(d.get('ica_self_floor'))}, identifiable: "
                          f"{'yes' if d.get('ica_identifiable') else 'no'}")
+                if d.get("ica_identifiable") is False and d.get("ica") is not None:
+                    eff = d.get("ica_efficiency")
+                    line += (f"; this run's error {_fmt(d['ica'])}"
+                             + ("" if eff is None or math.isnan(eff) else f" ({100 * eff:.0f}%)")
+                             + " is one of several optima, not a measurement (not in the table)")
         else:
             line = (f"ica {lab}: {fitted}, {d['ica_identified_a']} sources identified on A, "
                     f"{d['ica_identified_b']} on B ({d['ica_restarts']} restarts), {d['ica_matched']} matched")
