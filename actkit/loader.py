@@ -133,6 +133,7 @@ class ActivationDataset(_torch_iterable()):
             raise ValidationError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         self.num_workers = int(num_workers)
         self.dtype = None if dtype is None else np.dtype(dtype)
+        self._ring_slots = 0  # set by actkit.loader.DataLoader (workers hand batches over in reused slots)
         self.epoch = 0
         self.batches = 0  # batches of this epoch consumed (counted where they are handed out)
 
@@ -208,7 +209,13 @@ class ActivationDataset(_torch_iterable()):
                 raise ValidationError(f"the dataset was set up for {self.num_workers} workers and runs in "
                                       f"{info.num_workers}; use actkit.loader.DataLoader(dataset, "
                                       f"num_workers={info.num_workers})")
-            yield from self._stream(*schedule[info.id], shared=True)
+            ring = None
+            if self._ring_slots:  # under actkit.loader.DataLoader: reused shared slots
+                from actkit._loader_ring import RingWriter
+
+                ring = RingWriter(info.id, self._ring_slots, self.batch_size,
+                                  [(s.features, self.dtype or s.dtype) for s in self.sources], self.return_index)
+            yield from self._stream(*schedule[info.id], shared=True, ring=ring)
             return
         gens = [self._stream(*s) for s in schedule]
         while gens:  # the round-robin a DataLoader makes of its workers
@@ -223,7 +230,7 @@ class ActivationDataset(_torch_iterable()):
             gens = alive
         self.set_epoch(self.epoch + 1)
 
-    def _stream(self, wins, skip, take, shared=False):
+    def _stream(self, wins, skip, take, shared=False, ring=None):
         """Batches ``skip .. skip + take`` of one stream (its windows in order). The next
         window is read (and checked) on a background thread while this one's batches are
         handed out: two window buffers per layer, reused."""
@@ -249,6 +256,8 @@ class ActivationDataset(_torch_iterable()):
             if buffers[i % 2] is None:
                 buffers[i % 2] = [np.empty((self.window_rows, s.features), dtype=s.dtype) for s in self.sources]
             bufs = buffers[i % 2]
+            for src in self.sources:  # the disk reads this window and the next one in the background
+                src.advise([p for k in (i, i + 1) if k < len(todo) for p in todo[k][0].pieces])
             for src, buf in zip(self.sources, bufs):
                 at = 0
                 for a, z in todo[i][0].pieces:
@@ -268,28 +277,38 @@ class ActivationDataset(_torch_iterable()):
                     if self.return_index else None
                 for j in range(first, first + n):
                     sel = slice(j * B, min(w.rows, (j + 1) * B)) if not self.shuffle else perm[j * B:(j + 1) * B]
-                    yield self._batch(bufs, ids, sel, shared)
+                    yield self._batch(bufs, ids, sel, shared, ring)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _batch(self, bufs, ids, sel, shared=False):
+    def _batch(self, bufs, ids, sel, shared=False, ring=None):
         """The rows ``sel`` of the window, copied out of its (reused) buffer. In a worker they
-        are gathered straight into shared memory, which the ``DataLoader`` then passes to the
-        main process without a further copy."""
+        are gathered into the next slot of ``ring`` (see :mod:`actkit._loader_ring`), or, under
+        a plain torch ``DataLoader``, straight into fresh shared memory, which it then passes
+        to the main process without a further copy."""
         import torch
 
         n = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
         out = []
-        for b in bufs:
+        slot = None if ring is None else ring.acquire()
+        for i, b in enumerate(bufs):
             dtype = self.dtype or b.dtype
-            t = _shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
-                torch.empty((n, b.shape[1]), dtype=getattr(torch, np.dtype(dtype).name))
-            dst = t.numpy()
+            if slot is not None:
+                dst = ring.arrays[i][slot, :n]
+                out.append(None)
+            else:
+                t = _shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
+                    torch.empty((n, b.shape[1]), dtype=getattr(torch, np.dtype(dtype).name))
+                dst = t.numpy()
+                out.append(t)
             if isinstance(sel, slice) or dtype != b.dtype:
                 dst[...] = b[sel]
             else:  # mode="clip": the indices are in range, and "raise" gathers through a temporary copy
                 np.take(b, sel, axis=0, out=dst, mode="clip")
-            out.append(t)
+        if slot is not None:
+            if self.return_index:
+                ring.id_array[slot, :n] = ids[sel]
+            return ring.publish(slot, n)
         if self.return_index:
             out.append(torch.from_numpy(np.ascontiguousarray(ids[sel])))
         return out[0] if len(out) == 1 else tuple(out)
@@ -340,6 +359,12 @@ class DataLoader:
         self.dataset = dataset
         self.num_workers = int(num_workers)
         dataset.num_workers = self.num_workers
+        self._pin = False
+        if self.num_workers > 0:  # batches come through reused shared slots, copied out here
+            import torch
+
+            self._pin = bool(kwargs.pop("pin_memory", False)) and torch.cuda.is_available()
+            dataset._ring_slots = int(kwargs.get("prefetch_factor") or 2) + 2
         self._loader = tud.DataLoader(dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
 
     def __len__(self):
@@ -350,8 +375,12 @@ class DataLoader:
         if self.num_workers == 0:  # the dataset runs here and counts itself
             yield from self._loader
             return
+        from actkit import _loader_ring as ring
+
+        rings = {}
         try:
-            for batch in self._loader:
+            for item in self._loader:
+                batch = ring.receive(item, rings, self._pin)
                 ds.batches += 1
                 yield batch
         except ActkitError as exc:  # a worker's error: its own one line, not torch's wrapper
