@@ -1,14 +1,19 @@
-"""How a worker of :class:`actkit.loader.DataLoader` hands its batches to the main process:
-a ring of reused shared-memory slots instead of a fresh shared-memory tensor per batch.
+"""Buffers that :class:`actkit.loader.DataLoader` keeps across epochs for its workers, and how
+a worker hands its batches to the main process through them.
 
-A fresh shared-memory segment per batch costs a page fault and a zeroed page for every 4 KiB
-of every batch (measured: 270,000 faults and about 1.2 CPU s per GiB in the workers, more
-than reading, checking and shuffling the rows). Here each worker allocates ``slots`` batch
-buffers (per layer, plus the row numbers) once per epoch and sends them with its first
-batch; every batch is gathered into the next free slot and announced by a small message
-``(TAG, worker, slot, rows, first-time buffers)``. The main process copies the rows out into
-a tensor of its own (so a batch handed to the caller is never overwritten) and marks the
-slot free in a shared flag array; a worker waits for its slot to be free before reusing it.
+Worker processes are new every epoch, and on this kind of machine fresh memory is dear: a
+page fault and a zeroed page for every 4 KiB (or 2 MiB) touched the first time. Measured
+before this module: a fresh shared-memory tensor per batch cost the workers 270,000 faults
+and about 1.2 CPU s per GiB, and freshly allocated window buffers about 0.4 CPU s per epoch
+of zeroing, more than reading, checking and shuffling the rows. So the main process
+allocates, once, in shared memory, per worker: the two window buffers of each layer and a
+ring of ``slots`` batch buffers (per layer, plus the row numbers, plus a flag per slot). The
+workers inherit them (or receive them by file descriptor under ``spawn``) every epoch.
+
+A worker gathers each batch into its next free slot, sets the slot's flag and sends a small
+message ``(TAG, worker, slot, rows)``; the main process copies the rows out into a tensor of
+its own (a batch handed to the caller is never overwritten later) and clears the flag. A
+worker waits for a slot's flag to clear before reusing it.
 """
 
 from __future__ import annotations
@@ -21,24 +26,50 @@ import numpy as np
 TAG = "actkit-ring"
 
 
+def _torch_dtype(dt):
+    import torch
+
+    return getattr(torch, np.dtype(dt).name)
+
+
+def shared_empty(shape, dtype):
+    """An uninitialised tensor in shared memory, as torch's ``default_collate`` makes one in a
+    worker (``Tensor.share_memory_()`` would copy a fresh tensor into a new segment: one more
+    pass over every batch)."""
+    import torch
+
+    n = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
+    try:
+        return torch.empty(0, dtype=dtype).set_(torch.UntypedStorage._new_shared(n), 0, shape)
+    except (AttributeError, TypeError, RuntimeError):  # pragma: no cover - another torch
+        return torch.empty(shape, dtype=dtype).share_memory_()
+
+
+def worker_buffers(ds, slots: int) -> dict:
+    """One worker's shared buffers for the dataset ``ds``: ``windows`` (two lists of one
+    (window_rows, features) tensor per layer, as stored) and ``ring`` (per layer a
+    (slots, batch_size, features) tensor in the output dtype, the row numbers or None, and
+    the int32 flags)."""
+    windows = [[shared_empty((ds.window_rows, s.features), _torch_dtype(s.dtype)) for s in ds.sources]
+               for _ in range(2)]
+    ring = [shared_empty((slots, ds.batch_size, s.features), _torch_dtype(ds.dtype or s.dtype)) for s in ds.sources]
+    ids = shared_empty((slots, ds.batch_size), _torch_dtype(np.int64)) if ds.return_index else None
+    flags = shared_empty((slots,), _torch_dtype(np.int32))
+    flags.zero_()
+    return {"windows": windows, "ring": ring, "ids": ids, "flags": flags}
+
+
 class RingWriter:
     """The worker's side: ``acquire()`` the next slot (waiting until the main process has
-    copied what it held), fill ``arrays[i][slot, :n]`` (and ``ids[slot, :n]``), ``publish``."""
+    copied what it held), fill ``arrays[i][slot, :n]`` (and ``id_array[slot, :n]``), then
+    ``publish(slot, n)`` returns the message to yield."""
 
-    def __init__(self, worker: int, slots: int, batch_size: int, layouts, with_ids: bool):
-        import torch
-
-        from actkit.loader import _shared_empty
-
-        self.worker, self.slots, self.count, self.sent = worker, int(slots), 0, False
-        self.tensors = [_shared_empty((self.slots, batch_size, f), getattr(torch, np.dtype(dt).name))
-                        for f, dt in layouts]
-        self.ids = _shared_empty((self.slots, batch_size), torch.int64) if with_ids else None
-        self.flags = _shared_empty((self.slots,), torch.int32)
-        self.flags.zero_()
-        self.arrays = [t.numpy() for t in self.tensors]
-        self.id_array = None if self.ids is None else self.ids.numpy()
-        self._flags = self.flags.numpy()
+    def __init__(self, worker: int, buffers: dict):
+        self.worker, self.count = worker, 0
+        self.arrays = [t.numpy() for t in buffers["ring"]]
+        self.id_array = None if buffers["ids"] is None else buffers["ids"].numpy()
+        self._flags = buffers["flags"].numpy()
+        self.slots = len(self._flags)
         self._parent = os.getppid()
 
     def acquire(self) -> int:
@@ -52,28 +83,22 @@ class RingWriter:
     def publish(self, slot: int, n: int):
         self._flags[slot] = 1
         self.count += 1
-        payload = None
-        if not self.sent:
-            payload, self.sent = (self.tensors, self.ids, self.flags), True
-        return (TAG, self.worker, slot, n, payload)
+        return (TAG, self.worker, slot, n)
 
 
-def receive(item, rings: dict, pin: bool):
+def receive(item, buffers: list, pin: bool):
     """The main process's side: the batch announced by ``item``, copied out of its slot into
     new tensors (pinned when ``pin``), and the slot freed."""
     import torch
 
-    _, worker, slot, n, payload = item
-    if payload is not None:
-        tensors, ids, flags = payload
-        rings[worker] = (tensors, ids, flags.numpy())
-    tensors, ids, flags = rings[worker]
+    _, worker, slot, n = item
+    b = buffers[worker]
     out = []
-    for t in tensors:
+    for t in b["ring"]:
         dst = torch.empty((n, t.shape[2]), dtype=t.dtype, pin_memory=pin)
-        dst.copy_(t[slot, :n])
+        np.copyto(dst.numpy(), t[slot, :n].numpy())  # one thread (torch's copy_ wakes its OpenMP pool)
         out.append(dst)
-    if ids is not None:
-        out.append(ids[slot, :n].clone())
-    flags[slot] = 0
+    if b["ids"] is not None:
+        out.append(b["ids"][slot, :n].clone())
+    b["flags"][slot] = 0
     return out[0] if len(out) == 1 else tuple(out)

@@ -133,9 +133,14 @@ class ActivationDataset(_torch_iterable()):
             raise ValidationError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         self.num_workers = int(num_workers)
         self.dtype = None if dtype is None else np.dtype(dtype)
-        self._ring_slots = 0  # set by actkit.loader.DataLoader (workers hand batches over in reused slots)
+        self._worker_buffers = None  # set by actkit.loader.DataLoader: shared buffers of its workers
         self.epoch = 0
         self.batches = 0  # batches of this epoch consumed (counted where they are handed out)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_pool", None)  # in-process window buffers stay here
+        return state
 
     # ------------------------------------------------------------------ state
     @property
@@ -209,15 +214,18 @@ class ActivationDataset(_torch_iterable()):
                 raise ValidationError(f"the dataset was set up for {self.num_workers} workers and runs in "
                                       f"{info.num_workers}; use actkit.loader.DataLoader(dataset, "
                                       f"num_workers={info.num_workers})")
-            ring = None
-            if self._ring_slots:  # under actkit.loader.DataLoader: reused shared slots
+            ring = windows = None
+            if self._worker_buffers:  # under actkit.loader.DataLoader: its shared buffers
                 from actkit._loader_ring import RingWriter
 
-                ring = RingWriter(info.id, self._ring_slots, self.batch_size,
-                                  [(s.features, self.dtype or s.dtype) for s in self.sources], self.return_index)
-            yield from self._stream(*schedule[info.id], shared=True, ring=ring)
+                mine = self._worker_buffers[info.id]
+                ring = RingWriter(info.id, mine)
+                windows = [[t.numpy() for t in w] for w in mine["windows"]]
+            yield from self._stream(*schedule[info.id], shared=True, ring=ring, buffers=windows)
             return
-        gens = [self._stream(*s) for s in schedule]
+        pool = self.__dict__.setdefault("_pool", [])  # window buffers kept for the next epoch
+        sets = [pool.pop() if pool else [None, None] for _ in schedule]
+        gens = [self._stream(*s, buffers=b) for s, b in zip(schedule, sets)]
         while gens:  # the round-robin a DataLoader makes of its workers
             alive = []
             for g in gens:
@@ -228,9 +236,10 @@ class ActivationDataset(_torch_iterable()):
                 self.batches += 1
                 yield batch
             gens = alive
+        pool.extend(sets)  # only after a finished epoch (an abandoned one may still hold them)
         self.set_epoch(self.epoch + 1)
 
-    def _stream(self, wins, skip, take, shared=False, ring=None):
+    def _stream(self, wins, skip, take, shared=False, ring=None, buffers=None):
         """Batches ``skip .. skip + take`` of one stream (its windows in order). The next
         window is read (and checked) on a background thread while this one's batches are
         handed out: two window buffers per layer, reused."""
@@ -250,7 +259,7 @@ class ActivationDataset(_torch_iterable()):
             skip = 0
         if not todo:
             return
-        buffers = [None, None]
+        buffers = [None, None] if buffers is None else buffers  # filled (and kept) here
 
         def load(i):
             if buffers[i % 2] is None:
@@ -288,6 +297,8 @@ class ActivationDataset(_torch_iterable()):
         to the main process without a further copy."""
         import torch
 
+        from actkit._loader_ring import shared_empty
+
         n = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
         out = []
         slot = None if ring is None else ring.acquire()
@@ -297,7 +308,7 @@ class ActivationDataset(_torch_iterable()):
                 dst = ring.arrays[i][slot, :n]
                 out.append(None)
             else:
-                t = _shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
+                t = shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
                     torch.empty((n, b.shape[1]), dtype=getattr(torch, np.dtype(dtype).name))
                 dst = t.numpy()
                 out.append(t)
@@ -317,19 +328,6 @@ class ActivationDataset(_torch_iterable()):
         names = ", ".join(s.name for s in self.sources)
         return (f"<actkit ActivationDataset [{names}] rows={self.rows} batch_size={self.batch_size} "
                 f"shuffle={self.shuffle} rank={self.rank}/{self.world_size} epoch={self.epoch}>")
-
-
-def _shared_empty(shape, dtype):
-    """An uninitialised tensor in shared memory, as torch's ``default_collate`` makes one in a
-    worker (``Tensor.share_memory_()`` would copy a fresh tensor into a new segment: one more
-    pass over every batch)."""
-    import torch
-
-    n = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-    try:
-        return torch.empty(0, dtype=dtype).set_(torch.UntypedStorage._new_shared(n), 0, shape)
-    except (AttributeError, TypeError, RuntimeError):  # pragma: no cover - another torch
-        return torch.empty(shape, dtype=dtype).share_memory_()
 
 
 class DataLoader:
@@ -364,7 +362,8 @@ class DataLoader:
             import torch
 
             self._pin = bool(kwargs.pop("pin_memory", False)) and torch.cuda.is_available()
-            dataset._ring_slots = int(kwargs.get("prefetch_factor") or 2) + 2
+        self._slots = int(kwargs.get("prefetch_factor") or 2) + 2
+        self._buffers, self._busy = None, False
         self._loader = tud.DataLoader(dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
 
     def __len__(self):
@@ -377,14 +376,33 @@ class DataLoader:
             return
         from actkit import _loader_ring as ring
 
-        rings = {}
+        # the workers' shared buffers, kept for the next epoch (fresh ones if an earlier
+        # iteration, perhaps abandoned, may still have workers writing into them)
+        kept = not self._busy
+        buffers = self._buffers if kept else None
+        if buffers is None:
+            buffers = [ring.worker_buffers(ds, self._slots) for _ in range(self.num_workers)]
+            if kept:
+                self._buffers = buffers
+        for b in buffers:
+            b["flags"].zero_()
+        self._busy = self._busy or kept
+        ds._worker_buffers = buffers
+        it = None
         try:
-            for item in self._loader:
-                batch = ring.receive(item, rings, self._pin)
+            it = iter(self._loader)  # the workers start here, with the buffers
+            ds._worker_buffers = None
+            for item in it:
+                batch = ring.receive(item, buffers, self._pin)
                 ds.batches += 1
                 yield batch
         except ActkitError as exc:  # a worker's error: its own one line, not torch's wrapper
             raise type(exc)(_original_message(str(exc))) from None
+        finally:
+            ds._worker_buffers = None
+            if kept:
+                del it  # the workers are shut down before their buffers are handed out again
+                self._busy = False
         ds.set_epoch(ds.epoch + 1)
 
     def state_dict(self) -> dict:
