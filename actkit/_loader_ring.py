@@ -59,6 +59,27 @@ def worker_buffers(ds, slots: int) -> dict:
     return {"windows": windows, "ring": ring, "ids": ids, "flags": flags}
 
 
+def populate(tensors) -> None:
+    """Map every page of shared ``tensors`` into this process in one call per tensor
+    (``madvise(MADV_POPULATE_WRITE)``, Linux 5.14+) instead of one page fault per 4 KiB on
+    first touch (a worker is a new process every epoch); a no-op where that is not
+    available."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        page = os.sysconf("SC_PAGE_SIZE")
+    except (OSError, AttributeError, ValueError):  # pragma: no cover - not Linux
+        return
+    for t in tensors:
+        if t is None or t.numel() == 0:
+            continue
+        addr = t.data_ptr() // page * page
+        size = t.data_ptr() + t.numel() * t.element_size() - addr
+        if libc.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(size), 23) != 0:  # MADV_POPULATE_WRITE
+            return
+
+
 class RingWriter:
     """The worker's side: ``acquire()`` the next slot (waiting until the main process has
     copied what it held), fill ``arrays[i][slot, :n]`` (and ``id_array[slot, :n]``), then
@@ -95,8 +116,12 @@ def receive(item, buffers: list, pin: bool):
     b = buffers[worker]
     out = []
     for t in b["ring"]:
-        dst = torch.empty((n, t.shape[2]), dtype=t.dtype, pin_memory=pin)
-        np.copyto(dst.numpy(), t[slot, :n].numpy())  # one thread (torch's copy_ wakes its OpenMP pool)
+        src = t[slot, :n].numpy()
+        # numpy's allocation: huge pages where the kernel allows (far fewer page faults than
+        # torch's malloc of a fresh 4 KiB-paged block per batch); one thread to copy (torch's
+        # copy_ wakes its OpenMP pool)
+        dst = torch.empty(src.shape, dtype=t.dtype, pin_memory=True) if pin else torch.from_numpy(np.empty_like(src))
+        np.copyto(dst.numpy(), src)
         out.append(dst)
     if b["ids"] is not None:
         out.append(b["ids"][slot, :n].clone())

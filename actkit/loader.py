@@ -216,9 +216,10 @@ class ActivationDataset(_torch_iterable()):
                                       f"num_workers={info.num_workers})")
             ring = windows = None
             if self._worker_buffers:  # under actkit.loader.DataLoader: its shared buffers
-                from actkit._loader_ring import RingWriter
+                from actkit._loader_ring import RingWriter, populate
 
                 mine = self._worker_buffers[info.id]
+                populate([t for w in mine["windows"] for t in w] + mine["ring"] + [mine["ids"], mine["flags"]])
                 ring = RingWriter(info.id, mine)
                 windows = [[t.numpy() for t in w] for w in mine["windows"]]
             yield from self._stream(*schedule[info.id], shared=True, ring=ring, buffers=windows)
