@@ -310,7 +310,7 @@ class ActivationDataset(_torch_iterable()):
                 out.append(None)
             else:
                 t = shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
-                    torch.empty((n, b.shape[1]), dtype=getattr(torch, np.dtype(dtype).name))
+                    torch.from_numpy(np.empty((n, b.shape[1]), dtype=dtype))  # numpy: huge pages, few faults
                 dst = t.numpy()
                 out.append(t)
             if isinstance(sel, slice) or dtype != b.dtype:
