@@ -101,7 +101,9 @@ class Source:
                     raw = _Raw(os.open(seg.path, os.O_RDONLY), int(offset), self.features * ds.dtype.itemsize)
             except (OSError, AttributeError, ValueError):  # pragma: no cover - an unusual file: h5py reads it
                 raw = None
-            self._open[key] = raw
+            kept = self._open.setdefault(key, raw)  # another reading thread may have been first
+            if raw is not None and kept is not raw:
+                os.close(raw.fd)
         return self._open[key]
 
     def advise(self, pieces) -> None:

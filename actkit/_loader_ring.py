@@ -95,10 +95,13 @@ class RingWriter:
 
     def acquire(self) -> int:
         slot = self.count % self.slots
-        while self._flags[slot]:  # still held by the main process
+        wait = 0.0002
+        while self._flags[slot]:  # still held by the main process (rare: the DataLoader asks a
+            # worker for at most prefetch_factor batches ahead, and there are two more slots)
             if os.getppid() != self._parent:  # pragma: no cover - the main process is gone
                 raise SystemExit(0)
-            time.sleep(0.0002)
+            time.sleep(wait)
+            wait = min(0.01, wait * 2)
         return slot
 
     def publish(self, slot: int, n: int):
