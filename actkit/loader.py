@@ -335,8 +335,11 @@ class DataLoader:
     """A ``torch.utils.data.DataLoader`` over an :class:`ActivationDataset` that keeps the
     dataset's :meth:`~ActivationDataset.state_dict` current with ``num_workers > 0``.
 
-    Each worker opens the files itself and reads only its own windows. Batches come out in
-    the order the dataset defines for ``num_workers`` streams; the dataset counts the batches
+    Each worker opens the files itself and reads only its own windows, into buffers this
+    loader allocates once in shared memory and keeps across epochs (two windows, and a ring of
+    ``prefetch_factor + 2`` batch slots out of which each batch is copied here; see
+    :mod:`actkit._loader_ring`). Batches come out in the order the dataset defines for
+    ``num_workers`` streams; the dataset counts the batches
     handed out, so ``loader.dataset.state_dict()`` after any batch resumes right after it.
 
     Parameters

@@ -136,10 +136,10 @@ def main(argv=None):
     path = make_store(folder / f"bench-{args.rows}x{args.features}.h5", args.rows, args.features)
     size = os.path.getsize(path)
     print(f"store {path} ({size / 2**30:.2f} GiB); load before: {os.getloadavg()}")
-    cases = [(f"loader shuffle=True workers={w}", dict(workers=int(w), shuffle=True, verify=True))
+    cases = [(f"loader shuffle=True workers={w}", {"workers": int(w), "shuffle": True, "verify": True})
              for w in args.workers.split(",")]
-    cases += [("loader shuffle=True workers=2 verify=False", dict(workers=2, shuffle=True, verify=False)),
-              ("loader shuffle=False workers=0", dict(workers=0, shuffle=False, verify=True))]
+    cases += [("loader shuffle=True workers=2 verify=False", {"workers": 2, "shuffle": True, "verify": False}),
+              ("loader shuffle=False workers=0", {"workers": 0, "shuffle": False, "verify": True})]
     sequential(path)  # warm the page cache
     import actkit.loader  # noqa: F401  (torch imported before any timing)
     from actkit.store import open_store
