@@ -47,13 +47,14 @@ def shared_empty(shape, dtype):
 
 def worker_buffers(ds, slots: int) -> dict:
     """One worker's shared buffers for the dataset ``ds``: ``windows`` (two lists of one
-    (window_rows, features) tensor per layer, as stored) and ``ring`` (per layer a
+    (window rows, features) tensor per layer, as stored) and ``ring`` (per layer a
     (slots, batch_size, features) tensor in the output dtype, the row numbers or None, and
     the int32 flags)."""
-    windows = [[shared_empty((ds.window_rows, s.features), _torch_dtype(s.dtype)) for s in ds.sources]
-               for _ in range(2)]
-    ring = [shared_empty((slots, ds.batch_size, s.features), _torch_dtype(ds.dtype or s.dtype)) for s in ds.sources]
-    ids = shared_empty((slots, ds.batch_size), _torch_dtype(np.int64)) if ds.return_index else None
+    rows = ds._buffer_rows  # a window (or the layer, when smaller)
+    batch = min(ds.batch_size, rows)
+    windows = [[shared_empty((rows, s.features), _torch_dtype(s.dtype)) for s in ds.sources] for _ in range(2)]
+    ring = [shared_empty((slots, batch, s.features), _torch_dtype(ds.dtype or s.dtype)) for s in ds.sources]
+    ids = shared_empty((slots, batch), _torch_dtype(np.int64)) if ds.return_index else None
     flags = shared_empty((slots,), _torch_dtype(np.int32))
     flags.zero_()
     return {"windows": windows, "ring": ring, "ids": ids, "flags": flags}

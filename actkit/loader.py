@@ -148,6 +148,11 @@ class ActivationDataset(_torch_iterable()):
         """Rows of a shuffle window: ``buffer_rows`` rounded down to a multiple of ``batch_size``."""
         return max(self.batch_size, self.buffer_rows // self.batch_size * self.batch_size)
 
+    @property
+    def _buffer_rows(self) -> int:
+        """Rows of a window buffer: a window, or the whole layer when that is smaller."""
+        return max(1, min(self.window_rows, self.rows))
+
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (from its first batch), as ``DistributedSampler.set_epoch``."""
         self.epoch, self.batches = int(epoch), 0
@@ -264,7 +269,7 @@ class ActivationDataset(_torch_iterable()):
 
         def load(i):
             if buffers[i % 2] is None:
-                buffers[i % 2] = [np.empty((self.window_rows, s.features), dtype=s.dtype) for s in self.sources]
+                buffers[i % 2] = [np.empty((self._buffer_rows, s.features), dtype=s.dtype) for s in self.sources]
             bufs = buffers[i % 2]
             for src in self.sources:  # the disk reads this window and the next one in the background
                 src.advise([p for k in (i, i + 1) if k < len(todo) for p in todo[k][0].pieces])
