@@ -56,6 +56,7 @@ def worker_buffers(ds, slots: int) -> dict:
     ring = [shared_empty((slots, batch, s.features), _torch_dtype(ds.dtype or s.dtype)) for s in ds.sources]
     ids = shared_empty((slots, batch), _torch_dtype(np.int64)) if ds.return_index else None
     flags = shared_empty((slots,), _torch_dtype(np.int32))
+    populate([t for w in windows for t in w] + ring + [ids])  # the pages exist now (or one clear error)
     flags.zero_()
     return {"windows": windows, "ring": ring, "ids": ids, "flags": flags}
 
@@ -64,7 +65,8 @@ def populate(tensors) -> None:
     """Map every page of shared ``tensors`` into this process in one call per tensor
     (``madvise(MADV_POPULATE_WRITE)``, Linux 5.14+) instead of one page fault per 4 KiB on
     first touch (a worker is a new process every epoch); a no-op where that is not
-    available."""
+    available. A full ``/dev/shm`` is a :class:`~actkit.errors.ValidationError` here, not a
+    bus error later."""
     try:
         import ctypes
 
@@ -72,13 +74,23 @@ def populate(tensors) -> None:
         page = os.sysconf("SC_PAGE_SIZE")
     except (OSError, AttributeError, ValueError):  # pragma: no cover - not Linux
         return
+    import errno
+
     for t in tensors:
         if t is None or t.numel() == 0:
             continue
         addr = t.data_ptr() // page * page
         size = t.data_ptr() + t.numel() * t.element_size() - addr
         if libc.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(size), 23) != 0:  # MADV_POPULATE_WRITE
-            return
+            err = ctypes.get_errno()
+            if err in (errno.ENOMEM, errno.EFAULT, errno.EIO, errno.ENOSPC):  # /dev/shm is full
+                from actkit.errors import ValidationError
+
+                total = sum(x.numel() * x.element_size() for x in tensors if x is not None) / 2**20
+                raise ValidationError(f"not enough shared memory (/dev/shm) for the loader's worker buffers "
+                                      f"({total:.0f} MiB a worker); lower buffer_rows or batch_size, use fewer "
+                                      f"workers, or enlarge /dev/shm")
+            return  # MADV_POPULATE_WRITE unknown to this kernel: pages are mapped on first touch
 
 
 class RingWriter:
