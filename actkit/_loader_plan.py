@@ -78,9 +78,56 @@ class Source:
 
     def close(self):
         for h in self._open.values():
-            if hasattr(h, "close"):
+            if isinstance(h, _Raw):
+                os.close(h.fd)
+            elif hasattr(h, "close"):
                 h.close()
         self._open = {}
+
+    def _raw(self, seg: Segment, ds):
+        """The segment's rows as plain bytes of its file (:class:`_Raw`), when its data set is
+        stored contiguously, unfiltered, in the dtype read (what an uncompressed store
+        writes); else None (read through h5py). Looked up once per process."""
+        key = ("raw", seg.path)
+        if key not in self._open:
+            raw = None
+            try:
+                layout = ds.id.get_create_plist().get_layout()
+                offset = ds.id.get_offset()
+                import h5py
+
+                if (layout == h5py.h5d.CONTIGUOUS and offset is not None and ds.dtype == np.dtype(self.dtype)
+                        and ds.dtype.isnative and ds.shape == (seg.rows, self.features)):
+                    raw = _Raw(os.open(seg.path, os.O_RDONLY), int(offset), self.features * ds.dtype.itemsize)
+            except (OSError, AttributeError, ValueError):  # pragma: no cover - an unusual file: h5py reads it
+                raw = None
+            kept = self._open.setdefault(key, raw)  # another reading thread may have been first
+            if raw is not None and kept is not raw:
+                os.close(raw.fd)
+        return self._open[key]
+
+    def advise(self, pieces) -> None:
+        """Ask the kernel to start reading rows ``[(a, b), ...]`` from the disk now (all at
+        once, so the disk sees many requests together instead of one block after the other);
+        a no-op where the rows are not plain bytes of a file (compressed stores, embedding files)."""
+        if not hasattr(os, "posix_fadvise"):  # pragma: no cover - not Linux
+            return
+        from actkit.store import _integrity as integrity
+
+        if self.kind != "store":
+            return
+        for seg in self.segments:
+            if not any(max(a, seg.start) < min(b, seg.start + seg.rows) for a, b in pieces):
+                continue
+            with integrity.h5_errors(seg.path):
+                raw = self._raw(seg, self._datasets(seg)[0])
+            if raw is None:
+                continue
+            for a, b in pieces:
+                lo, hi = max(a, seg.start), min(b, seg.start + seg.rows)
+                if lo < hi:
+                    os.posix_fadvise(raw.fd, raw.offset + (lo - seg.start) * raw.row_bytes, (hi - lo) * raw.row_bytes,
+                                     os.POSIX_FADV_WILLNEED)
 
     # ------------------------------------------------------------------ reading
     def read(self, a: int, b: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -117,13 +164,17 @@ class Source:
         br = seg.block_rows or 1
         b0, b1 = a // br, -(-b // br)
         lo, hi = b0 * br, min(seg.rows, b1 * br)
+        if not verify:
+            lo, hi = a, b
         with integrity.h5_errors(seg.path):
             ds, all_sums = self._datasets(seg)
-            if not verify or (lo, hi) == (a, b):  # straight into the caller's buffer
-                ds.read_direct(out, np.s_[a:b])
-                data, off = out, 0
-            else:  # whole checksummed blocks around the rows asked for
-                data, off = np.ascontiguousarray(ds[lo:hi]), a - lo
+            raw = self._raw(seg, ds)
+            data = out if (lo, hi) == (a, b) else np.empty((hi - lo, self.features), dtype=self.dtype)
+            off = a - lo
+            if raw is not None:  # the bytes of the file, straight into the buffer (no HDF5 lock)
+                raw.read(seg.path, lo, data)
+            else:
+                ds.read_direct(data, np.s_[lo:hi])
             if not verify:
                 return
             sums = all_sums[b0:b1]
@@ -140,6 +191,25 @@ class Source:
                                  f"match its checksum; {HINT}")
         if data is not out:
             out[...] = data[off:off + (b - a)]
+
+
+@dataclass
+class _Raw:
+    """A contiguous, unfiltered HDF5 data set as bytes of its file: row ``r`` at
+    ``offset + r * row_bytes`` (read with ``os.preadv``, which releases the GIL)."""
+
+    fd: int
+    offset: int
+    row_bytes: int
+
+    def read(self, path, a: int, out: np.ndarray) -> None:
+        view = memoryview(out).cast("B")
+        pos, done = self.offset + a * self.row_bytes, 0
+        while done < len(view):
+            n = os.preadv(self.fd, [view[done:]], pos + done)
+            if n <= 0:
+                raise StoreError(f"cannot read {path}: the file is truncated; {HINT}")
+            done += n
 
 
 def source_of(layer, verify: bool = True) -> Source:

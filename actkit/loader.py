@@ -133,14 +133,25 @@ class ActivationDataset(_torch_iterable()):
             raise ValidationError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         self.num_workers = int(num_workers)
         self.dtype = None if dtype is None else np.dtype(dtype)
+        self._worker_buffers = None  # set by actkit.loader.DataLoader: shared buffers of its workers
         self.epoch = 0
         self.batches = 0  # batches of this epoch consumed (counted where they are handed out)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_pool", None)  # in-process window buffers stay here
+        return state
 
     # ------------------------------------------------------------------ state
     @property
     def window_rows(self) -> int:
         """Rows of a shuffle window: ``buffer_rows`` rounded down to a multiple of ``batch_size``."""
         return max(self.batch_size, self.buffer_rows // self.batch_size * self.batch_size)
+
+    @property
+    def _buffer_rows(self) -> int:
+        """Rows of a window buffer: a window, or the whole layer when that is smaller."""
+        return max(1, min(self.window_rows, self.rows))
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (from its first batch), as ``DistributedSampler.set_epoch``."""
@@ -208,9 +219,19 @@ class ActivationDataset(_torch_iterable()):
                 raise ValidationError(f"the dataset was set up for {self.num_workers} workers and runs in "
                                       f"{info.num_workers}; use actkit.loader.DataLoader(dataset, "
                                       f"num_workers={info.num_workers})")
-            yield from self._stream(*schedule[info.id], shared=True)
+            ring = windows = None
+            if self._worker_buffers:  # under actkit.loader.DataLoader: its shared buffers
+                from actkit._loader_ring import RingWriter, populate
+
+                mine = self._worker_buffers[info.id]
+                populate([t for w in mine["windows"] for t in w] + mine["ring"] + [mine["ids"], mine["flags"]])
+                ring = RingWriter(info.id, mine)
+                windows = [[t.numpy() for t in w] for w in mine["windows"]]
+            yield from self._stream(*schedule[info.id], shared=True, ring=ring, buffers=windows)
             return
-        gens = [self._stream(*s) for s in schedule]
+        pool = self.__dict__.setdefault("_pool", [])  # window buffers kept for the next epoch
+        sets = [pool.pop() if pool else [None, None] for _ in schedule]
+        gens = [self._stream(*s, buffers=b) for s, b in zip(schedule, sets)]
         while gens:  # the round-robin a DataLoader makes of its workers
             alive = []
             for g in gens:
@@ -221,9 +242,10 @@ class ActivationDataset(_torch_iterable()):
                 self.batches += 1
                 yield batch
             gens = alive
+        pool.extend(sets)  # only after a finished epoch (an abandoned one may still hold them)
         self.set_epoch(self.epoch + 1)
 
-    def _stream(self, wins, skip, take, shared=False):
+    def _stream(self, wins, skip, take, shared=False, ring=None, buffers=None):
         """Batches ``skip .. skip + take`` of one stream (its windows in order). The next
         window is read (and checked) on a background thread while this one's batches are
         handed out: two window buffers per layer, reused."""
@@ -243,12 +265,14 @@ class ActivationDataset(_torch_iterable()):
             skip = 0
         if not todo:
             return
-        buffers = [None, None]
+        buffers = [None, None] if buffers is None else buffers  # filled (and kept) here
 
         def load(i):
             if buffers[i % 2] is None:
-                buffers[i % 2] = [np.empty((self.window_rows, s.features), dtype=s.dtype) for s in self.sources]
+                buffers[i % 2] = [np.empty((self._buffer_rows, s.features), dtype=s.dtype) for s in self.sources]
             bufs = buffers[i % 2]
+            for src in self.sources:  # the disk reads this window and the next one in the background
+                src.advise([p for k in (i, i + 1) if k < len(todo) for p in todo[k][0].pieces])
             for src, buf in zip(self.sources, bufs):
                 at = 0
                 for a, z in todo[i][0].pieces:
@@ -268,28 +292,40 @@ class ActivationDataset(_torch_iterable()):
                     if self.return_index else None
                 for j in range(first, first + n):
                     sel = slice(j * B, min(w.rows, (j + 1) * B)) if not self.shuffle else perm[j * B:(j + 1) * B]
-                    yield self._batch(bufs, ids, sel, shared)
+                    yield self._batch(bufs, ids, sel, shared, ring)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _batch(self, bufs, ids, sel, shared=False):
+    def _batch(self, bufs, ids, sel, shared=False, ring=None):
         """The rows ``sel`` of the window, copied out of its (reused) buffer. In a worker they
-        are gathered straight into shared memory, which the ``DataLoader`` then passes to the
-        main process without a further copy."""
+        are gathered into the next slot of ``ring`` (see :mod:`actkit._loader_ring`), or, under
+        a plain torch ``DataLoader``, straight into fresh shared memory, which it then passes
+        to the main process without a further copy."""
         import torch
+
+        from actkit._loader_ring import shared_empty
 
         n = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
         out = []
-        for b in bufs:
+        slot = None if ring is None else ring.acquire()
+        for i, b in enumerate(bufs):
             dtype = self.dtype or b.dtype
-            t = _shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
-                torch.empty((n, b.shape[1]), dtype=getattr(torch, np.dtype(dtype).name))
-            dst = t.numpy()
+            if slot is not None:
+                dst = ring.arrays[i][slot, :n]
+                out.append(None)
+            else:
+                t = shared_empty((n, b.shape[1]), getattr(torch, np.dtype(dtype).name)) if shared else \
+                    torch.from_numpy(np.empty((n, b.shape[1]), dtype=dtype))  # numpy: huge pages, few faults
+                dst = t.numpy()
+                out.append(t)
             if isinstance(sel, slice) or dtype != b.dtype:
                 dst[...] = b[sel]
             else:  # mode="clip": the indices are in range, and "raise" gathers through a temporary copy
                 np.take(b, sel, axis=0, out=dst, mode="clip")
-            out.append(t)
+        if slot is not None:
+            if self.return_index:
+                ring.id_array[slot, :n] = ids[sel]
+            return ring.publish(slot, n)
         if self.return_index:
             out.append(torch.from_numpy(np.ascontiguousarray(ids[sel])))
         return out[0] if len(out) == 1 else tuple(out)
@@ -300,25 +336,15 @@ class ActivationDataset(_torch_iterable()):
                 f"shuffle={self.shuffle} rank={self.rank}/{self.world_size} epoch={self.epoch}>")
 
 
-def _shared_empty(shape, dtype):
-    """An uninitialised tensor in shared memory, as torch's ``default_collate`` makes one in a
-    worker (``Tensor.share_memory_()`` would copy a fresh tensor into a new segment: one more
-    pass over every batch)."""
-    import torch
-
-    n = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-    try:
-        return torch.empty(0, dtype=dtype).set_(torch.UntypedStorage._new_shared(n), 0, shape)
-    except (AttributeError, TypeError, RuntimeError):  # pragma: no cover - another torch
-        return torch.empty(shape, dtype=dtype).share_memory_()
-
-
 class DataLoader:
     """A ``torch.utils.data.DataLoader`` over an :class:`ActivationDataset` that keeps the
     dataset's :meth:`~ActivationDataset.state_dict` current with ``num_workers > 0``.
 
-    Each worker opens the files itself and reads only its own windows. Batches come out in
-    the order the dataset defines for ``num_workers`` streams; the dataset counts the batches
+    Each worker opens the files itself and reads only its own windows, into buffers this
+    loader allocates once in shared memory and keeps across epochs (two windows, and a ring of
+    ``prefetch_factor + 2`` batch slots out of which each batch is copied here; see
+    :mod:`actkit._loader_ring`). Batches come out in the order the dataset defines for
+    ``num_workers`` streams; the dataset counts the batches
     handed out, so ``loader.dataset.state_dict()`` after any batch resumes right after it.
 
     Parameters
@@ -340,6 +366,13 @@ class DataLoader:
         self.dataset = dataset
         self.num_workers = int(num_workers)
         dataset.num_workers = self.num_workers
+        self._pin = False
+        if self.num_workers > 0:  # batches come through reused shared slots, copied out here
+            import torch
+
+            self._pin = bool(kwargs.pop("pin_memory", False)) and torch.cuda.is_available()
+        self._slots = int(kwargs.get("prefetch_factor") or 2) + 2
+        self._buffers, self._busy = None, False
         self._loader = tud.DataLoader(dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
 
     def __len__(self):
@@ -350,12 +383,35 @@ class DataLoader:
         if self.num_workers == 0:  # the dataset runs here and counts itself
             yield from self._loader
             return
+        from actkit import _loader_ring as ring
+
+        # the workers' shared buffers, kept for the next epoch (fresh ones if an earlier
+        # iteration, perhaps abandoned, may still have workers writing into them)
+        kept = not self._busy
+        buffers = self._buffers if kept else None
+        if buffers is None:
+            buffers = [ring.worker_buffers(ds, self._slots) for _ in range(self.num_workers)]
+            if kept:
+                self._buffers = buffers
+        for b in buffers:
+            b["flags"].zero_()
+        self._busy = self._busy or kept
+        ds._worker_buffers = buffers
+        it = None
         try:
-            for batch in self._loader:
+            it = iter(self._loader)  # the workers start here, with the buffers
+            ds._worker_buffers = None
+            for item in it:
+                batch = ring.receive(item, buffers, self._pin)
                 ds.batches += 1
                 yield batch
         except ActkitError as exc:  # a worker's error: its own one line, not torch's wrapper
             raise type(exc)(_original_message(str(exc))) from None
+        finally:
+            ds._worker_buffers = None
+            if kept:
+                del it  # the workers are shut down before their buffers are handed out again
+                self._busy = False
         ds.set_epoch(ds.epoch + 1)
 
     def state_dict(self) -> dict:

@@ -6,8 +6,11 @@ temporary folder), then, alternating, ``--repeats`` times each:
 * ``h5py sequential``: ``f["layers/L/data"][a:b]`` in ~32 MiB row blocks, start to end
   (the plain read a user would write; no shuffling, no checks);
 * ``loader shuffle=True, workers=W``: every batch of one epoch through
-  ``actkit.loader.DataLoader`` (random block order, window shuffle, sha256 of every block),
-  for W in ``--workers``; also with ``verify=False``, and ``shuffle=False`` in-process.
+  ``actkit.loader.DataLoader`` (random block order, window shuffle, the store's block
+  checksum, XXH3-128, of every block), for W in ``--workers``; also with ``verify=False``,
+  and ``shuffle=False`` in-process. Each loader is made once and each repeat is its next
+  epoch, as in training (the first epoch also allocates the loader's buffers; ``--fresh``
+  makes a new loader for every pass instead).
 
 Reported: rows/s (median of the repeats, and min-max), each loader's ratio to the
 sequential read of the same repeat, and the CPU seconds of one pass (this process and its
@@ -68,18 +71,18 @@ def sequential(path: Path) -> tuple[float, float]:
     return ds.shape[0] / (time.perf_counter() - t), total
 
 
-def loader(path: Path, batch_size: int, workers: int, shuffle: bool, verify: bool) -> float:
-    from actkit.store import open_store
+def make_loader(store, batch_size: int, workers: int, shuffle: bool, verify: bool):
+    return store["L"].to_torch(batch_size, shuffle=shuffle, seed=0, verify=verify, num_workers=workers)
 
-    with open_store(path) as s:
-        lay = s["L"]
-        dl = lay.to_torch(batch_size, shuffle=shuffle, seed=0, verify=verify, num_workers=workers)
-        t = time.perf_counter()
-        n = 0
-        for batch in dl:
-            n += batch.shape[0]
-        dt = time.perf_counter() - t
-    assert n == len(lay)
+
+def epoch(dl, rows: int) -> float:
+    """Rows/s of one epoch of ``dl``."""
+    t = time.perf_counter()
+    n = 0
+    for batch in dl:
+        n += batch.shape[0]
+    dt = time.perf_counter() - t
+    assert n == rows
     return n / dt
 
 
@@ -120,6 +123,7 @@ def main(argv=None):
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--cold", action="store_true", help="drop the page cache before every timed pass (root)")
+    ap.add_argument("--fresh", action="store_true", help="a new loader for every pass (not one per case)")
     args = ap.parse_args(argv)
     if args.cold:
         try:
@@ -132,12 +136,16 @@ def main(argv=None):
     path = make_store(folder / f"bench-{args.rows}x{args.features}.h5", args.rows, args.features)
     size = os.path.getsize(path)
     print(f"store {path} ({size / 2**30:.2f} GiB); load before: {os.getloadavg()}")
-    cases = [(f"loader shuffle=True workers={w}", dict(workers=int(w), shuffle=True, verify=True))
+    cases = [(f"loader shuffle=True workers={w}", {"workers": int(w), "shuffle": True, "verify": True})
              for w in args.workers.split(",")]
-    cases += [("loader shuffle=True workers=2 verify=False", dict(workers=2, shuffle=True, verify=False)),
-              ("loader shuffle=False workers=0", dict(workers=0, shuffle=False, verify=True))]
+    cases += [("loader shuffle=True workers=2 verify=False", {"workers": 2, "shuffle": True, "verify": False}),
+              ("loader shuffle=False workers=0", {"workers": 0, "shuffle": False, "verify": True})]
     sequential(path)  # warm the page cache
     import actkit.loader  # noqa: F401  (torch imported before any timing)
+    from actkit.store import open_store
+
+    store = open_store(path)
+    loaders = {}
     res = {"h5py sequential": []}
     ratios = {name: [] for name, _ in cases}
     for name, _ in cases:
@@ -154,10 +162,14 @@ def main(argv=None):
             if args.cold:
                 drop_cache()
             c = cpu_seconds()
-            got = loader(path, args.batch_size, **kw)
+            if args.fresh or name not in loaders:
+                loaders[name] = make_loader(store, args.batch_size, **kw)
+            got = epoch(loaders[name], args.rows)
             cpu[name].append(cpu_seconds() - c)
             res[name].append(got)
             ratios[name].append(got / seq)
+    loaders.clear()
+    store.close()
     print(f"load after: {os.getloadavg()}")
     print(f"{'reader':45s} {'rows/s (median)':>16s} {'min-max':>22s} {'x sequential':>14s} {'CPU s/pass':>11s}")
     out = {}

@@ -278,3 +278,52 @@ def test_dtype_conversion_of_a_float16_store(tmp_path):
         wide = list(s["L"].to_torch(64, seed=0, dtype=np.float32))
     assert raw[0].dtype == torch.float16 and wide[0].dtype == torch.float32
     np.testing.assert_array_equal(torch.cat(wide).numpy(), torch.cat(raw).numpy().astype(np.float32))
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_a_worker_loader_reuses_its_buffers_across_epochs_without_overwriting_batches(store):
+    """Workers hand batches over through reused shared slots (``actkit/_loader_ring.py``):
+    every batch kept by the caller stays intact over three epochs of one loader, an
+    abandoned epoch does not disturb the next, and the order is the in-process one."""
+    s, X = store
+    M = -X[:, :2] * 2
+    kw = {"seed": 5, "buffer_rows": 96, "block_rows": 32, "return_index": True, "dtype": np.float64}
+    from actkit.loader import ActivationDataset, DataLoader
+
+    loader = DataLoader(ActivationDataset([s["L"], s["M"]], 32, **kw), num_workers=2)
+    ref = ActivationDataset([s["L"], s["M"]], 32, **kw)
+    ref.num_workers = 2
+    kept = []
+    for epoch in range(3):
+        if epoch == 1:  # abandon an epoch after 3 batches, then start it again from the top
+            it = iter(loader)
+            [next(it) for _ in range(3)]
+            loader.dataset.set_epoch(1)
+        batches = list(loader)
+        want = list(ref)
+        assert len(batches) == len(want) == len(loader.dataset)
+        for (xl, xm, idx), (wl, wm, widx) in zip(batches, want):
+            assert xl.dtype == torch.float64 and idx.dtype == torch.int64
+            np.testing.assert_array_equal(idx.numpy(), widx.numpy())
+            np.testing.assert_array_equal(xl.numpy(), wl.numpy())
+            np.testing.assert_array_equal(xm.numpy(), wm.numpy())
+        assert sorted(np.concatenate([b[2].numpy() for b in batches])) == list(range(1000))
+        kept += batches
+    for xl, xm, idx in kept:  # nothing handed out was overwritten by a later batch
+        np.testing.assert_array_equal(xl.numpy(), X[idx.numpy()].astype(np.float64))
+        np.testing.assert_array_equal(xm.numpy(), M[idx.numpy()].astype(np.float64))
+
+
+def test_a_compressed_store_is_read_through_h5py(tmp_path):
+    X = _rows(500)
+    path = tmp_path / "z.h5"
+    index = np.stack([np.arange(500), np.full(500, -1)], 1)
+    w = create_store(path, [LayerSpec("L", 500, 4, index=index)], n_samples=500, request={}, compression="gzip")
+    w.append("L", X)
+    w.checkpoint(500, force=True)
+    w.finalize()
+    with open_store(path) as s:
+        assert s["L"].dataset.compression == "gzip"
+        got = torch.cat(list(s["L"].to_torch(64, seed=3, buffer_rows=128, block_rows=50))).numpy()
+    assert sorted(got[:, 0].astype(int)) == list(range(500))
+    np.testing.assert_array_equal(got, X[got[:, 0].astype(int)])
