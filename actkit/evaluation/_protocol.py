@@ -227,19 +227,22 @@ class _Run:
         rotations = [haar_rotation(Z.shape[1], rng).astype(np.float32) for _ in range(n_rotations)]
         jobs = [(t, k, split) for t, task_splits in enumerate(splits) for k, split in enumerate(task_splits)]
         bins_rows = np.unique(np.concatenate([np.concatenate(s[:2]) for _, _, s in jobs]))
+        needed = np.union1d(bins_rows, test)  # a rotation is applied to these rows only
+        z_sums = _Sums(Z)
         for v in VERSIONS:
             for r in range(self.draws[v]):
-                V = (X if v == "base" else Z if v == "pca" else
-                     Z @ ica.components_.T.astype(np.float32) if v == "pca+ica" else Z @ rotations[r])
+                if v in ("base", "pca"):
+                    V = _Version(X if v == "base" else Z)
+                else:
+                    V = _Version(Z, ica.components_.T if v == "pca+ica" else rotations[r], needed, z_sums)
                 bins = None
                 if self.classifier == "lightgbm":
-                    bins = SharedBins(V, bins_rows, lightgbm_params(self.random_state, self.max_bin))
-                sums = _Sums(V)
-                futures = [pool.submit(_score, V, sums, self.classifier, self.random_state, bins, split,
+                    bins = SharedBins(V.rows(bins_rows), bins_rows, lightgbm_params(self.random_state, self.max_bin))
+                futures = [pool.submit(_score, V, self.classifier, self.random_state, bins, split,
                                        (train, test), self.complement) for _, _, split in jobs]
                 rot = f" rotation {r + 1}" if self.draws[v] > 1 else ""
                 self.pending.append((f"fold {f + 1}/{self.n_splits} {v}{rot}", v, r, f, jobs, futures, len(splits)))
-                del V, bins, sums
+                del V, bins
                 self.drain(1)
         return info
 
@@ -259,9 +262,12 @@ class _Run:
 def _fold_tasks(tasks, in_train, max_train_rows, rng):
     """Per task and sub-task: (classifier's positive / negative training rows, all training
     positives / negatives, test positives / negatives)."""
-    out, shared = [], {}
+    out, shared, negatives = [], {}, {}
     for task in tasks:
-        neg_tr, neg_te = task.negatives[in_train[task.negatives]], task.negatives[~in_train[task.negatives]]
+        key = id(task.negatives)  # the tasks against one control share one array: one split of it
+        if key not in negatives:
+            negatives[key] = (task.negatives[in_train[task.negatives]], task.negatives[~in_train[task.negatives]])
+        neg_tr, neg_te = negatives[key]
         subs = []
         for pos in task.positives:
             pos_tr, pos_te = pos[in_train[pos]], pos[~in_train[pos]]
@@ -272,8 +278,8 @@ def _fold_tasks(tasks, in_train, max_train_rows, rng):
 
 
 class _Sums:
-    """Column sums (float64) of row sets of one version, each computed once per version and
-    fold (the negatives are shared by every task against one control)."""
+    """Column sums (float64) of row sets of a matrix, each computed once per fold (the
+    negatives are shared by every task against one control)."""
 
     def __init__(self, V):
         self.V, self.cache = V, {}
@@ -285,23 +291,60 @@ class _Sums:
         return self.cache[key][0]
 
 
-def _score(V, sums, classifier, random_state, bins, split, fold, complement):
+class _Version:
+    """The rows of one version of a fold, as the scores read them.
+
+    ``_Version(M)``: the matrix M itself (Base, PCA). ``_Version(Z, R, needed, z_sums)``: the
+    whitened rows Z rotated by R (PCA+ICA, PCA+Rand), computed for the ``needed`` rows only
+    (the fold's test rows and the classifiers' training rows); the column sums of any rows
+    are those of Z rotated, ``sum(Z[rows]) @ R``, since the rotation is linear.
+    """
+
+    def __init__(self, M, R=None, needed=None, z_sums=None):
+        self.cache = {}
+        if R is None:
+            self.M, self.where, self.sums = M, None, _Sums(M)
+            return
+        self.M = M[needed] @ np.asarray(R, np.float32)
+        self.where = np.full(len(M), -1, np.int64)
+        self.where[needed] = np.arange(len(needed))
+        R64 = np.asarray(R, np.float64)
+        self.sums = lambda rows: z_sums(rows) @ R64
+
+    def rows(self, rows):
+        if self.where is None:
+            return self.M[rows]
+        at = self.where[rows]
+        if at.size and at.min() < 0:
+            raise RuntimeError("a rotated version was read on a row it was not computed for")
+        return self.M[at]
+
+    def shared_rows(self, rows):
+        """``rows(rows)``, kept for the other tasks of the version (the control's test rows)."""
+        key = (id(rows), len(rows))
+        if key not in self.cache:
+            self.cache[key] = (self.rows(rows), rows)
+        return self.cache[key][0]
+
+
+def _score(V, classifier, random_state, bins, split, fold, complement):
     fit_pos, fit_neg, tr_pos, tr_neg, te_pos, te_neg = split
     train, test = fold
     fit_rows = np.concatenate([fit_pos, fit_neg])
     fit_y = np.r_[np.ones(len(fit_pos)), np.zeros(len(fit_neg))].astype(np.int64)
-    test_rows = np.concatenate([te_pos, te_neg])
-    test_y = np.r_[np.ones(len(te_pos)), np.zeros(len(te_neg))].astype(np.int64)
+    X_pos = V.rows(te_pos)
+    X_neg = V.rows(te_neg) if complement else V.shared_rows(te_neg)
     if bins is not None:  # LightGBM on the version's shared binned rows
-        a = bins.auroc(fit_rows, fit_y, V[test_rows], test_y)
+        a = bins.auroc(fit_rows, fit_y, X_pos, X_neg)
     else:
-        a = auroc(make_classifier(classifier, random_state), V[fit_rows], fit_y, V[test_rows], test_y)
+        a = auroc(make_classifier(classifier, random_state), V.rows(fit_rows), fit_y, X_pos, X_neg)
+    sums = V.sums
     s_tr_pos, s_te_pos = sums(tr_pos), sums(te_pos)
     if complement:  # one-vs-rest: the negatives are every other row of the fold
         s_tr_neg, s_te_neg = sums(train) - s_tr_pos, sums(test) - s_te_pos
     else:
         s_tr_neg, s_te_neg = sums(tr_neg), sums(te_neg)
-    s = sparsity(V[te_pos], s_tr_neg / len(tr_neg))
+    s = sparsity(X_pos, s_tr_neg / len(tr_neg))
     b_train = between_class_variance(s_tr_pos, len(tr_pos), s_tr_neg, len(tr_neg))
     b_test = between_class_variance(s_te_pos, len(te_pos), s_te_neg, len(te_neg))
     return a, s, concentration(b_train, b_test)

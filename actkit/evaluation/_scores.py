@@ -65,12 +65,17 @@ def make_classifier(kind: str, random_state: int, max_bin: int = LIGHTGBM_MAX_BI
     return LogisticRegression(C=1.0, tol=1e-8, max_iter=5000)
 
 
-def auroc(clf, X_train, y_train, X_test, y_test) -> float:
-    """Fit ``clf`` on the training rows, AUROC of its probability of class 1 on the test rows."""
+def auroc(clf, X_train, y_train, X_pos, X_neg) -> float:
+    """Fit ``clf`` on the training rows, AUROC of its probability of class 1 on the positive and
+    negative test rows."""
+    clf.fit(X_train, y_train)
+    return _auroc(clf.predict_proba(X_pos)[:, 1], clf.predict_proba(X_neg)[:, 1])
+
+
+def _auroc(p_pos, p_neg) -> float:
     from sklearn.metrics import roc_auc_score
 
-    clf.fit(X_train, y_train)
-    return float(roc_auc_score(y_test, clf.predict_proba(X_test)[:, 1]))
+    return float(roc_auc_score(np.r_[np.ones(len(p_pos)), np.zeros(len(p_neg))], np.r_[p_pos, p_neg]))
 
 
 class SharedBins:
@@ -84,17 +89,18 @@ class SharedBins:
     training rows of the fold instead of one task's.
     """
 
-    def __init__(self, V, rows, params):
+    def __init__(self, X_rows, rows, params):
+        """``X_rows``: the version's rows ``rows`` (sorted row numbers), shape (len(rows), d)."""
         import lightgbm
 
         self.rows, self.params, self._lock = rows, params, threading.Lock()
-        self.data = lightgbm.Dataset(V[rows], label=np.zeros(len(rows)), params=params,
+        self.data = lightgbm.Dataset(X_rows, label=np.zeros(len(rows)), params=params,
                                      free_raw_data=True).construct()
 
-    def auroc(self, fit_rows, fit_y, X_test, y_test) -> float:
-        """Fit on ``fit_rows`` (rows of V, labelled ``fit_y``), AUROC on ``X_test``."""
+    def auroc(self, fit_rows, fit_y, X_pos, X_neg) -> float:
+        """Fit on ``fit_rows`` (row numbers among ``rows``, labelled ``fit_y``), AUROC on the
+        positive and negative test rows ``X_pos``, ``X_neg``."""
         import lightgbm
-        from sklearn.metrics import roc_auc_score
 
         order = np.argsort(fit_rows, kind="stable")  # a subset keeps the parent's row order
         index = np.searchsorted(self.rows, fit_rows[order]).astype(np.int32)
@@ -103,7 +109,7 @@ class SharedBins:
         data.set_label(np.asarray(fit_y, np.float64)[order])
         booster = lightgbm.train(self.params, data, num_boost_round=LIGHTGBM_ROUNDS)
         try:
-            return float(roc_auc_score(y_test, booster.predict(X_test)))
+            return _auroc(booster.predict(X_pos), booster.predict(X_neg))
         finally:
             booster.free_dataset()
 
