@@ -48,7 +48,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seeds folds, subsets, FastICA and rotations")
     p.add_argument("--max-bin", type=int, default=63,
                    help="LightGBM feature histogram bins (default 63, 2.8x faster fits than LightGBM's own 255 "
-                        "at the same AUROC within 0.001 on planted data; the paper gives none)")
+                        "AUROC within 0.004 on planted data, docs/postprocessing.md; the paper gives none)")
     p.add_argument("--threads", type=int, default=None,
                    help="classifier fits run at once, one thread each, and the whitening/FastICA thread budget "
                         "(default: actkit's thread policy, the CPUs not busy; same scores at any count)")
