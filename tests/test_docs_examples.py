@@ -65,7 +65,7 @@ _LONG = {
         "the real runs of docs/postprocessing.md: LightGBM on 4,000 images and 2,976 texts (tens of minutes on "
         "the shared 2-core machine); tests/test_evaluate.py runs the protocol on planted data",
     ("docs/postprocessing.md", "python benchmarks/bench_evaluate.py"):
-        "200,000 x 384 rows by default (tens of minutes); its numbers are in docs/postprocessing.md",
+        "200,000 x 384 rows by default (about 5 minutes on 2 idle cores); its numbers are in docs/postprocessing.md",
     ("docs/loader.md", "python benchmarks/bench_loader.py --rows 262144 --features 1024"):
         "writes and reads a 1 GiB store (minutes); its numbers are in docs/loader.md",
     ("docs/zoo.md", "python -m actkit.zoo train"):

@@ -112,6 +112,49 @@ def test_lightgbm_with_one_and_two_workers_agree_bitwise():
         np.testing.assert_array_equal(one.scores[v][0], two.scores[v][0])
 
 
+def test_a_fit_on_shared_bins_is_lightgbm_s_own_fit():
+    """Binning once per version and fold changes nothing but where the bin edges come from:
+    on the task's own rows it is the Table 6 LGBMClassifier fit, bit for bit."""
+    from actkit.evaluation._scores import (
+        SharedBins,
+        auroc,
+        lightgbm_params,
+        make_classifier,
+    )
+
+    X, y = planted(n=800, k=8)
+    lab = (y != "ctrl").astype(np.int64)
+    rows, test = np.arange(0, 600, 2), np.arange(1, 800, 2)
+    X_pos, X_neg = X[test[lab[test] == 1]], X[test[lab[test] == 0]]
+    for max_bin in (63, 255):
+        own = auroc(make_classifier("lightgbm", 3, max_bin), X[rows], lab[rows], X_pos, X_neg)
+        bins = SharedBins(X[rows], rows, lightgbm_params(3, max_bin))
+        shuffled = np.random.default_rng(0).permutation(len(rows))  # any order of the task's rows
+        assert bins.auroc(rows[shuffled], lab[rows][shuffled], X_pos, X_neg) == own
+    # bins found on more training rows (every task's), the fit on a subset: the same model up to the edges
+    wide = np.arange(0, 800, 2)
+    assert SharedBins(X[wide], wide, lightgbm_params(3)).auroc(rows, lab[rows], X_pos, X_neg) == \
+        pytest.approx(own, abs=0.03)
+
+
+def test_training_subsets_are_balanced_and_share_the_control_draw():
+    from actkit.evaluation._protocol import _fold_tasks
+    from actkit.evaluation._tasks import build_tasks
+
+    y = np.array(["ctrl"] * 900 + ["a"] * 300 + ["b"] * 240 + ["c"] * 20, dtype=object)
+    tasks, _ = build_tasks(y, control="ctrl", n_splits=2)
+    in_train = np.zeros(len(y), bool)
+    in_train[::2] = True
+    (sa,), (sb,), (sc,) = _fold_tasks(tasks, in_train, 200, np.random.default_rng(0))
+    assert [len(s[0]) for s in (sa, sb, sc)] == [100, 100, 10]  # up to half positives, a rare class whole
+    assert [len(s[1]) for s in (sa, sb, sc)] == [100, 100, 190]  # the negatives fill the rest
+    np.testing.assert_array_equal(sa[1], sb[1])  # one draw of 100 control rows for the tasks that need 100
+    for s in (sa, sb, sc):
+        assert in_train[np.concatenate(s[:2])].all() and len(np.unique(s[1])) == len(s[1])
+        assert set(y[s[1]]) == {"ctrl"}
+    assert len(_fold_tasks(tasks, in_train, None, np.random.default_rng(0))[0][0][1]) == 450  # None: all
+
+
 def test_two_labels_one_vs_rest_is_one_task():
     X, y = planted(n=400, k=6)
     y = np.where(y == "ctrl", "a", "b")
@@ -291,6 +334,7 @@ def test_cli_group_n_components_and_safetensors(tmp_path, capsys):
     ("small", "class 'rare' has 2 rows, fewer than the 5 folds"),
     ("nan", "NaN or Inf values (first in row 7)"),
     ("single", "the labels hold a single class ('ctrl')"),
+    ("max-bin", "--max-bin must be >= 2, got 1"),
 ])
 def test_cli_bad_input_is_one_line(tmp_path, capsys, data, case, message):
     X, y = data[0].copy(), data[1].copy()
@@ -305,6 +349,8 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys, data, case, message):
         X[7, 3] = np.nan
     elif case == "single":
         y[:] = "ctrl"
+    elif case == "max-bin":
+        args = ["--max-bin", "1"]
     np.save(tmp_path / "emb.npy", X)
     (tmp_path / "labels.txt").write_text("\n".join(y) + "\n")
     line = cli_error(capsys, "evaluate", tmp_path / "emb.npy", "--labels", tmp_path / "labels.txt", *args)

@@ -106,9 +106,10 @@ def build_tasks(y: np.ndarray, *, control=None, groups=None, n_splits: int = 5):
     else:
         positives = list(labels)
     tasks = []
+    controls = np.flatnonzero(y == control) if control is not None else None  # one array, shared by the tasks
     for lab in positives:
         rows = np.flatnonzero(y == lab)
-        negatives = np.flatnonzero(y == control) if control is not None else np.flatnonzero(y != lab)
+        negatives = controls if control is not None else np.flatnonzero(y != lab)
         if groups is None:
             tasks.append(Task(str(lab), [rows], negatives))
         else:
