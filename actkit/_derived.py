@@ -107,16 +107,16 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     ValidationError
         The estimator is not fitted on this layer's width, or its output is not finite.
     """
-    import actkit
     from tqdm.auto import tqdm
 
-    from actkit._dask import is_dask
+    import actkit
     from actkit._data import iter_blocks
     from actkit._faults import fault
     from actkit._params import check_fitted
+    from actkit.runners import is_chunked
     from actkit.store import LayerSpec, create_store
 
-    if is_dask(layer):
+    if is_chunked(layer):
         return _transform_dask(estimator, layer, out, overwrite=overwrite, settings=settings, progress=progress,
                                echo=echo, scheduler=scheduler)
     store = getattr(layer, "store", None)
@@ -194,8 +194,8 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
 
 def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows, progress, echo):
     """:func:`transform_store` on Dask: the workers read ``layer`` and write one shard each."""
-    from actkit._dask import H5Rows, use_scheduler
-    from actkit._dask_passes import portable
+    from actkit.runners import portable
+    from actkit.runners._dask import H5Rows, use_scheduler
     from actkit.store._shards import shard_dir, write_sharded
 
     f = getattr(getattr(layer.store, "file", None), "filename", None)  # None: an embedding file
@@ -217,8 +217,8 @@ def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows,
 def _verified_rows(layer, block_rows):
     """``layer`` as a dask array whose every chunk is checked against the source store's block
     checksums as a worker reads it (an embedding file, which has none: its own dask array)."""
-    from actkit._dask import from_rows
     from actkit._loader_plan import SourceRows, source_of
+    from actkit.runners._dask import from_rows
     from actkit.store import Layer
 
     if not isinstance(layer, Layer):
@@ -230,9 +230,9 @@ def _verified_rows(layer, block_rows):
 def _transform_dask(estimator, X, out, *, overwrite, settings, progress, echo, scheduler):
     """:func:`transform_store` of a dask array (no source store): a sharded store."""
     import actkit
-    from actkit._dask import check_chunks, use_scheduler
-    from actkit._dask_passes import portable
     from actkit._params import check_fitted
+    from actkit.runners import portable
+    from actkit.runners._dask import check_chunks, use_scheduler
     from actkit.store._shards import write_sharded
 
     check_fitted(estimator)

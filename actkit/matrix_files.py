@@ -116,7 +116,7 @@ class MatrixLayer:
     def to_dask(self, block_rows=None):
         """The rows as a ``dask.array.Array`` (one chunk per ``block_rows`` rows); every task
         opens the file by path (:class:`~actkit._matrix_readers.MatrixRows`), as for a store."""
-        from actkit._dask import from_rows
+        from actkit.runners._dask import from_rows
 
         prov = self.store.provenance
         src = MatrixRows(prov["file"], prov["key"], prov["column"], self.shape, self.dtype)

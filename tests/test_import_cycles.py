@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 # deferred to the runner seam: stats -> _dask -> store -> ... -> _dask_passes -> stats (the
 # store's private modules among them; Layer.to_torch brings the loader in)
 KNOWN = [
-    {"actkit._dask", "actkit._dask_passes", "actkit._loader_plan", "actkit._matrix_readers", "actkit.loader",
-     "actkit.matrix_files", "actkit.stats", "actkit.store", "actkit.store._create", "actkit.store._format",
+    {"actkit.runners._dask", "actkit._loader_plan", "actkit._matrix_readers", "actkit.loader",
+     "actkit.matrix_files", "actkit.store", "actkit.store._create", "actkit.store._format",
      "actkit.store._integrity", "actkit.store._layer", "actkit.store._reader", "actkit.store._shard_state",
      "actkit.store._shards", "actkit.store._writer"},
 ]

@@ -111,9 +111,13 @@ class Layer:
 
         Every chunk's task opens the file by path in the process that runs it (no h5py
         handle is shipped); needs ``pip install "actkit[dask]"``. See ``docs/dask.md``."""
-        from actkit._dask import to_dask
+        import os
 
-        return to_dask(self, block_rows)
+        from actkit.runners._dask import from_h5
+
+        f = self.store.file
+        token = (self.store.fingerprint, os.path.getmtime(f.filename))
+        return from_h5(f.filename, self.dataset_path, self.shape, self.dtype, block_rows, token)
 
     def for_each_verified(self, fn, block_rows: int | None = None) -> None:
         """Call ``fn(block)`` on consecutive blocks of ``block_rows`` rows (the last may be

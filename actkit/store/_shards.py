@@ -340,7 +340,7 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
 
     Parameters
     ----------
-    runner : actkit._dask.Runner
+    runner : actkit.runners._dask.Runner
     X : dask.array.Array of shape (n_rows, n_features), one column chunk
     out : path of the index file (shards go to ``out + ".shards"``)
     layer : str
@@ -353,14 +353,14 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
         As for :func:`actkit.store.create_store` (the request decides whether a rerun is a
         no-op); every shard gets the same, plus its rank.
     index_reader : array-like, optional
-        Rows' ``[sample, position]`` (e.g. :class:`actkit._dask.H5Rows` over the source's
+        Rows' ``[sample, position]`` (e.g. :class:`actkit.runners._dask.H5Rows` over the source's
         index, read by the workers); default ``[row, -1]``.
 
     Returns
     -------
     Path of the index file.
     """
-    from actkit._dask import check_chunks
+    from actkit.runners._dask import check_chunks
 
     X = check_chunks(X)
     out = Path(out)
