@@ -42,6 +42,14 @@ def request_hash(request: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(dict(request)).encode()).hexdigest()
 
 
+SHARDS_SUFFIX = ".shards"
+
+
+def shard_dir(path) -> Path:
+    """``<path>.shards``: the folder of a sharded store's shards."""
+    return Path(str(path) + SHARDS_SUFFIX)
+
+
 def partial_path(path: str | os.PathLike) -> Path:
     return Path(str(path) + PARTIAL_SUFFIX)
 
