@@ -12,199 +12,21 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from actkit.errors import StoreError, ValidationError
-
-HINT = "the file is corrupt; re-create it (rerun the command that wrote it with --overwrite)"
-
-
-@dataclass
-class Segment:
-    """Rows ``[start, start + rows)`` of a layer, stored in one ordinary store file."""
-
-    path: str
-    start: int
-    rows: int
-    block_rows: int | None  # rows per checksummed block; None: no checksums
-    algorithm: str = "sha256"  # the store's block checksum (its /meta["checksum"])
-
-
-@dataclass
-class Source:
-    """One layer to read, described by paths only (picklable to worker processes).
-
-    ``kind`` is ``"store"`` (segments: the store itself, or each shard of a sharded store)
-    or ``"matrix"`` (an embedding file; ``key``/``column`` as in :func:`actkit.open_matrix`).
-    """
-
-    kind: str
-    path: str
-    name: str
-    rows: int
-    features: int
-    dtype: str
-    segments: list = field(default_factory=list)
-    key: str | None = None
-    column: str | None = None
-    verify: bool = True
-    _open: dict = field(default_factory=dict, repr=False, compare=False)
-    _pid: int = field(default=-1, repr=False, compare=False)
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_open"], state["_pid"] = {}, -1  # a worker opens the files itself
-        return state
-
-    # ------------------------------------------------------------------ opening
-    def _handle(self, path):
-        if self._pid != os.getpid():
-            self._open, self._pid = {}, os.getpid()
-        h = self._open.get(path)
-        if h is None:
-            if self.kind == "matrix":
-                from actkit.matrix_files import open_matrix
-
-                h = open_matrix(path, key=self.key, column=self.column, layer=self.name, check=False)[self.name]
-            else:
-                from actkit.store import open_store
-
-                h = open_store(path)
-            self._open[path] = h
-        return h
-
-    def close(self):
-        for h in self._open.values():
-            if hasattr(h, "close"):
-                h.close()
-        self._open = {}
-
-    # ------------------------------------------------------------------ reading
-    def read(self, a: int, b: int, out: np.ndarray | None = None) -> np.ndarray:
-        """Rows ``[a, b)`` as an ndarray (rows, features), written into ``out`` (a C-contiguous
-        array of that shape and the stored dtype) when given; every checksummed block they
-        touch is checked when ``verify`` (a mismatch is a :class:`StoreError`, never data)."""
-        if out is None:
-            out = np.empty((b - a, self.features), dtype=self.dtype)
-        if self.kind == "matrix":
-            out[...] = self._handle(self.path)[a:b]
-            return out
-        for seg in self.segments:
-            lo, hi = max(a, seg.start), min(b, seg.start + seg.rows)
-            if lo < hi:
-                self._read_segment(seg, lo - seg.start, hi - seg.start, out[lo - a:hi - a])
-        return out
-
-    def _datasets(self, seg: Segment):
-        """The segment's h5py data set, and (when verifying) all its block digests, read once
-        per process (one small read instead of one per block). The data set itself is looked
-        up per read and not kept open: HDF5 shares an open data set's buffers with every
-        later opening of it in the process, so a file changed on disk would be read stale."""
-        store = self._handle(seg.path)
-        key = ("digests", seg.path)
-        sums = self._open.get(key)
-        if sums is None and self.verify and seg.block_rows:
-            sums = self._open[key] = store.file[f"layers/{self.name}/checksums"][()]
-        return store.file[f"layers/{self.name}/data"], sums
-
-    def _read_segment(self, seg: Segment, a: int, b: int, out: np.ndarray) -> None:
-        from actkit.store import _integrity as integrity
-
-        verify = self.verify and seg.block_rows
-        br = seg.block_rows or 1
-        b0, b1 = a // br, -(-b // br)
-        lo, hi = b0 * br, min(seg.rows, b1 * br)
-        with integrity.h5_errors(seg.path):
-            ds, all_sums = self._datasets(seg)
-            if not verify or (lo, hi) == (a, b):  # straight into the caller's buffer
-                ds.read_direct(out, np.s_[a:b])
-                data, off = out, 0
-            else:  # whole checksummed blocks around the rows asked for
-                data, off = np.ascontiguousarray(ds[lo:hi]), a - lo
-            if not verify:
-                return
-            sums = all_sums[b0:b1]
-        raw = memoryview(data).cast("B")
-        row_bytes = data.shape[1] * data.dtype.itemsize
-        for i in range(b1 - b0):
-            s, e = i * br * row_bytes, min(len(raw), (i + 1) * br * row_bytes)
-            h = integrity.new_hash(seg.algorithm)
-            h.update(raw[s:e])
-            if h.digest() != sums[i].tobytes():
-                first = (b0 + i) * br
-                last = min(seg.rows, first + br) - 1
-                raise StoreError(f"{seg.path}: layer {self.name} block {b0 + i} (rows {first}-{last}) does not "
-                                 f"match its checksum; {HINT}")
-        if data is not out:
-            out[...] = data[off:off + (b - a)]
+from actkit.errors import ValidationError
+from actkit.store._source import HINT, Segment, Source, SourceRows  # noqa: F401  (the loader's sources)
 
 
 def source_of(layer, verify: bool = True) -> Source:
     """The :class:`Source` of a store :class:`~actkit.store.Layer` or an embedding file's
-    :class:`~actkit.matrix_files.MatrixLayer`."""
-    from actkit.matrix_files import MatrixLayer
-    from actkit.store import Layer
-    from actkit.store import _integrity as integrity
-
-    rows, feats = (int(x) for x in layer.shape)
-    if isinstance(layer, MatrixLayer):
-        prov = layer.store.provenance
-        return Source("matrix", str(layer.store.path), layer.name, rows, feats, str(layer.dtype),
-                      key=prov.get("key"), column=prov.get("column"), verify=verify)
-    if not isinstance(layer, Layer):
+    :class:`~actkit.matrix_files.MatrixLayer` (each describes itself: ``loader_source``)."""
+    describe = getattr(layer, "loader_source", None)
+    if describe is None:
         raise ValidationError(f"to_torch reads store layers and embedding files, not {type(layer).__name__}")
-    store = layer.store
-    if not store.complete:
-        raise StoreError(f"store {store.path} is not finished; the loader reads finished stores only")
-    meta = store.meta
-    segments = []
-    if meta.get("shards"):
-        from actkit.store import open_store
-
-        start = 0
-        for rel in meta["shards"]:
-            p = store.path.parent / rel
-            with open_store(p) as shard:
-                n = len(shard[layer.name])
-                br = shard.meta["layers"][layer.name].get("block_rows")
-                algo = integrity.checksum_algorithm(shard.meta)
-            segments.append(Segment(str(p), start, n, br, algo))
-            start += n
-        if start != rows:
-            raise StoreError(f"store {store.path}: its shards hold {start} rows of layer {layer.name}, "
-                             f"the index says {rows}")
-    else:
-        segments.append(Segment(str(store.path), 0, rows, meta["layers"][layer.name].get("block_rows"),
-                                integrity.checksum_algorithm(meta)))
-    return Source("store", str(store.path), layer.name, rows, feats, str(layer.dtype), segments, verify=verify)
-
-
-class SourceRows:
-    """Rows of a :class:`Source` as a picklable array-like for ``dask.array.from_array``:
-    every read checks the checksummed blocks it touches (what a derived store written on
-    Dask reads, so a corrupt source block is an error on the worker, never fresh checksums
-    over it)."""
-
-    ndim = 2
-
-    def __init__(self, source: Source):
-        self.source = source
-        self.shape = (source.rows, source.features)
-        self.dtype = np.dtype(source.dtype)
-
-    def __getitem__(self, key):
-        rows, cols = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
-        if not isinstance(rows, slice):
-            raise TypeError(f"SourceRows reads row slices, got {rows!r}")
-        a, b, step = rows.indices(self.shape[0])
-        data = self.source.read(a, max(a, b))[::step]
-        return data[(slice(None), *cols)] if cols else data
-
-    def __repr__(self):
-        return f"SourceRows({self.source.path!r}, {self.source.name!r}, verify={self.source.verify})"
+    return describe(verify)
 
 
 def default_block_rows(sources) -> int:

@@ -95,6 +95,11 @@ class Store:
     def __len__(self):
         return len(self.layers)
 
+    @staticmethod
+    def reopen(path) -> Store:
+        """:func:`open_store` (what another process that reads this store's rows calls)."""
+        return open_store(path)
+
     def open_shard(self, rel) -> Store:
         """The shard ``rel`` (relative to this sharded store's folder), opened for reading."""
         return open_store(self.path.parent / rel)
