@@ -27,7 +27,8 @@ import contextlib
 from actkit.runners._local import LOCAL, LocalRunner
 from actkit.runners._pass import RowPass, is_chunked, portable
 
-__all__ = ["LOCAL", "LocalRunner", "RowPass", "compare_many", "compare_pairs", "elsewhere", "gather", "is_chunked", "lazy_transform", "portable",
+__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "compare_pairs", "elsewhere",
+           "file_rows", "gather", "is_chunked", "lazy_transform", "portable",
            "run", "runner_for"]
 
 
@@ -104,6 +105,22 @@ def compare_pairs(pairs, *, scheduler, **kwargs):
     from actkit.runners import _dask_compare
 
     return _dask_compare.compare_pairs(pairs, scheduler=scheduler, **kwargs)
+
+
+def file_rows(path, dataset, shape, dtype):
+    """Rows of an HDF5 dataset as a picklable array-like that every reader opens by path
+    (what a scheduler's worker reads, e.g. a source store's row index)."""
+    from actkit.runners._dask import H5Rows
+
+    return H5Rows(path, dataset, shape, dtype)
+
+
+def chunked_rows(src, block_rows=None, token=""):
+    """A chunked array over ``src`` (a picklable row source that opens its file where it is
+    read), one chunk per ``block_rows`` rows, for a scheduler's workers."""
+    from actkit.runners._dask import from_rows
+
+    return from_rows(src, block_rows, token)
 
 
 def lazy_transform(estimator, X, n_out, block_rows=None):

@@ -400,6 +400,8 @@ class Runner:
         Local scheduler name (``None``: Dask's default) when there is no client.
     """
 
+    remote = True  # the workers read the rows themselves
+
     def __init__(self, client=None, local=None):
         self.client = client
         self.local = local

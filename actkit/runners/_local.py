@@ -39,6 +39,7 @@ class LocalRunner:
 
     n_workers = 1
     client = None
+    remote = False  # the rows are read here
 
     def run(self, X, p, *, desc=None, progress=False, blocks=None):
         """Fold every block of ``X`` into ``p.new(*p.args)``; the partial result of all rows.
