@@ -107,55 +107,86 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     ValidationError
         The estimator is not fitted on this layer's width, or its output is not finite.
     """
-    import actkit
-    from tqdm.auto import tqdm
-
-    from actkit._dask import is_dask
-    from actkit._data import iter_blocks
-    from actkit._faults import fault
     from actkit._params import check_fitted
-    from actkit.store import LayerSpec, create_store
+    from actkit.runners import is_chunked, runner_for
 
-    if is_dask(layer):
-        return _transform_dask(estimator, layer, out, overwrite=overwrite, settings=settings, progress=progress,
-                               echo=echo, scheduler=scheduler)
-    store = getattr(layer, "store", None)
-    if store is None or not hasattr(layer, "index"):
-        raise StoreError("transform_store needs a store layer (actkit.open_store(path)[name])")
+    chunked = is_chunked(layer)
+    if not chunked:
+        store = getattr(layer, "store", None)
+        if store is None or not hasattr(layer, "index"):
+            raise StoreError("transform_store needs a store layer (actkit.open_store(path)[name])")
     check_fitted(estimator)
+    kind, params, results = _describe(estimator)
+    settings = _jsonable_params(estimator) if settings is None else dict(settings)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    job = _array_job if chunked else _store_job
+    spec, kw = job(estimator, layer, out, kind, params, results, settings, overwrite)
+    # where the rows are transformed: here (one store), or on a scheduler's workers (one shard each)
+    with runner_for(layer, scheduler, block_rows=block_rows) as (rows, runner):
+        if runner.remote:
+            return _write_sharded(runner, rows if chunked else _verified_rows(layer, block_rows), estimator, out,
+                                  spec, kw, kind, None if chunked else layer, progress, echo)
+    return _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, echo)
+
+
+def _store_job(estimator, layer, out, kind, params, results, settings, overwrite):
+    """The new store's layer and request for the rows of a store layer (or embedding file)."""
+    import actkit
+    from actkit.store import LayerSpec
+
+    store, name = layer.store, layer.name
     width = int(layer.shape[1])
     if getattr(estimator, "n_features_in_", width) != width:
-        raise ValidationError(f"layer {layer.name} has {width} features, but the "
+        raise ValidationError(f"layer {name} has {width} features, but the "
                               f"{type(estimator).__name__} was fitted on {estimator.n_features_in_}")
     src = os.path.abspath(store.path)
     if os.path.abspath(out) == src:
         raise StoreError("the output store must differ from the source store")
-    kind, params, results = _describe(estimator)
-    settings = _jsonable_params(estimator) if settings is None else dict(settings)
-    settings = {k: v for k, v in settings.items() if v is not None}
-    name = layer.name
-    request = {"command": kind, "source": src, "source_fingerprint": store.fingerprint,
-               "layer": name, **settings}
-    provenance = {
-        "command": kind,
-        "source_store": src,
-        "source_fingerprint": store.fingerprint,
-        "source_layer": name,
-        "source_provenance": store.provenance,
-        "actkit_version": actkit.__version__,
-        "settings": settings,
-        "fit": results,
-    }
+    request = {"command": kind, "source": src, "source_fingerprint": store.fingerprint, "layer": name, **settings}
+    provenance = {"command": kind, "source_store": src, "source_fingerprint": store.fingerprint,
+                  "source_layer": name, "source_provenance": store.provenance,
+                  "actkit_version": actkit.__version__, "settings": settings, "fit": results}
     n = int(layer.shape[0])
-    first = np.asarray(estimator.transform(np.asarray(layer[:1])))
-    n_out = int(first.shape[1])
+    n_out = int(np.asarray(estimator.transform(np.asarray(layer[:1]))).shape[1])
     spec = LayerSpec(name, n, n_out, dtype="float32", index=np.asarray(layer.index),
                      attrs={"transform": kind, "source_layer": name, "source_features": width})
     kw = dict(n_samples=int(store.n_samples) or n, request=request, provenance=provenance,
               params={k: np.asarray(v) for k, v in params.items()},
               inputs_fingerprint=store.inputs_fingerprint or None, overwrite=overwrite)
-    if scheduler is not None:
-        return _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows, progress, echo)
+    return spec, kw
+
+
+def _array_job(estimator, X, out, kind, params, results, settings, overwrite):
+    """The new store's layer and request for the rows of a chunked array (no source store:
+    layer ``data``, row index ``[row, -1]``)."""
+    import actkit
+    from actkit.runners import portable
+    from actkit.store import LayerSpec
+
+    if getattr(estimator, "n_features_in_", X.shape[1]) != X.shape[1]:
+        raise ValidationError(f"the dask array has {X.shape[1]} features, but the {type(estimator).__name__} "
+                              f"was fitted on {estimator.n_features_in_}")
+    first = np.asarray(X[:1].compute(scheduler="sync"))
+    n_out = int(np.asarray(portable(estimator).transform(first)).shape[1])
+    request = {"command": kind, "source": X.name, **settings}
+    provenance = {"command": kind, "source": X.name, "actkit_version": actkit.__version__, "settings": settings,
+                  "fit": results}
+    spec = LayerSpec("data", int(X.shape[0]), n_out, dtype="float32", attrs={"transform": kind})
+    kw = dict(n_samples=int(X.shape[0]), request=request, provenance=provenance,
+              params={k: np.asarray(v) for k, v in params.items()}, inputs_fingerprint=None, overwrite=overwrite)
+    return spec, kw
+
+
+def _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, echo):
+    """The rows transformed in this process into one store, read block by block (a store's
+    blocks checked against their checksums as read)."""
+    from tqdm.auto import tqdm
+
+    from actkit._data import iter_blocks
+    from actkit._faults import fault
+    from actkit.store import create_store
+
+    name, n = spec.name, spec.rows
     writer = create_store(out, [spec], **kw)
     if writer.complete:
         if echo is not None:
@@ -167,6 +198,7 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     try:
         bar = tqdm(total=n, desc=f"{kind}: transform", unit="row", leave=False,
                    disable=None if progress is None else not progress)
+
         def write(block):
             rows = np.asarray(estimator.transform(block), dtype=np.float32)
             if not np.all(np.isfinite(rows)):
@@ -187,26 +219,23 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
         writer.abort()
         raise
     if echo is not None:
-        echo(f"wrote {out}: layer {name}, {n} rows x {n_out} ({kind}); "
-             f"params: {', '.join(sorted(params))}")
+        echo(f"wrote {out}: layer {name}, {n} rows x {spec.features} ({kind}); "
+             f"params: {', '.join(sorted(kw['params']))}")
     return path
 
 
-def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows, progress, echo):
-    """:func:`transform_store` on Dask: the workers read ``layer`` and write one shard each."""
-    from actkit._dask import H5Rows, use_scheduler
-    from actkit._dask_passes import portable
+def _write_sharded(runner, rows, estimator, out, spec, kw, kind, layer, progress, echo):
+    """The rows transformed on the runner's workers, one shard each, under a virtual index."""
+    from actkit.runners import file_rows, portable
     from actkit.store._shards import shard_dir, write_sharded
 
-    f = getattr(getattr(layer.store, "file", None), "filename", None)  # None: an embedding file
-    index = None if f is None else H5Rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
-    with use_scheduler(scheduler) as runner:
-        path = write_sharded(runner, _verified_rows(layer, block_rows), out, layer=spec.name,
-                             transform=portable(estimator).transform, n_out=spec.features,
-                             n_samples=kw["n_samples"], request=kw["request"], provenance=kw["provenance"],
-                             params=kw["params"], index_reader=index, inputs_fingerprint=kw["inputs_fingerprint"],
-                             layer_attrs=spec.attrs, overwrite=kw["overwrite"], desc=f"{kind}: transform",
-                             progress=progress)
+    f = getattr(getattr(getattr(layer, "store", None), "file", None), "filename", None)  # None: no store file
+    index = None if f is None else file_rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
+    path = write_sharded(runner, rows, out, layer=spec.name, transform=portable(estimator).transform,
+                         n_out=spec.features, n_samples=kw["n_samples"], request=kw["request"],
+                         provenance=kw["provenance"], params=kw["params"], index_reader=index,
+                         inputs_fingerprint=kw["inputs_fingerprint"], layer_attrs=spec.attrs,
+                         overwrite=kw["overwrite"], desc=f"{kind}: transform", progress=progress)
     if echo is not None:
         n = len(list(shard_dir(path).glob("rank-*.h5")))
         echo(f"wrote {out}: layer {spec.name}, {spec.rows} rows x {spec.features} ({kind}) in {n} shard(s) "
@@ -215,45 +244,13 @@ def _write_sharded(estimator, layer, out, spec, kw, kind, scheduler, block_rows,
 
 
 def _verified_rows(layer, block_rows):
-    """``layer`` as a dask array whose every chunk is checked against the source store's block
-    checksums as a worker reads it (an embedding file, which has none: its own dask array)."""
-    from actkit._dask import from_rows
+    """``layer`` as a chunked array whose every chunk is checked against the source store's
+    block checksums as a worker reads it (an embedding file, which has none: its own)."""
     from actkit._loader_plan import SourceRows, source_of
+    from actkit.runners import chunked_rows
     from actkit.store import Layer
 
     if not isinstance(layer, Layer):
         return layer.to_dask(block_rows)
     token = ("verified", layer.store.fingerprint, os.path.getmtime(layer.store.path))
-    return from_rows(SourceRows(source_of(layer)), block_rows, token)
-
-
-def _transform_dask(estimator, X, out, *, overwrite, settings, progress, echo, scheduler):
-    """:func:`transform_store` of a dask array (no source store): a sharded store."""
-    import actkit
-    from actkit._dask import check_chunks, use_scheduler
-    from actkit._dask_passes import portable
-    from actkit._params import check_fitted
-    from actkit.store._shards import write_sharded
-
-    check_fitted(estimator)
-    X = check_chunks(X)
-    if getattr(estimator, "n_features_in_", X.shape[1]) != X.shape[1]:
-        raise ValidationError(f"the dask array has {X.shape[1]} features, but the {type(estimator).__name__} "
-                              f"was fitted on {estimator.n_features_in_}")
-    kind, params, results = _describe(estimator)
-    settings = _jsonable_params(estimator) if settings is None else dict(settings)
-    settings = {k: v for k, v in settings.items() if v is not None}
-    est = portable(estimator)
-    n_out = int(np.asarray(est.transform(np.asarray(X[:1].compute(scheduler="sync")))).shape[1])
-    request = {"command": kind, "source": X.name, **settings}
-    provenance = {"command": kind, "source": X.name, "actkit_version": actkit.__version__, "settings": settings,
-                  "fit": results}
-    with use_scheduler(scheduler) as runner:
-        path = write_sharded(runner, X, out, layer="data", transform=est.transform, n_out=n_out,
-                             n_samples=int(X.shape[0]), request=request, provenance=provenance,
-                             params={k: np.asarray(v) for k, v in params.items()},
-                             layer_attrs={"transform": kind}, overwrite=overwrite, desc=f"{kind}: transform",
-                             progress=progress)
-    if echo is not None:
-        echo(f"wrote {out}: layer data, {X.shape[0]} rows x {n_out} ({kind}), sharded")
-    return path
+    return chunked_rows(SourceRows(source_of(layer)), block_rows, token)

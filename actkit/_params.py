@@ -79,11 +79,11 @@ def fit_input(estimator, X, *, min_rows=1, purpose="to fit"):
     dtype : numpy dtype
         float32 for float32 input, else float64 (what the fitted attributes get).
     """
-    from actkit._dask import is_dask
     from actkit._data import as_input, is_streaming
+    from actkit.runners import is_chunked
 
     X = as_input(X)
-    if is_streaming(X) or is_dask(X):  # a dask array: read by its chunks' tasks (actkit._dask)
+    if is_streaming(X) or is_chunked(X):  # a chunked array: read by its runner's tasks (actkit.runners)
         n, d = int(X.shape[0]), int(X.shape[1])
         if n < min_rows:
             raise ValidationError(f"need at least {min_rows} rows {purpose}, got {n}")
@@ -97,17 +97,15 @@ def fit_input(estimator, X, *, min_rows=1, purpose="to fit"):
 def transform_input(estimator, X, block_rows, n_out, **kwargs):
     """What an estimator's ``transform`` starts with: ``(X, None)`` with ``X`` validated in
     memory, or ``(None, result)`` for a stream, transformed block by block (on Dask for a
-    dask array, lazily, or with the estimator's ``scheduler``)."""
-    from actkit._dask import is_dask
+    chunked array, lazily, or with the estimator's ``scheduler``: :func:`actkit.runners.lazy_transform`)."""
     from actkit._data import as_input, is_streaming, transform_blocks
+    from actkit.runners import lazy_transform
 
     check_fitted(estimator)
     X = as_input(X)
-    scheduler = getattr(estimator, "scheduler", None)
-    if is_dask(X) or (scheduler is not None and is_streaming(X)):
-        from actkit._dask import transform
-
-        return None, transform(estimator, X, n_out, scheduler, block_rows)
+    remote = lazy_transform(estimator, X, n_out, block_rows)
+    if remote is not None:
+        return None, remote
     if is_streaming(X):
         return None, transform_blocks(estimator, X, block_rows, n_out)
     return validate_input(estimator, X, dtype=[np.float64, np.float32], reset=False, **kwargs), None

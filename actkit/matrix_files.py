@@ -116,11 +116,20 @@ class MatrixLayer:
     def to_dask(self, block_rows=None):
         """The rows as a ``dask.array.Array`` (one chunk per ``block_rows`` rows); every task
         opens the file by path (:class:`~actkit._matrix_readers.MatrixRows`), as for a store."""
-        from actkit._dask import from_rows
+        from actkit.runners._dask import from_rows
 
         prov = self.store.provenance
         src = MatrixRows(prov["file"], prov["key"], prov["column"], self.shape, self.dtype)
         return from_rows(src, block_rows, token=(self.store.fingerprint, self.store.path.stat().st_mtime))
+
+    def loader_source(self, verify: bool = True):
+        """This embedding file's layer as the loader reads it (:class:`actkit.store._source.Source`)."""
+        from actkit.store._source import Source
+
+        prov = self.store.provenance
+        rows, feats = (int(x) for x in self.shape)
+        return Source("matrix", str(self.store.path), self.name, rows, feats, str(self.dtype), key=prov.get("key"),
+                      column=prov.get("column"), verify=verify, opener=reopen_layer)
 
     def to_torch(self, batch_size, **kwargs):
         """A shuffling torch dataset of the rows, as :meth:`actkit.store.Layer.to_torch`."""
@@ -329,3 +338,8 @@ def import_matrix(path, out, *, layer: str | None = None, key: str | None = None
     except BaseException:
         writer.abort()
         raise
+
+
+def reopen_layer(path, key, column, name):
+    """Layer ``name`` of the embedding file ``path`` opened again (in a loader worker)."""
+    return open_matrix(path, key=key, column=column, layer=name, check=False)[name]

@@ -22,12 +22,13 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
-from actkit._data import as_input, iter_blocks
+from actkit._data import as_input
 from actkit._params import (Interval, StrOptions, check_fitted, check_input_array, fit_input,
                             transform_input, validate_params)
 from actkit._rows import block_rows as default_block_rows
 from actkit._threads import small_linalg
-from actkit.stats import RunningMoments
+from actkit.runners import LOCAL, runner_for
+from actkit.stats import moments_pass
 from actkit.errors import ValidationError
 
 __all__ = ["Whitener", "whiten", "RankDeficientWarning"]
@@ -35,12 +36,6 @@ __all__ = ["Whitener", "whiten", "RankDeficientWarning"]
 
 class RankDeficientWarning(UserWarning):
     """The data span fewer dimensions than they have features."""
-
-
-def _progress(iterable, total, desc, verbose):
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="block", disable=None if verbose else True, leave=False)
 
 
 def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", collect_rows=None,
@@ -52,34 +47,20 @@ def accumulate_moments(X, *, block_rows=None, verbose=False, desc="covariance", 
     X : ndarray or streaming source of shape (N, D)
     collect_rows : ndarray of int, optional
         Sorted row indices to copy out during the pass (used for subsample fits).
-    runner : actkit._dask.Runner, optional
-        Run the pass on Dask (``X`` is then a dask array): a map over chunks + exact merge.
+    runner : optional
+        Where the pass runs (:func:`actkit.runners.runner_for`; default: this process).
 
     Returns
     -------
     moments : RunningMoments
     rows : ndarray of shape (len(collect_rows), D) or None
     """
-    n, d = int(X.shape[0]), int(X.shape[1])
+    d = int(X.shape[1])
     if block_rows is None:
         block_rows = default_block_rows(d)
-    if runner is not None:
-        from actkit._dask_passes import moments as dask_moments
-
-        return dask_moments(runner, X, block_rows=block_rows, collect_rows=collect_rows, desc=desc,
-                            precision="auto" if precision == "float32" else "float64",
-                            progress=None if verbose else False)
-    moments = RunningMoments(d, precision="auto" if precision == "float32" else "float64")
-    picked = [] if collect_rows is not None else None
-    start = 0
-    n_blocks = -(-n // block_rows)
-    for block in _progress(iter_blocks(X, block_rows), n_blocks, desc, verbose):
-        moments.add(block)
-        if picked is not None:
-            lo, hi = np.searchsorted(collect_rows, [start, start + len(block)])
-            if hi > lo:
-                picked.append(np.array(block[collect_rows[lo:hi] - start]))
-        start += len(block)
+    rowpass = moments_pass(block_rows, precision="auto" if precision == "float32" else "float64",
+                           collect_rows=collect_rows, name=desc)
+    moments, picked = (runner or LOCAL).run(X, rowpass, progress=None if verbose else False)
     rows = None
     if picked is not None:
         rows = np.concatenate(picked) if picked else np.empty((0, d))
@@ -245,9 +226,7 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         -------
         self
         """
-        from actkit._dask import on_dask
-
-        with on_dask(self, X, self.block_rows) as (X, runner):
+        with runner_for(X, self.scheduler, block_rows=self.block_rows) as (X, runner):
             X, _, _, d, dtype = fit_input(self, X, min_rows=2, purpose="to whiten")
             validate_params(self)
             _check_n_components(self.n_components, d)

@@ -107,7 +107,7 @@ if __name__ == "__main__":
     out["explained_variance_head"] = [float(v) for v in w.explained_variance_[:3]]
     out["ica_components_head"] = [float(v) for v in est.components_[0, :3]]
     if client is not None:
-        from actkit._dask import Runner
+        from actkit.runners._dask import Runner
         import dask.array as da
         out["chunks"] = len(data.chunks[0])
         runner = Runner(client=client)

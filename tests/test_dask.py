@@ -334,7 +334,7 @@ def test_a_connect_that_runs_out_of_time_is_cannot_reach(monkeypatch):
 
     import distributed.comm
 
-    from actkit._dask import _check_scheduler
+    from actkit.runners._dask import _check_scheduler
 
     async def never(address, timeout=None, **kw):
         await asyncio.sleep(timeout + 30)

@@ -424,12 +424,12 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     """
     if metric not in MATRIX_METRICS:
         raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
-    if scheduler is not None:  # the Dask runner gets compare's pieces, and imports none of them
-        from actkit._dask_compare import compare_many_dask
+    if scheduler is not None:  # the scheduler's runner gets compare's pieces, and imports none of them
         from actkit.alignment._ica_map import prepared_side
+        from actkit.runners import compare_many as on_scheduler
 
         setup = many_setup(list(sources), kwargs)
-        return compare_many_dask(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare,
+        return on_scheduler(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare,
                                  side_fn=prepared_side, metric=metric, progress=progress, scheduler=scheduler,
                                  **kwargs)
     K = len(sources)

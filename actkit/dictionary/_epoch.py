@@ -9,16 +9,18 @@ from actkit._device import is_accelerator
 from actkit._threads import small_linalg
 from actkit.dictionary._coding import code_sparse
 from actkit.dictionary._torch import epoch_torch
+from actkit.runners import RowPass
 
 _DUP_COS = 0.95
 
 
 class Epoch:
-    """Accumulates A'A, A'X and the residual over the blocks of one pass."""
+    """Accumulates A'A, A'X and the residual over the blocks of one pass (rows from
+    ``offset`` on, for the positions of the worst rows)."""
 
-    def __init__(self, D):
+    def __init__(self, D, keep_worst=0):
         n_components, n_features = D.shape
-        self.D = D
+        self.D, self.G, self.keep, self.offset = D, D @ D.T, keep_worst, 0
         self.AtA = np.zeros((n_components, n_components))
         self.AtX = np.zeros((n_components, n_features))
         self.sq_res = 0.0
@@ -46,7 +48,7 @@ class Epoch:
             # the keep_worst worst-reconstructed rows so far (worst first; re-seeding samples them)
             m = min(keep_worst, len(rn))
             idx = np.argpartition(-rn, m - 1)[:m] if m < len(rn) else np.arange(len(rn))
-            cand = (rn[idx], R[idx], idx + (self.n - n))
+            cand = (rn[idx], R[idx], idx + (self.n - n + self.offset))
             if self.worst is not None:
                 cand = tuple(np.concatenate([a, b]) for a, b in zip(self.worst, cand))
             if len(cand[0]) > keep_worst:
@@ -58,14 +60,56 @@ class Epoch:
 
 
 
+    def __getstate__(self):  # the dictionary stays with the caller (a worker's result travels without it)
+        return {k: v for k, v in self.__dict__.items() if k not in ("D", "G")} | {"D": None, "G": None}
+
+
+def epoch_pass(D, p, keep_worst, dtype, rows):
+    """One dictionary pass for any runner (:mod:`actkit.runners`): codes with ``D`` for
+    blocks of ``rows`` rows, then the MOD sums and the worst rows (an :class:`Epoch`)."""
+    return RowPass(_epoch_new, _epoch_add, merge_epochs, (D, p, int(keep_worst), np.dtype(dtype)), int(rows),
+                   name="dictionary: pass")
+
+
+def _epoch_new(D, p, keep_worst, dtype):
+    return Epoch(D, keep_worst)
+
+
+def _epoch_add(ep, block, start, D, p, keep_worst, dtype):
+    if ep.n == 0:
+        ep.offset = start
+    X = np.asarray(block, dtype=dtype)
+    support, coef = code_sparse(X, D, ep.G, p)
+    ep.add(X, support, coef, keep_worst)
+    return ep
+
+
+def merge_epochs(x, y):
+    """The sums of ``x``'s rows then ``y``'s, as one :class:`Epoch` (the keep worst rows, worst first)."""
+    out = Epoch.__new__(Epoch)
+    out.D = out.G = None
+    out.keep, out.offset = x.keep, x.offset
+    out.AtA, out.AtX = x.AtA + y.AtA, x.AtX + y.AtX
+    out.sq_res, out.sq_x = x.sq_res + y.sq_res, x.sq_x + y.sq_x
+    out.n, out.nnz = x.n + y.n, x.nnz + y.nnz
+    out.worst = x.worst if y.worst is None else y.worst if x.worst is None else None
+    if x.worst is not None and y.worst is not None:  # as Epoch.add
+        cand = tuple(np.concatenate([u, v]) for u, v in zip(x.worst, y.worst))
+        if len(cand[0]) > x.keep:
+            top = np.argpartition(-cand[0], x.keep - 1)[: x.keep]
+            cand = tuple(c[top] for c in cand)
+        order = np.argsort(-cand[0], kind="stable")
+        out.worst = tuple(c[order] for c in cand)
+    return out
+
+
 def epoch(blocks, D, p, keep_worst, device="cpu"):
+    """One pass over ``blocks`` in this process (the GPU codes them with torch)."""
     if is_accelerator(device):
         return epoch_torch(blocks, D, p, keep_worst, device)
-    G = D @ D.T
-    ep = Epoch(D)
+    ep = Epoch(D, keep_worst)
     for X in blocks:
-        support, coef = code_sparse(X, D, G, p)
-        ep.add(X, support, coef, keep_worst)
+        _epoch_add(ep, X, ep.n, D, p, keep_worst, X.dtype)
     return ep
 
 

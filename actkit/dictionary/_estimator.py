@@ -10,15 +10,16 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from actkit._data import as_input, gather_rows, iter_blocks
+from actkit._data import as_input, iter_blocks
 from actkit._params import (Interval, StrOptions, check_fitted, check_input_array, fit_input,
                             transform_input, validate_params)
 from actkit._device import check_device, is_accelerator
 from actkit._rows import sample_rows
 from actkit.dictionary._coding import code_block
-from actkit.dictionary._epoch import epoch, update
+from actkit.dictionary._epoch import epoch, epoch_pass, update
 from actkit.dictionary._torch import code_dense_torch
 from actkit.errors import ValidationError
+from actkit.runners import gather, runner_for
 
 __all__ = ["SparseDictionary", "sparse_dictionary"]
 
@@ -173,10 +174,8 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         -------
         self
         """
-        from actkit._dask import on_dask
-
-        with on_dask(self, X, self.batch_size) as (X, runner):
-            return self._fit_rows(X, runner)
+        with runner_for(X, self.scheduler, block_rows=self.batch_size, device=self.device) as (rows, runner):
+            return self._fit_rows(rows, runner)
 
     def _fit_rows(self, X, runner):
         X, streaming, n, d, dtype = fit_input(self, X)
@@ -187,12 +186,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             warm = min(n, max(10000, 40 * int(self.n_components)))  # the initial atoms come from rows in memory
         if warm:
             idx = sample_rows(n, warm, rng)
-            if runner is not None:
-                from actkit._dask_passes import gather
-
-                Xs = np.asarray(gather(runner, X, idx, progress=False), dtype=dtype)
-            else:
-                Xs = np.asarray(X[idx] if not streaming else gather_rows(X, idx, self.batch_size), dtype=dtype)
+            Xs = np.asarray(X[idx] if not streaming else gather(runner, X, idx, self.batch_size), dtype=dtype)
         else:
             Xs = X
         if not np.all(np.isfinite(Xs)):
@@ -232,12 +226,12 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             # error and sparsity are those of the last pass (before its dictionary update)
             n_full = self.n_epochs if (warm or streaming) else 0
             for _ in range(n_full):
-                if runner is not None:  # the pass on Dask: codes and sums per chunk, merged
-                    from actkit._dask_passes import dictionary_epoch
-
-                    ep = dictionary_epoch(runner, X, D, p, keep, dtype, self.batch_size)
-                else:
+                if is_accelerator(self.device):  # codes with torch, in this process
                     ep = epoch(train_batches(X, self.batch_size, dtype), D, p, keep, self.device)
+                else:  # codes and sums per block (per chunk on a scheduler), merged
+                    ep = runner.run(X, epoch_pass(D, p, keep, dtype, self.batch_size),
+                                    blocks=train_batches(X, self.batch_size, dtype))
+                    ep.D, ep.G = D, None
                 D, _ = update(D, ep, rng)
                 if bar is not None:
                     bar.update(1)

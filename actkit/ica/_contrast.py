@@ -61,4 +61,5 @@ def contrast(fun, alpha):
 
     else:  # pragma: no cover - validated earlier
         raise ValidationError(fun)
+    f.spec = (fun, float(alpha))  # what a pass ships to a runner's workers (the closure does not pickle)
     return f

@@ -15,6 +15,7 @@ from actkit._data import as_input
 from actkit._params import (Interval, Options, StrOptions, check_fitted, check_input_array, fit_input,
                             transform_input, validate_params)
 from actkit._device import check_device
+from actkit.runners import runner_for
 from actkit._rows import sample_rows
 from actkit.ica._contrast import contrast
 from actkit.ica._fixed_point import deflation
@@ -230,10 +231,8 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self.transform(X)
 
     def _fit(self, X):
-        from actkit._dask import on_dask
-
-        with on_dask(self, X, self.block_rows) as (X, runner):
-            return self._fit_rows(X, runner)
+        with runner_for(X, self.scheduler, block_rows=self.block_rows, device=self.device) as (rows, runner):
+            return self._fit_rows(rows, runner)
 
     def _fit_rows(self, X, runner):
         X, streaming, n, d, in_dtype = fit_input(self, X, min_rows=2, purpose="for ICA")
@@ -278,11 +277,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return whiten_rows(rows, mean, K, cdtype, rows=pass_rows(d))
 
         if streaming:
-            source = WhitenedSource(X=X, mean=mean, K=K, dtype=cdtype, device=device)
-            if runner is not None:
-                from actkit._dask_passes import ICAPasses
-
-                source.remote = ICAPasses(runner, X, mean, K, fun=self.fun, alpha=alpha, dtype=cdtype)
+            source = WhitenedSource(X=X, mean=mean, K=K, dtype=cdtype, device=device, runner=runner)
         else:
             source = WhitenedSource(Z=on_device(whitened(X), device), dtype=cdtype, device=device,
                                     rows=pass_rows(d))

@@ -30,19 +30,8 @@ def data_init(source, rng, *, n_candidates=None, max_cos=0.5, chunk=256):
     k, n = source.k, source.n
     rng = check_random_state(rng)
     m = min(n, n_candidates or 2 * k)
-    best_rows = np.zeros((0, k), np.float64)
-    best_norms = np.zeros(0)
-    if source.remote is not None:
-        best_rows, best_norms = source.remote.largest_rows(m)
-    for Zb in source.blocks() if source.remote is None else ():
-        Zb = np.asarray(source.to_numpy(Zb), dtype=np.float64)
-        nb = np.einsum("ij,ij->i", Zb, Zb)
-        rows = np.concatenate([best_rows, Zb])
-        norms = np.concatenate([best_norms, nb])
-        if norms.size > m:
-            keep = np.argpartition(-norms, m - 1)[:m]
-            rows, norms = rows[keep], norms[keep]
-        best_rows, best_norms = rows, norms
+    best_rows, best_norms, _ = source.run(_norms_block, m, k, new=_no_rows, add=_add_rows, merge=_merge_rows,
+                                       name="ica: start")
     order = np.argsort(-best_norms, kind="stable")
     V = best_rows[order]
     V = V[best_norms[order] > 0]
@@ -92,3 +81,29 @@ def warm_start(Zs, W, f, *, tol, max_iter, dtype, device, counter, rng=None):
         W, n_pi, _ = picard_o(sub, W, f, tol=tol, max_iter=max_iter, counter=counter)
     # sources Zs R W' -> unmixing of the full-data whitened rows is W R, made orthogonal
     return sym_decorrelation(W @ R), n_fp + n_pi
+
+
+# the norms pass (stated once, run by the source's runner): the m whitened rows of largest norm
+def _norms_block(Zb, use_torch, m, k):
+    Zb = np.asarray(Zb.cpu().numpy() if use_torch else Zb, dtype=np.float64)
+    return Zb, np.einsum("ij,ij->i", Zb, Zb)
+
+
+def _top(a, b, m):
+    rows, norms = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+    if norms.size > m:
+        keep = np.argpartition(-norms, m - 1)[:m]
+        rows, norms = rows[keep], norms[keep]
+    return rows, norms
+
+
+def _no_rows(rows, mean, Kt, dtype, use_torch, stat, m, k):
+    return np.zeros((0, k), np.float64), np.zeros(0), m
+
+
+def _add_rows(acc, item, first_row, *args):
+    return (*_top(acc, item[1], acc[2]), acc[2])
+
+
+def _merge_rows(a, b):
+    return (*_top(a, b, a[2]), a[2])

@@ -1,8 +1,10 @@
 """Whitened rows as blocks (in memory or re-whitened from a stream) and one pass over them.
 
 Every solver (Picard-O, the fixed point, deflation) reads the data only through
-:func:`data_pass` (or :meth:`WhitenedSource.blocks`), so a streamed store layer, an in-memory
-matrix and a GPU tensor are all the same to them.
+:func:`data_pass`, :func:`deflation_pass` or the start's norms pass, each stated once as a
+:class:`~actkit.runners.RowPass` over the fixed reduction blocks and run by the source's
+runner (this process, or a scheduler's workers that whiten their own rows), so a streamed
+store layer, an in-memory matrix, a GPU tensor and a chunked array are all the same to them.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import numpy as np
 
 from actkit._data import iter_blocks
 from actkit._device import is_accelerator
-from actkit._threads import current_threads, map_ordered, small_linalg
+from actkit._threads import small_linalg
+from actkit.ica._contrast import contrast
 from actkit.ica._reduce import BlockSum, pass_rows, whiten_block
+from actkit.runners import LOCAL, RowPass
 
 
 class WhitenedSource:
@@ -20,14 +24,13 @@ class WhitenedSource:
 
     ``blocks()`` yields the fixed reduction blocks of :mod:`actkit.ica._reduce`
     (``pass_rows`` rows at global boundaries, whatever ``block_rows`` a caller reads with).
-    On CPU blocks are numpy arrays; on other devices torch tensors. ``remote`` (an
-    ``actkit._dask_passes.ICAPasses``) runs the passes on Dask instead, on the same blocks.
+    On CPU blocks are numpy arrays; on other devices torch tensors. ``runner`` runs the
+    passes (:func:`actkit.runners.runner_for`; default this process) on the same blocks.
     ``rows``: the reduction block size (default :func:`pass_rows` of the raw width)."""
 
-    remote = None
-
-    def __init__(self, *, Z=None, X=None, mean=None, K=None, dtype=np.float32, device="cpu", rows=None):
-        self.device = device
+    def __init__(self, *, Z=None, X=None, mean=None, K=None, dtype=np.float32, device="cpu", rows=None,
+                 runner=LOCAL):
+        self.device, self.runner = device, runner
         self.use_torch = is_accelerator(device)
         self.np_dtype = np.dtype(dtype)
         self.Z, self.X, self.mean, self.K = Z, X, mean, K
@@ -69,6 +72,50 @@ class WhitenedSource:
                 Zb = whiten_block(block, mean, Kt, self.np_dtype)
             yield self.to_backend(Zb) if self.use_torch else Zb
 
+    def run(self, stat, *args, new=None, add=None, merge=None, name="ica: pass"):
+        """One pass: ``stat(Zb, use_torch, *args)`` on every reduction block of whitened rows,
+        the results summed in the fixed tree of :class:`~actkit.ica._reduce.BlockSum` (or
+        folded by ``new``/``add``/``merge``), on this source's runner."""
+        if self.Z is not None:
+            rows, whiten = self.Z, (None, None)
+        else:
+            rows = self.X
+            whiten = (np.asarray(self.mean, dtype=np.float64), np.ascontiguousarray(np.asarray(self.K, np.float64).T))
+        p = RowPass(new or _new_sum, add or _add_sum, merge or _merge_sum,
+                    (self.rows, *whiten, self.np_dtype, self.use_torch, stat, *args), self.rows,
+                    map=_whitened_stat, aligned=True, threads=not self.use_torch and self.n > self.rows, name=name)
+        return self.runner.run(rows, p, progress=False)
+
+
+def _whitened_stat(block, first_row, rows, mean, Kt, dtype, use_torch, stat, *args):
+    """A pass's per-block work: whiten raw rows (if the source is a stream), then ``stat``."""
+    Zb = block if mean is None else whiten_block(block, mean, Kt, dtype)
+    if use_torch and mean is not None:
+        import torch
+
+        Zb = torch.from_numpy(Zb).to(args[-1])
+    return first_row // rows, stat(Zb, use_torch, *args)
+
+
+def _new_sum(*args):
+    return BlockSum()
+
+
+def _add_sum(acc, item, first_row, *args):
+    return acc.add(*item)
+
+
+def _merge_sum(a, b):
+    return a.merge(b)
+
+
+def _backend(use_torch):
+    if not use_torch:
+        return np, None
+    import torch
+
+    return torch, lambda a: a.cpu().numpy()
+
 
 def on_device(Z, device):
     """numpy array -> itself on CPU, a torch tensor on another device."""
@@ -89,6 +136,10 @@ def block_stats(Zb, Wt, f, need_loss, xp=np, to_numpy=None):
             np.asarray(conv(g.T @ Y), dtype=np.float64), np.asarray(conv(sgp), dtype=np.float64))
 
 
+def _pass_block(Zb, use_torch, Wt, spec, need_loss, device=None):
+    return block_stats(Zb, Wt, contrast(*spec), need_loss, *_backend(use_torch))
+
+
 def data_pass(source, W, f, need_loss=True):
     """One pass over the data at rotation ``W`` (k x k, float64 numpy).
 
@@ -100,20 +151,8 @@ def data_pass(source, W, f, need_loss=True):
     single-threaded, so this keeps every core busy for the whole pass), and the blocks'
     sums are merged in the fixed tree of :class:`~actkit.ica._reduce.BlockSum`: the
     result has the same bits for any number of threads, read block size or Dask chunking."""
-    if source.remote is not None:
-        return source.remote.pass_stats(W, need_loss)
     Wt = source.to_backend(W.T)
-    acc = BlockSum()
-    if source.use_torch:
-        for i, Zb in enumerate(source.blocks()):
-            acc.add(i, block_stats(Zb, Wt, f, need_loss, source.xp, source.to_numpy))
-    else:
-        workers = current_threads() if source.n > source.rows else 1
-        with small_linalg():    # one BLAS thread per block (process-wide: set once here)
-            for i, stats in enumerate(map_ordered(lambda Zb: block_stats(Zb, Wt, f, need_loss),
-                                                  source.blocks(), workers)):
-                acc.add(i, stats)
-    EG, M, Egp = acc.total()
+    EG, M, Egp = source.run(_pass_block, Wt, f.spec, bool(need_loss), source.device).total()
     n = source.n
     return (None if EG is None else EG / n), M / n, Egp / n
 
@@ -126,17 +165,15 @@ def deflation_block(Zb, wt, f, xp=np, to_numpy=None):
     return (np.asarray(conv(Zb.T @ g), dtype=np.float64)[:, 0], np.asarray(conv(sgp), dtype=np.float64))
 
 
+def _deflation_block(Zb, use_torch, wt, spec, device=None):
+    return deflation_block(Zb, wt, contrast(*spec), *_backend(use_torch))
+
+
 def deflation_pass(source, w, f):
     """``sum_rows Z' g(Z w)`` (k,) and ``sum_rows g'(Z w)`` (float) for one unit ``w`` (k,),
     over the same fixed blocks and merge tree as :func:`data_pass`."""
-    if source.remote is not None:
-        return source.remote.deflation_sums(w)
     wt = source.to_backend(np.asarray(w)[:, None])
-    acc = BlockSum()
-    with small_linalg():
-        for i, Zb in enumerate(source.blocks()):
-            acc.add(i, deflation_block(Zb, wt, f, source.xp, source.to_numpy if source.use_torch else None))
-    total, gp = acc.total()
+    total, gp = source.run(_deflation_block, wt, f.spec, source.device, name="ica: deflation pass").total()
     return total, float(gp[0])
 
 

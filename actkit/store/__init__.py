@@ -37,12 +37,19 @@ fixed-length attributes, block checksums and :func:`verify_store`, one-line erro
 """
 
 from actkit.store._create import LayerSpec, create_store
-from actkit.store._format import (FORMAT, PARTIAL_SUFFIX, PROGRESS_SUFFIX, partial_path,
-                                  progress_path, request_hash)
-from actkit.store._layer import Layer
+from actkit.store._format import (
+                                  FORMAT,
+                                  PARTIAL_SUFFIX,
+                                  PROGRESS_SUFFIX,
+                                  partial_path,
+                                  progress_path,
+                                  request_hash,
+)
 from actkit.store._integrity import verify_store
+from actkit.store._layer import Layer
 from actkit.store._reader import Store, common_layers, open_store
-from actkit.store._shards import check_shards, consolidate, finished_request_hash, shard_list, write_virtual_store
+from actkit.store._shard_state import check_shards, shard_list
+from actkit.store._shards import consolidate, finished_request_hash, write_virtual_store
 from actkit.store._writer import StoreWriter
 
 __all__ = ["open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store",

@@ -15,6 +15,7 @@ import numpy as np
 
 from actkit._atomic import json_default, write_atomic
 from actkit._faults import fault
+from actkit._h5 import open_read  # noqa: F401  (the store reads through it)
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 
@@ -39,6 +40,14 @@ def canonical_json(obj: Any) -> str:
 def request_hash(request: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of a request (what was asked for, not when)."""
     return hashlib.sha256(canonical_json(dict(request)).encode()).hexdigest()
+
+
+SHARDS_SUFFIX = ".shards"
+
+
+def shard_dir(path) -> Path:
+    """``<path>.shards``: the folder of a sharded store's shards."""
+    return Path(str(path) + SHARDS_SUFFIX)
 
 
 def partial_path(path: str | os.PathLike) -> Path:
@@ -91,20 +100,6 @@ def attr_value(value: Any):
 def check_layer_name(name: str) -> None:
     if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
         raise StoreError(f"invalid layer name {name!r}: use a non-empty name without '/'")
-
-
-def open_read(path):
-    """An HDF5 file opened read-only with HDF5's default file locking, exactly as plain
-    ``h5py.File(path, "r")`` opens it, so both can hold the file in one process (HDF5 refuses
-    a second open whose locking flags differ). A file that another process holds for writing
-    (an unfinished store) is opened without locking instead."""
-    h5py = h5py_module()
-    try:
-        return h5py.File(path, "r")
-    except OSError as exc:
-        if "lock" not in str(exc).lower() or "don't match" in str(exc):
-            raise
-        return h5py.File(path, "r", locking=False)
 
 
 def open_h5(path: Path, mode: str = "r"):

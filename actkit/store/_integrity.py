@@ -263,9 +263,7 @@ def verify_store(store, *, read_bytes: int = 64 * 2**20, on_progress=None, on_ro
     """
     path, meta = store.path, store.meta
     if meta.get("shards"):  # a virtual index store: each shard against its own checksums
-        from actkit.store._shards import verify_shards
-
-        return verify_shards(store, read_bytes=read_bytes, on_progress=on_progress, on_rows=on_rows, layers=layers)
+        return _verify_sharded(store, read_bytes=read_bytes, on_progress=on_progress, on_rows=on_rows, layers=layers)
     hint = "the file is corrupt; re-create it (rerun the command that wrote it with --overwrite)"
     checked = {"layers": 0, "blocks": 0, "bytes": 0, "params": 0}
     algo = checksum_algorithm(meta)
@@ -303,5 +301,36 @@ def verify_store(store, *, read_bytes: int = 64 * 2**20, on_progress=None, on_ro
         for key, digest in meta.get("params_sha256", {}).items():
             if array_sha256(store.file[f"params/{key}"][()]) != digest:
                 raise StoreError(f"{path}: parameter {key} does not match its checksum; {hint}")
+            checked["params"] += 1
+    return checked
+
+
+def _verify_sharded(store, *, read_bytes: int, on_progress=None, on_rows=None, layers=None) -> dict:
+    """:func:`~actkit.store.verify_store` of a sharded store: every shard against its own
+    block checksums (``on_rows(layer, first_row, rows)`` gets the verified rows, numbered as
+    in the index store), then the index store's row indices and parameters."""
+    checked = {"layers": 0, "blocks": 0, "bytes": 0, "params": 0}
+    offset = dict.fromkeys(store.layers, 0)
+    for r in store.meta["shards"]:
+        with store.open_shard(r) as shard:
+            shifted = None
+            if on_rows is not None:
+                def shifted(name, first, rows, base=dict(offset)):
+                    on_rows(name, base[name] + first, rows)
+            got = verify_store(shard, read_bytes=read_bytes, on_progress=on_progress, on_rows=shifted,
+                                         layers=layers)
+            for name in shard.layers:
+                offset[name] += len(shard[name])
+        checked["blocks"] += got["blocks"]
+        checked["bytes"] += got["bytes"]
+    hint = "the file is corrupt; re-create it (rerun the command that wrote it with --overwrite)"
+    with h5_errors(store.path):
+        for name in store.layers if layers is None else layers:
+            if array_sha256(store.file[f"layers/{name}/index"][()]) != store.meta["layers"][name]["index_sha256"]:
+                raise StoreError(f"{store.path}: the row index of layer {name} does not match its checksum; {hint}")
+            checked["layers"] += 1
+        for key, digest in store.meta.get("params_sha256", {}).items():
+            if array_sha256(store.file[f"params/{key}"][()]) != digest:
+                raise StoreError(f"{store.path}: parameter {key} does not match its checksum; {hint}")
             checked["params"] += 1
     return checked

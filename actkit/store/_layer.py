@@ -111,9 +111,43 @@ class Layer:
 
         Every chunk's task opens the file by path in the process that runs it (no h5py
         handle is shipped); needs ``pip install "actkit[dask]"``. See ``docs/dask.md``."""
-        from actkit._dask import to_dask
+        import os
 
-        return to_dask(self, block_rows)
+        from actkit.runners._dask import from_h5
+
+        f = self.store.file
+        token = (self.store.fingerprint, os.path.getmtime(f.filename))
+        return from_h5(f.filename, self.dataset_path, self.shape, self.dtype, block_rows, token)
+
+    def loader_source(self, verify: bool = True):
+        """This layer as the loader reads it (:class:`actkit.store._source.Source`): its file, or
+        each shard of a sharded store, with the checksum blocks (a finished store only)."""
+        from actkit.errors import StoreError
+        from actkit.store._source import Segment, Source
+
+        store, name = self.store, self.name
+        rows, feats = (int(x) for x in self.shape)
+        if not store.complete:
+            raise StoreError(f"store {store.path} is not finished; the loader reads finished stores only")
+        meta = store.meta
+        segments = []
+        if meta.get("shards"):
+            start = 0
+            for rel in meta["shards"]:
+                with store.open_shard(rel) as shard:
+                    n = len(shard[name])
+                    br = shard.meta["layers"][name].get("block_rows")
+                    algo = integrity.checksum_algorithm(shard.meta)
+                segments.append(Segment(str(store.path.parent / rel), start, n, br, algo))
+                start += n
+            if start != rows:
+                raise StoreError(f"store {store.path}: its shards hold {start} rows of layer {name}, "
+                                 f"the index says {rows}")
+        else:
+            segments.append(Segment(str(store.path), 0, rows, meta["layers"][name].get("block_rows"),
+                                    integrity.checksum_algorithm(meta)))
+        return Source("store", str(store.path), name, rows, feats, str(self.dtype), segments, verify=verify,
+                      opener=store.reopen)
 
     def for_each_verified(self, fn, block_rows: int | None = None) -> None:
         """Call ``fn(block)`` on consecutive blocks of ``block_rows`` rows (the last may be

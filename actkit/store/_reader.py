@@ -95,6 +95,15 @@ class Store:
     def __len__(self):
         return len(self.layers)
 
+    @staticmethod
+    def reopen(path) -> Store:
+        """:func:`open_store` (what another process that reads this store's rows calls)."""
+        return open_store(path)
+
+    def open_shard(self, rel) -> Store:
+        """The shard ``rel`` (relative to this sharded store's folder), opened for reading."""
+        return open_store(self.path.parent / rel)
+
     def verify(self, on_progress=None) -> dict:
         """Check every written row block, row index and parameter against its checksum.
 
@@ -229,7 +238,7 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                 raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that "
                                            "wrote it")
             if meta.get("shards"):  # layers are virtual datasets over shard stores (see _shards)
-                from actkit.store._shards import check_shards
+                from actkit.store._shard_state import check_shards
 
                 check_shards(path, meta)
             # sanity: every layer there, with the shape and dtype the checksummed metadata says

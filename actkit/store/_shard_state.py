@@ -25,16 +25,18 @@ from pathlib import Path
 from typing import Mapping
 
 from actkit.errors import StoreError
-from actkit.store._format import PARTIAL_SUFFIX, PROGRESS_SUFFIX, open_read, read_json, request_hash
+from actkit.store._format import (
+    PARTIAL_SUFFIX,
+    PROGRESS_SUFFIX,
+    open_read,
+    read_json,
+    request_hash,
+    shard_dir,
+)
 
-SHARDS_SUFFIX = ".shards"
 HASH_DIGITS = 16
+SHARDS = "shards"  # the /meta field listing the shard files
 _NAME = re.compile(r"^rank-(\d+)-of-(\d+)(?:\.([0-9a-f]+))?\.h5$")
-
-
-def shard_dir(path) -> Path:
-    """``<path>.shards``: the folder of a sharded store's shards."""
-    return Path(str(path) + SHARDS_SUFFIX)
 
 
 def shard_name(rank: int, world: int, rhash: str) -> str:
@@ -61,8 +63,11 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
     """``"complete"``, ``"repair"`` or ``"new"`` for a sharded write of ``full_request`` to
     ``out``; raises :class:`StoreError` when ``out`` (or an unfinished sharded run in its
     folder) belongs to another request and ``overwrite`` is off."""
-    from actkit.store._create import _existing_request, describe_difference, occupied_error
-    from actkit.store._shards import check_shards
+    from actkit.store._create import (
+        _existing_request,
+        describe_difference,
+        occupied_error,
+    )
 
     out = Path(out)
     rhash = request_hash(full_request)
@@ -156,3 +161,43 @@ def renamed_hint(path: Path, rel: str) -> str | None:
             f"recorded in the file, {recorded}/; rename the folder back (mv {folder / own} {folder / recorded}; "
             f"{path.name} may keep its new name) and then, for one self-contained file under any name, "
             f"run `actkit consolidate {path} --out FILE.h5`")
+
+
+def shard_list(f) -> list[str] | None:
+    """The shard files (relative to the store's folder) of an open store (an h5py file or
+    its metadata document), or None."""
+    from actkit.store import _integrity as integrity
+
+    meta = f if isinstance(f, Mapping) else integrity.read_meta(f, f.filename)
+    return meta.get(SHARDS)
+
+
+def check_shards(path, meta: Mapping) -> None:
+    """Refuse a sharded store (metadata ``meta``) whose shard files are missing, unfinished
+    or replaced by another store (their fingerprints are recorded in the index)."""
+
+    rel = shard_list(meta)
+    if not rel:
+        return
+    base = Path(path).parent
+    expected = meta.get("shard_fingerprints") or [None] * len(rel)
+    for r, fp in zip(rel, expected):
+        p = base / r
+        if not p.exists():
+            hint = renamed_hint(Path(path), r)
+            if hint is not None:
+                raise StoreError(hint)
+            raise StoreError(f"store {path} is sharded and its shard {p} is missing; keep {path}.shards/ "
+                             f"next to it, or share a copy made by `actkit consolidate`")
+        try:
+            with open_read(p) as s:
+                ok = bool(s.attrs.get("complete"))
+                got = s.attrs.get("fingerprint")
+        except Exception:
+            ok, got = False, None
+        if not ok:
+            raise StoreError(f"shard {p} of {path} is not a finished store; rerun the extraction")
+        got = got.decode("ascii", "replace") if isinstance(got, bytes) else got
+        if fp is not None and got != fp:
+            raise StoreError(f"shard {p} of {path} is another store than the one this index was written over; "
+                             "rerun the command that wrote it")

@@ -53,9 +53,8 @@ from actkit.store import _integrity as integrity
 from actkit.store._create import _existing_request, layer_group, store_meta, write_header
 from actkit.store._format import h5py_module, open_read, partial_path, request_hash
 from actkit.store._lock import WriterLock
-from actkit.store._shard_state import renamed_hint, rerun_state, shard_dir, shard_name
+from actkit.store._shard_state import SHARDS, rerun_state, shard_dir, shard_name
 
-SHARDS = "shards"  # the /meta field listing the shard files
 
 
 def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any],
@@ -151,77 +150,6 @@ def _create_virtual(parent, name: str, layout, fill) -> None:
     dcpl.set_obj_track_times(False)
     h5d.create(parent.id, name=name.encode(), tid=h5t.py_create(dtype, logical=1),
                space=h5s.create_simple(tuple(layout.shape)), dcpl=dcpl)
-
-
-def shard_list(f) -> list[str] | None:
-    """The shard files (relative to the store's folder) of an open store (an h5py file or
-    its metadata document), or None."""
-    meta = f if isinstance(f, Mapping) else integrity.read_meta(f, f.filename)
-    return meta.get(SHARDS)
-
-
-def check_shards(path, meta: Mapping) -> None:
-    """Refuse a sharded store (metadata ``meta``) whose shard files are missing, unfinished
-    or replaced by another store (their fingerprints are recorded in the index)."""
-
-    rel = shard_list(meta)
-    if not rel:
-        return
-    base = Path(path).parent
-    expected = meta.get("shard_fingerprints") or [None] * len(rel)
-    for r, fp in zip(rel, expected):
-        p = base / r
-        if not p.exists():
-            hint = renamed_hint(Path(path), r)
-            if hint is not None:
-                raise StoreError(hint)
-            raise StoreError(f"store {path} is sharded and its shard {p} is missing; keep {path}.shards/ "
-                             f"next to it, or share a copy made by `actkit consolidate`")
-        try:
-            with open_read(p) as s:
-                ok = bool(s.attrs.get("complete"))
-                got = s.attrs.get("fingerprint")
-        except Exception:
-            ok, got = False, None
-        if not ok:
-            raise StoreError(f"shard {p} of {path} is not a finished store; rerun the extraction")
-        got = got.decode("ascii", "replace") if isinstance(got, bytes) else got
-        if fp is not None and got != fp:
-            raise StoreError(f"shard {p} of {path} is another store than the one this index was written over; "
-                             "rerun the command that wrote it")
-
-
-def verify_shards(store, *, read_bytes: int, on_progress=None, on_rows=None, layers=None) -> dict:
-    """:func:`~actkit.store.verify_store` of a sharded store: every shard against its own
-    block checksums (``on_rows(layer, first_row, rows)`` gets the verified rows, numbered as
-    in the index store), then the index store's row indices and parameters."""
-    from actkit.store._reader import open_store
-
-    checked = {"layers": 0, "blocks": 0, "bytes": 0, "params": 0}
-    offset = dict.fromkeys(store.layers, 0)
-    for r in shard_list(store.meta):
-        with open_store(store.path.parent / r) as shard:
-            shifted = None
-            if on_rows is not None:
-                def shifted(name, first, rows, base=dict(offset)):
-                    on_rows(name, base[name] + first, rows)
-            got = integrity.verify_store(shard, read_bytes=read_bytes, on_progress=on_progress, on_rows=shifted,
-                                         layers=layers)
-            for name in shard.layers:
-                offset[name] += len(shard[name])
-        checked["blocks"] += got["blocks"]
-        checked["bytes"] += got["bytes"]
-    hint = "the file is corrupt; re-create it (rerun the command that wrote it with --overwrite)"
-    with integrity.h5_errors(store.path):
-        for name in store.layers if layers is None else layers:
-            if integrity.array_sha256(store.file[f"layers/{name}/index"][()]) != store.meta["layers"][name]["index_sha256"]:
-                raise StoreError(f"{store.path}: the row index of layer {name} does not match its checksum; {hint}")
-            checked["layers"] += 1
-        for key, digest in store.meta.get("params_sha256", {}).items():
-            if integrity.array_sha256(store.file[f"params/{key}"][()]) != digest:
-                raise StoreError(f"{store.path}: parameter {key} does not match its checksum; {hint}")
-            checked["params"] += 1
-    return checked
 
 
 def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2**20, progress: bool = False) -> Path:
@@ -340,7 +268,7 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
 
     Parameters
     ----------
-    runner : actkit._dask.Runner
+    runner : actkit.runners._dask.Runner
     X : dask.array.Array of shape (n_rows, n_features), one column chunk
     out : path of the index file (shards go to ``out + ".shards"``)
     layer : str
@@ -353,14 +281,14 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
         As for :func:`actkit.store.create_store` (the request decides whether a rerun is a
         no-op); every shard gets the same, plus its rank.
     index_reader : array-like, optional
-        Rows' ``[sample, position]`` (e.g. :class:`actkit._dask.H5Rows` over the source's
+        Rows' ``[sample, position]`` (e.g. :class:`actkit.runners._dask.H5Rows` over the source's
         index, read by the workers); default ``[row, -1]``.
 
     Returns
     -------
     Path of the index file.
     """
-    from actkit._dask import check_chunks
+    from actkit.runners._dask import check_chunks
 
     X = check_chunks(X)
     out = Path(out)

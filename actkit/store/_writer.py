@@ -12,7 +12,7 @@ from actkit._faults import fault
 from actkit._rows import block_rows
 from actkit.errors import LayerError, StoreError, ValidationError
 from actkit.store import _integrity as integrity
-from actkit.store._format import (h5py_module, open_h5, open_read, partial_path, progress_path,
+from actkit.store._format import (h5py_module, shard_dir, open_h5, open_read, partial_path, progress_path,
                                   remove_stale_temporaries, write_progress)
 
 
@@ -215,8 +215,6 @@ class StoreWriter:
 def _remove_replaced_shards(path: Path) -> None:
     """A single store finalised at ``path`` replaced a sharded one: its ``.shards`` folder goes."""
     import shutil
-
-    from actkit.store._shard_state import shard_dir
 
     folder = shard_dir(path)
     if folder.is_dir():

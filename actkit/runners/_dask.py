@@ -13,7 +13,8 @@ or a ``scheduler``.
 * :meth:`Runner.map_reduce` runs ``fn(chunk, first_row, *args)`` on every chunk and merges
   the per-chunk results in a fixed binary tree, so the result does not depend on which
   worker finished first (nor on a worker killed and its tasks retried). The per-pass
-  kernels (moments, FastICA sums, dictionary statistics) are in :mod:`actkit._dask_passes`.
+  passes themselves (moments, FastICA sums, dictionary statistics) are stated by the
+  estimators as :class:`~actkit.runners.RowPass` descriptions; :meth:`Runner.run` executes one.
 
 Memory per worker: one chunk plus the per-chunk statistics (O(D^2)), times the worker's
 threads; only merged statistics travel to the client.
@@ -31,8 +32,9 @@ import numpy as np
 
 from actkit._threads import current_threads, small_linalg, worker_env
 from actkit.errors import ActkitError, SchedulerError, StoreError
+from actkit.runners._pass import is_chunked
 
-__all__ = ["is_dask", "to_dask", "from_h5", "from_rows", "as_dask", "use_scheduler", "Runner", "CONNECT_TIMEOUT"]
+__all__ = ["CONNECT_TIMEOUT", "Runner", "as_dask", "from_h5", "from_rows", "is_dask", "to_dask", "use_scheduler"]
 
 # seconds to reach a scheduler (and for it to have a worker); ACTKIT_DASK_TIMEOUT overrides
 CONNECT_TIMEOUT = float(os.environ.get("ACTKIT_DASK_TIMEOUT", "3"))
@@ -48,7 +50,7 @@ def _require_dask():
 
 def is_dask(X) -> bool:
     """True for a ``dask.array.Array`` (checked without importing Dask)."""
-    return (type(X).__module__ or "").startswith("dask") and hasattr(X, "chunks") and hasattr(X, "dask")
+    return is_chunked(X)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -84,7 +86,7 @@ class H5Rows:
         self.dtype = np.dtype(dtype)
 
     def __getitem__(self, key):
-        from actkit.store._format import open_read
+        from actkit._h5 import open_read
 
         try:
             f = open_read(self.path)
@@ -153,14 +155,8 @@ def to_dask(layer, block_rows=None):
     dask.array.Array of shape (n_rows, n_features), chunks ``(block_rows, n_features)``
         Each chunk's task opens the file by path (no h5py handle is shipped).
     """
-    from actkit.store import Layer
-
-    if not isinstance(layer, Layer) and hasattr(layer, "to_dask"):  # an embedding file's layer
+    if hasattr(layer, "to_dask"):  # a store layer or an embedding file's layer: it knows its file
         return layer.to_dask(block_rows)
-    if isinstance(layer, Layer):
-        f = layer.store.file
-        token = (layer.store.fingerprint, os.path.getmtime(f.filename))
-        return from_h5(f.filename, layer.dataset_path, layer.shape, layer.dtype, block_rows, token)
     return from_h5(layer.file.filename, layer.name, layer.shape, layer.dtype, block_rows,
                    os.path.getmtime(layer.file.filename))
 
@@ -195,21 +191,14 @@ def as_dask(X, scheduler=None, block_rows=None):
 
 
 @contextlib.contextmanager
-def on_dask(estimator, X, block_rows=None):
-    """``(rows, runner)`` for an estimator's fit: a dask array and the :class:`Runner` of
-    ``estimator.scheduler`` when ``X`` is a dask array (or a stream with a scheduler), else
-    ``(X, None)`` (the single-process path)."""
-    from actkit._data import as_input
+def on_dask(X, scheduler=None, block_rows=None, device="cpu"):
+    """``(rows, runner)`` for a pass over ``X`` on Dask (a dask array, or a stream with a
+    ``scheduler``): the dask array and the :class:`Runner` of ``scheduler``
+    (:func:`actkit.runners.runner_for` is the one caller)."""
     from actkit._device import is_accelerator
     from actkit.errors import ValidationError
 
-    X = as_input(X)
-    scheduler = getattr(estimator, "scheduler", None)
-    Xd = as_dask(X, scheduler, block_rows) if (scheduler is not None or is_dask(X)) else None
-    if Xd is None:
-        yield X, None
-        return
-    device = getattr(estimator, "device", "cpu")
+    Xd = as_dask(X, scheduler, block_rows)
     if is_accelerator(device):
         raise ValidationError(f"device={device!r} with Dask: the passes run on the workers' CPUs; use device='cpu'")
     with use_scheduler(scheduler) as runner:
@@ -411,6 +400,8 @@ class Runner:
         Local scheduler name (``None``: Dask's default) when there is no client.
     """
 
+    remote = True  # the workers read the rows themselves
+
     def __init__(self, client=None, local=None):
         self.client = client
         self.local = local
@@ -465,6 +456,16 @@ class Runner:
             with _TaskBar(bar, prefix), self._local_threads() as kw:
                 (out,) = dask.compute(merged, scheduler=self.local, **kw)
             return out
+
+    def run(self, X, p, *, desc=None, progress=None, blocks=None):
+        """Run a :class:`~actkit.runners.RowPass` over the chunks of X: every chunk folds its
+        blocks of ``p.rows`` rows on a worker, the chunks' results merge in a fixed tree
+        (``blocks``, how this process would read X, is not used: the workers read it)."""
+        X = check_chunks(X)
+        if p.aligned:
+            X = on_blocks(X, int(p.rows))
+        return self.map_reduce(X, _fold_chunk, p.merge, args=(p.new, p.add, p.map, p.rows, *p.args),
+                               desc=desc or p.name, progress=progress)
 
     def _distributed(self, parts, merge, bar):
         from distributed import as_completed
@@ -523,12 +524,51 @@ class _TaskBar:
         self._cb.__exit__(*exc)
 
 
+def on_blocks(X, rows):
+    """X rechunked so that every chunk boundary is a multiple of ``rows`` (unchanged when it
+    already is): the chunks then hold whole blocks of a pass with ``aligned`` blocks."""
+    sizes = X.chunks[0]
+    if all(c % rows == 0 for c in sizes[:-1]):
+        return X
+    target = max(rows, int(round(float(np.median(sizes)) / rows)) * rows)
+    return X.rechunk({0: target})
+
+
+def _fold_chunk(chunk, start, new, add, fn, rows, *args):
+    """One chunk of a :class:`~actkit.runners.RowPass`, on a worker: its blocks folded in order."""
+    chunk = np.asarray(chunk)
+    rows = max(1, int(rows or chunk.shape[0] or 1))
+    acc = new(*args)
+    with small_linalg() if fn is not None else contextlib.nullcontext():
+        for s in range(0, chunk.shape[0], rows):
+            block = chunk[s : s + rows]
+            acc = add(acc, block if fn is None else fn(block, start + s, *args), start + s, *args)
+    return acc
+
+
+def _transform_kernel(block, estimator, dtype):
+    return np.asarray(estimator.transform(np.asarray(block)), dtype=dtype)
+
+
+def lazy_transform(estimator, X, n_out):
+    """Lazy ``estimator.transform`` of every chunk: a dask array (n_rows, n_out).
+
+    float32 input gives float32 output, anything else float64 (as the estimators)."""
+    from actkit.errors import ValidationError
+    from actkit.runners._pass import portable
+
+    if int(X.shape[1]) != estimator.n_features_in_:
+        raise ValidationError(f"X has {X.shape[1]} features, but {type(estimator).__name__} was fitted on "
+                              f"{estimator.n_features_in_}")
+    dtype = np.dtype(np.float32) if X.dtype == np.float32 else np.dtype(np.float64)
+    return X.map_blocks(_transform_kernel, portable(estimator), dtype, dtype=dtype,
+                        chunks=(X.chunks[0], (int(n_out),)), meta=np.empty((0, 0), dtype=dtype))
+
+
 def transform(estimator, X, n_out, scheduler=None, block_rows=None):
     """``estimator.transform`` over Dask: a lazy dask array for a dask ``X``; for a store
     layer (with a scheduler) the rows computed on that scheduler, as an ndarray."""
-    from actkit._dask_passes import transform as lazy
-
     if is_dask(X):
-        return lazy(estimator, check_chunks(X), n_out)
+        return lazy_transform(estimator, check_chunks(X), n_out)
     with use_scheduler(scheduler) as runner:
-        return runner.compute(lazy(estimator, to_dask(X, block_rows), n_out))
+        return runner.compute(lazy_transform(estimator, to_dask(X, block_rows), n_out))

@@ -31,7 +31,7 @@ class _Ref:
             import actkit
 
             return actkit.open_store(self.path)[self.name]
-        from actkit.store._format import open_read
+        from actkit._h5 import open_read
 
         return open_read(self.path)[self.name]
 
@@ -39,12 +39,11 @@ class _Ref:
 def _ref(X, client):
     import h5py
 
-    from actkit import _dask
     from actkit._data import as_input
     from actkit.errors import ValidationError
-    from actkit.store import Layer
+    from actkit.runners import _dask
 
-    if isinstance(X, Layer):
+    if hasattr(X, "store") and hasattr(X, "dataset_path"):  # a store layer
         return _Ref("layer", str(X.store.path), X.name)
     if isinstance(X, h5py.Dataset):
         return _Ref("h5", X.file.filename, X.name)
@@ -113,7 +112,7 @@ def compare_many_dask(setup, widths, *, compare_fn, side_fn, metric="rigid", pro
     ``setup``: what :func:`actkit.alignment._compare.many_setup` returned for the sources
     (``kwargs`` without ``groups``); ``widths``: their numbers of features; ``compare_fn``:
     :func:`actkit.compare`; ``side_fn``: :func:`actkit.alignment._ica_map.prepared_side`."""
-    from actkit import _dask
+    from actkit.runners import _dask
 
     kwargs = dict(kwargs)
     sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = setup
@@ -154,7 +153,7 @@ def compare_pairs(pairs, *, compare_fn, scheduler=None, progress=None, return_wa
     (``warnings``: list of (category, message) raised on the worker; otherwise they are
     raised again here).
     """
-    from actkit import _dask
+    from actkit.runners import _dask
 
     groups = kwargs.pop("groups", None)
     with _dask.use_scheduler(scheduler) as runner:
