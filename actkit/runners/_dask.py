@@ -32,14 +32,6 @@ import numpy as np
 from actkit._threads import current_threads, small_linalg, worker_env
 from actkit.errors import ActkitError, SchedulerError
 from actkit.runners._dask_arrays import (  # noqa: F401  (re-exported: Layer.to_dask, the store's writers)
-
-__all__ = ["CONNECT_TIMEOUT", "Runner", "as_dask", "from_h5", "from_rows", "is_dask", "to_dask", "use_scheduler"]
-
-# seconds to reach a scheduler (and for it to have a worker); ACTKIT_DASK_TIMEOUT overrides
-CONNECT_TIMEOUT = float(os.environ.get("ACTKIT_DASK_TIMEOUT", "3"))
-_LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "processes")
-
-
     H5Rows,
     _require_dask,
     as_dask,
@@ -50,6 +42,12 @@ _LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "proce
     to_dask,
     where,
 )
+
+__all__ = ["CONNECT_TIMEOUT", "Runner", "as_dask", "from_h5", "from_rows", "is_dask", "to_dask", "use_scheduler"]
+
+# seconds to reach a scheduler (and for it to have a worker); ACTKIT_DASK_TIMEOUT overrides
+CONNECT_TIMEOUT = float(os.environ.get("ACTKIT_DASK_TIMEOUT", "3"))
+_LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "processes")
 
 
 @contextlib.contextmanager
