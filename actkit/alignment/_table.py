@@ -174,7 +174,7 @@ def ica_summary(results, labels):
                          f"{'yes' if d.get('ica_identifiable') else 'no'}")
                 if d.get("ica_identifiable") is False and d.get("ica") is not None:
                     eff = d.get("ica_efficiency")
-                    line += (f"; this run's error {_fmt(d['ica'])}"
+                    line += (f"; the error of this run, {_fmt(d['ica'])}"
                              + ("" if eff is None or math.isnan(eff) else f" ({100 * eff:.0f}%)")
                              + " is one of several optima, not a measurement (not in the table)")
         else:
