@@ -27,7 +27,7 @@ import contextlib
 from actkit.runners._local import LOCAL, LocalRunner
 from actkit.runners._pass import RowPass, is_chunked, portable
 
-__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "compare_pairs", "elsewhere",
+__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "compare_pairs",
            "file_rows", "gather", "is_chunked", "lazy_transform", "portable",
            "run", "runner_for"]
 
