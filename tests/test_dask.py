@@ -285,6 +285,30 @@ def test_compare_many_on_the_cluster_equals_serial(client, three_stores):
                                    rtol=1e-9)
 
 
+def test_compare_many_is_one_task_list_here_and_on_local_2(three_stores):
+    """One description, two runners: here (the sources used as they are, no refs, no copies)
+    and a ``"local:2"`` cluster give the same matrix; ``compare_pairs`` here is ``compare``."""
+    from actkit import compare, compare_many
+    from actkit.runners import LOCAL, compare_pairs, use_scheduler
+
+    layers = [s["l"] for s in three_stores]
+    assert LOCAL.task_source(layers[0]) is layers[0]
+    with use_scheduler(None) as runner:
+        assert runner is LOCAL
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m0, r0 = compare_many(layers, metric="rigid", progress=False, methods=("rigid", "linear"))
+        m1, r1 = compare_many(layers, metric="rigid", progress=False, methods=("rigid", "linear"),
+                              scheduler="local:2")
+        here = compare_pairs([(layers[0], layers[1])], compare_fn=compare, methods=("rigid",))
+        want = compare(layers[0], layers[1], methods=("rigid",), progress=False)
+    assert m0.shape == (3, 3) and np.isfinite(m0).all()
+    np.testing.assert_allclose(m1, m0, rtol=1e-12, atol=1e-15)
+    assert [r0[k].to_dict()["linear"] for k in r0] == pytest.approx([r1[k].to_dict()["linear"] for k in r0],
+                                                                   rel=1e-12)
+    assert here[0].to_dict()["rigid"] == want.to_dict()["rigid"]
+
+
 def test_compare_many_raises_worker_warnings_on_the_client(client, three_stores):
     from actkit import compare_many
 

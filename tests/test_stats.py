@@ -81,3 +81,28 @@ def test_h5py_streaming(tmp_path):
             m.add(b)
     ref = RunningMoments().add(X)
     np.testing.assert_allclose(m.covariance(), ref.covariance(), rtol=1e-6)
+
+
+def test_add_of_a_stream_is_one_pass_on_the_runner(tmp_path):
+    """A stream handed to ``add`` is the runner's :func:`moments_pass`, bit for bit, and agrees
+    with the in-memory block; a fixed shift is kept."""
+    import h5py
+
+    from actkit._rows import block_rows
+    from actkit.runners import LOCAL
+    from actkit.stats import moments_pass
+
+    X = np.random.default_rng(3).standard_normal((5000, 7)).astype(np.float32) + 2.0
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f["x"] = X
+    with h5py.File(tmp_path / "x.h5", "r") as f:
+        got = RunningMoments().add(f["x"])
+        want, _ = LOCAL.run(f["x"], moments_pass(block_rows(7), precision="auto"))
+        shifted = RunningMoments(shift=np.ones(7)).add(f["x"])
+    assert got.n_samples_ == 5000
+    np.testing.assert_array_equal(got.covariance(), want.covariance())
+    np.testing.assert_array_equal(got.mean_, want.mean_)
+    ref = RunningMoments().add(X)
+    np.testing.assert_allclose(got.covariance(), ref.covariance(), rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(shifted.shift_, np.ones(7))
+    np.testing.assert_allclose(shifted.mean_, ref.mean_, rtol=1e-6)

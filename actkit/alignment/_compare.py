@@ -18,11 +18,11 @@ from actkit.alignment._diameter import diameter
 from actkit.alignment._ica_map import ICAAlignment, source_sd
 from actkit.alignment._ica_report import fit_notes, ica_maps, ica_measures
 from actkit.alignment._inputs import (as_source, compute_dtype, default_block_rows, n_features,
-                                      n_rows, progress_bar)
+                                      n_rows)
 from actkit.alignment._maps import (LinearAlignment, PermutationAlignment, RigidAlignment,
                                     closed_form_min_rows)
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
-from actkit.alignment._sides import Pair, Side, chance_cross_scatter, chance_window
+from actkit.alignment._sides import Pair, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
 from actkit.errors import ValidationError
 from actkit.metrics import canonical_correlations
@@ -424,32 +424,13 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     """
     if metric not in MATRIX_METRICS:
         raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
-    if scheduler is not None:  # the scheduler's runner gets compare's pieces, and imports none of them
-        from actkit.alignment._ica_map import prepared_side
-        from actkit.runners import compare_many as on_scheduler
+    # one task list (a side each, then every ordered pair) for the runner the scheduler names
+    from actkit.alignment._ica_map import prepared_side
+    from actkit.runners import compare_many as as_tasks
 
-        setup = many_setup(list(sources), kwargs)
-        return on_scheduler(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare,
-                                 side_fn=prepared_side, metric=metric, progress=progress, scheduler=scheduler,
-                                 **kwargs)
-    K = len(sources)
-    sources, groups, eval_mask, ica_sample, diam_rows, dtype, br = many_setup(sources, kwargs)
-    sides = []
-    for i, X in enumerate(sources):
-        side = Side(X, f"source {i}", eval_mask, ica_sample, diam_rows, dtype)
-        with progress_bar(n_rows(X), f"moments {i + 1}/{K}", progress) as bar:
-            side.run(br, bar)
-        sides.append(side)
-    matrix = np.full((K, K), np.nan)
-    results = {}
-    for i in range(K):
-        for j in range(K):
-            res = compare(sources[i], sources[j], groups=groups, progress=progress,
-                          _sides=(sides[i], sides[j]), **kwargs)
-            d = res.to_dict()
-            matrix[i, j] = np.nan if d[metric] is None else d[metric]
-            results[(i, j)] = res
-    return matrix, results
+    setup = many_setup(list(sources), kwargs)
+    return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,
+                    metric=metric, progress=progress, scheduler=scheduler, **kwargs)
 
 
 def many_setup(sources, kwargs):

@@ -16,7 +16,8 @@ Runners (:meth:`run` executes a description over ``X``):
   on a worker, the chunks' results are merged in a fixed binary tree (left before right).
 
 The runner is chosen once, here, by :func:`runner_for` (from an estimator's ``scheduler``
-or a chunked input array); ``actkit.runners._dask`` and ``_dask_compare`` hold everything
+or a chunked input array), and for task lists (comparisons, ``_compare``) by
+:func:`use_scheduler`; ``actkit.runners._dask`` and ``_dask_compare`` hold everything
 of Dask, imported only when a scheduler or a dask array is given.
 """
 
@@ -27,9 +28,9 @@ import contextlib
 from actkit.runners._local import LOCAL, LocalRunner
 from actkit.runners._pass import RowPass, is_chunked, portable
 
-__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "compare_pairs", "elsewhere",
+__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "compare_pairs",
            "file_rows", "gather", "is_chunked", "lazy_transform", "portable",
-           "run", "runner_for"]
+           "run", "runner_for", "use_scheduler"]
 
 
 def elsewhere(X, scheduler=None) -> bool:
@@ -92,19 +93,36 @@ def _concat(a, b):
     return [*a, *b]
 
 
-def compare_many(setup, widths, *, scheduler, **kwargs):
-    """:func:`actkit.compare_many` on a scheduler: one task per representation (its
-    statistics, computed once), then one per ordered pair (``actkit.runners._dask_compare``)."""
-    from actkit.runners import _dask_compare
+@contextlib.contextmanager
+def use_scheduler(scheduler=None):
+    """The runner of task lists (e.g. comparisons): :data:`LOCAL` for None, else the Dask
+    runner of ``scheduler`` (``"local:N"``, an address, a ``Client``), closed on exit."""
+    if scheduler is None:
+        yield LOCAL
+        return
+    from actkit.runners import _dask
 
-    return _dask_compare.compare_many_dask(setup, widths, scheduler=scheduler, **kwargs)
+    with _dask.use_scheduler(scheduler) as runner:
+        yield runner
 
 
-def compare_pairs(pairs, *, scheduler, **kwargs):
-    """Independent :func:`actkit.compare` calls on a scheduler, one task each, in order."""
-    from actkit.runners import _dask_compare
+def compare_many(setup, widths, *, scheduler=None, **kwargs):
+    """:func:`actkit.compare_many` as one task list: one task per representation (its
+    statistics, computed once), then one per ordered pair (``actkit.runners._compare``), run
+    by the runner :func:`use_scheduler` picks."""
+    from actkit.runners import _compare
 
-    return _dask_compare.compare_pairs(pairs, scheduler=scheduler, **kwargs)
+    with use_scheduler(scheduler) as runner:
+        return _compare.compare_many(setup, widths, runner=runner, **kwargs)
+
+
+def compare_pairs(pairs, *, scheduler=None, **kwargs):
+    """Independent :func:`actkit.compare` calls, one task each, in order, on the runner
+    :func:`use_scheduler` picks."""
+    from actkit.runners import _compare
+
+    with use_scheduler(scheduler) as runner:
+        return _compare.compare_pairs(pairs, runner=runner, **kwargs)
 
 
 def file_rows(path, dataset, shape, dtype):

@@ -279,6 +279,29 @@ class Runner:
             return []
         return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
 
+    def task_source(self, X):
+        """A source as a task on a worker reads it (``_dask_compare.task_source``: a store
+        layer or h5py dataset by path, an array scattered once)."""
+        from actkit.errors import ValidationError
+        from actkit.runners._dask_compare import task_source
+
+        if is_dask(X):
+            raise ValidationError("compare_many with a scheduler takes store layers, h5py datasets or arrays, "
+                                  "not dask arrays")
+        return task_source(X, self.client)
+
+    def tasks(self, tasks, *, desc="tasks", progress=None):
+        """Run ``(fn, args)`` tasks (an arg ``("task", i)``: task i's output) as futures on the
+        client, or in order here without one; their results, in order."""
+        from tqdm.auto import tqdm
+
+        from actkit.runners._dask_compare import run_futures
+        from actkit.runners._local import run_in_order
+
+        with tqdm(total=len(tasks), desc=desc, unit="task", leave=False,
+                  disable=None if progress is None else not progress) as bar:
+            return run_in_order(tasks, bar) if self.client is None else run_futures(self.client, tasks, bar)
+
     def map_reduce(self, X, fn, merge, *, args=(), per_block=None, desc="pass", progress=None):
         """``merge``-reduce ``fn(chunk, first_row, *args, *per_block[i])`` over the chunks of X.
 

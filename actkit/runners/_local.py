@@ -12,7 +12,7 @@ from __future__ import annotations
 from actkit._data import iter_blocks
 from actkit._threads import current_threads, map_ordered, small_linalg
 
-__all__ = ["LOCAL", "LocalRunner"]
+__all__ = ["LOCAL", "LocalRunner", "run_in_order"]
 
 
 def _blocks(X, rows):
@@ -25,6 +25,15 @@ def _blocks(X, rows):
     for block in iter_blocks(X, rows):
         yield s, block
         s += len(block)
+
+
+def run_in_order(tasks, bar):
+    """Run ``(fn, args)`` tasks here, in order; an arg ``("task", i)`` is task i's output."""
+    results = [None] * len(tasks)
+    for i, (fn, args) in enumerate(tasks):
+        results[i] = fn(*[results[a[1]] if isinstance(a, tuple) and a[:1] == ("task",) else a for a in args])
+        bar.update(1)
+    return results
 
 
 def _numbered(blocks):
@@ -66,6 +75,19 @@ class LocalRunner:
                     acc = p.add(acc, item, s, *p.args)
                     bar.update(1)
         return acc
+
+    def task_source(self, X):
+        """A source as this runner's tasks read it: ``X`` itself, used as it is."""
+        return X
+
+    def tasks(self, tasks, *, desc="tasks", progress=None):
+        """Run ``(fn, args)`` tasks here, in order (an arg ``("task", i)``: task i's output);
+        their results, in order. ``progress``: a bar of tasks (None: only on a terminal)."""
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(tasks), desc=desc, unit="task", leave=False,
+                  disable=None if progress is None else not progress) as bar:
+            return run_in_order(tasks, bar)
 
     def __repr__(self):
         return "LocalRunner()"

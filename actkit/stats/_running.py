@@ -74,27 +74,21 @@ class RunningMoments:
         Parameters
         ----------
         X : array-like of shape (n_rows, D)
-            A chunked (dask) array is reduced by its scheduler's runner (one pass, a map over
-            its chunks + exact merge, :func:`moments_pass`), as is a store layer or h5py
-            dataset when a ``scheduler`` is given.
+            An in-memory block is folded here. A source (store layer, h5py dataset, chunked
+            array) is handed to :func:`actkit.runners.run` as one :func:`moments_pass` (blocks
+            folded in order, partials merged exactly); the runners decide where it runs.
         scheduler : None, str or distributed.Client, optional
-            Where the pass runs (``actkit.runners``; see ``docs/dask.md``).
+            For a source: the scheduler the runners may use (``docs/dask.md``).
 
         Returns
         -------
         self
         """
-        from actkit.runners import elsewhere, runner_for
+        from actkit._data import is_streaming
+        from actkit.runners import is_chunked
 
-        if elsewhere(X, scheduler):  # read by a scheduler's workers: one pass, merged here
-            from actkit._rows import block_rows
-
-            with runner_for(X, scheduler) as (rows, runner):
-                m, _ = runner.run(rows, moments_pass(block_rows(int(rows.shape[1])), precision=self.precision,
-                                                     check_finite=self.check_finite), progress=False)
-            if self.n_features_ is not None and m.n_features_ is not None and m.n_features_ != self.n_features_:
-                raise ValidationError(f"block has {m.n_features_} features but earlier blocks had {self.n_features_}")
-            return self.merge(m)
+        if is_streaming(X) or is_chunked(X):  # a source, not a block: one pass on the runner
+            return self._add_pass(X, scheduler)  # that actkit.runners.run chooses
         if hasattr(X, "detach"):
             X = X.detach().cpu().numpy()
         X = np.asarray(X)
@@ -129,6 +123,20 @@ class RunningMoments:
         self._s2 += fixed_order_sum(lambda a, b: (Xc[a:b].T @ Xc[a:b],), n)[0]
         self.n_samples_ += n
         return self
+
+    def _add_pass(self, X, scheduler):
+        """Fold every row of a source (a stream or chunked array, shape (n, D)) through
+        :func:`moments_pass` on the runner :func:`actkit.runners.run` chooses."""
+        from actkit._data import n_features
+        from actkit._rows import block_rows
+        from actkit.runners import run
+
+        d = n_features(X)
+        if self.n_features_ is not None and d != self.n_features_:
+            raise ValidationError(f"block has {d} features but earlier blocks had {self.n_features_}")
+        m, _ = run(X, moments_pass(block_rows(d), precision=self.precision, check_finite=self.check_finite,
+                                   shift=self._shift), scheduler=scheduler)
+        return self.merge(m)
 
     def merge(self, other: RunningMoments) -> RunningMoments:
         """Fold another accumulator's rows into this one (order does not matter).
@@ -227,21 +235,25 @@ class RunningMoments:
     def __repr__(self) -> str:
         return f"RunningMoments(n_features={self.n_features_}, n_samples={self.n_samples_})"
 
-def moments_pass(rows, *, precision="float64", check_finite=True, collect_rows=None, name="covariance"):
+def moments_pass(rows, *, precision="float64", check_finite=True, collect_rows=None, shift=None,
+                 name="covariance"):
     """The pass of :class:`RunningMoments` for any runner (:mod:`actkit.runners`): blocks of
     ``rows`` rows added in order, partials merged. Result: ``(moments, blocks)``, the blocks
-    of the rows ``collect_rows`` (sorted global indices) copied out in the pass, or None."""
+    of the rows ``collect_rows`` (sorted global indices) copied out in the pass, or None.
+    ``shift`` (shape (D,)): every partial's fixed shift (default: its first block's)."""
     from actkit.runners import RowPass
 
     picks = None if collect_rows is None else np.asarray(collect_rows)
-    return RowPass(_moments_new, _moments_add, _moments_merge, (precision, check_finite, picks), int(rows), name=name)
+    return RowPass(_moments_new, _moments_add, _moments_merge, (precision, check_finite, picks, shift), int(rows),
+                   name=name)
 
 
-def _moments_new(precision, check_finite, picks):
-    return RunningMoments(precision=precision, check_finite=check_finite), None if picks is None else []
+def _moments_new(precision, check_finite, picks, shift):
+    return (RunningMoments(precision=precision, check_finite=check_finite, shift=shift),
+            None if picks is None else [])
 
 
-def _moments_add(acc, block, start, precision, check_finite, picks):
+def _moments_add(acc, block, start, precision, check_finite, picks, shift):
     acc[0].add(block)
     lo, hi = np.searchsorted(picks, [start, start + len(block)]) if picks is not None else (0, 0)
     if hi > lo:
