@@ -5,17 +5,20 @@ A :class:`Side` is one representation with its moments on the fit rows and on th
 memory for FastICA and for the diameter, and its cached ICA fits: ``compare_many`` reads
 each representation for these once and reuses them in every pair. A :class:`Pair` adds the
 cross moments (:class:`~actkit.stats.CrossMoments`) of two sides, on the fit and the eval
-rows, in one pass, and the held-out errors of fitted alignments in another.
+rows, in one pass (:func:`pair_pass`, a :class:`~actkit.runners.RowPass` over paired blocks
+run by the local runner), and the held-out errors of fitted alignments in another.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from actkit._data import iter_blocks
 from actkit._threads import small_linalg
 from actkit.alignment._diameter import summed_l2
-from actkit.alignment._inputs import (blocks, check_finite, compute_dtype, default_block_rows,
-                                      n_features, n_rows, progress_bar)
+from actkit.alignment._inputs import (MOMENT_ROWS, blocks, check_finite, compute_dtype,
+                                      default_block_rows, n_features, n_rows, progress_bar)
+from actkit.runners import LOCAL, RowPass
 from actkit.stats import CrossMoments, RunningMoments, first_block_shift
 from actkit.errors import ValidationError
 
@@ -31,13 +34,13 @@ def _f64(block):
 class Side:
     """One representation with its split-aware moments, sample rows and ICA fits (cached)."""
 
-    def __init__(self, X, name, eval_mask, sample_rows, diam_rows, dtype):
+    def __init__(self, X, name, eval_mask, sample_rows, diam_rows, dtype, shift=None):
         self.X, self.name, self.dtype = X, name, dtype
         self.n, self.d = n_rows(X), n_features(X, name)
         self.eval_mask = eval_mask
         self.sample_rows = sample_rows      # sorted global rows kept in memory for FastICA
         self.diam_rows = diam_rows          # sorted global eval rows kept for the diameter
-        self.shift = None
+        self.shift = shift                  # (D,) float64; None: the first block's (first_block_shift)
         self.fit = self.eval = None
         self.sample = []
         self.diam = []
@@ -47,8 +50,9 @@ class Side:
     def add(self, start, block):
         stop = start + block.shape[0]
         check_finite(block, self.name, start)
-        if self.shift is None:
-            self.shift = first_block_shift(block)
+        if self.fit is None:
+            if self.shift is None:
+                self.shift = first_block_shift(block)
             self.fit = RunningMoments(self.d, check_finite=False, shift=self.shift)
             self.eval = RunningMoments(self.d, check_finite=False, shift=self.shift)
         em = self.eval_mask[start:stop]
@@ -60,6 +64,26 @@ class Side:
             lo, hi = np.searchsorted(rows, [start, stop])
             if hi > lo:
                 out.append(np.array(block[rows[lo:hi] - start], dtype=self.dtype))
+
+    def fresh(self):
+        """An empty side over the same rows, with this side's shift (a partial of a pass)."""
+        return Side(self.X, self.name, self.eval_mask, self.sample_rows, self.diam_rows, self.dtype,
+                    shift=self.shift)
+
+    def merged(self, other):
+        """A new unfinished side: this side's rows, then ``other``'s (same shift); neither is
+        modified."""
+        out = self.fresh()
+        parts = [s for s in (self, other) if s.fit is not None]
+        if parts:
+            out.fit = RunningMoments(self.d, check_finite=False, shift=out.shift)
+            out.eval = RunningMoments(self.d, check_finite=False, shift=out.shift)
+            for s in parts:
+                out.fit.merge(s.fit)
+                out.eval.merge(s.eval)
+                out.sample += s.sample
+                out.diam += s.diam
+        return out
 
     def finish(self):
         self.sample = (np.concatenate(self.sample) if self.sample
@@ -123,45 +147,40 @@ class Pair:
         self.b = side_b or Side(B, "B", self.eval_mask, sample_rows, diam_rows, self.dtype)
 
     def fit_moments(self):
-        """One pass: side moments (unless cached) and cross moments, fit and eval rows."""
-        a, b, em = self.a, self.b, self.eval_mask
-        pm_fit = pm_eval = None
-        start = 0
+        """One pass (:func:`pair_pass` on the local runner): side moments (unless cached) and
+        cross moments, fit and eval rows."""
+        a, b = self.a, self.b
+        shifts = (self._shift(a), self._shift(b))
+
+        def paired(bar):
+            for xa, xb in zip(blocks(self.A, self.block_rows, self.dtype),
+                              blocks(self.B, self.block_rows, self.dtype)):
+                yield xa, xb
+                bar.update(xa.shape[0])
+
         # one BLAS thread for the products: OpenBLAS splits a (Da x rows) @ (rows x Db)
         # product over its rows with 2 threads, which changed the last bits of the cross
         # scatter, and so of mean CCA, with the thread count
         with progress_bar(self.n, "compare: moments", self.progress) as bar, small_linalg():
-            for xa, xb in zip(blocks(self.A, self.block_rows, self.dtype),
-                              blocks(self.B, self.block_rows, self.dtype)):
-                if not a.done:
-                    a.add(start, xa)
-                else:
-                    check_finite(xa, "A", start)
-                if not b.done:
-                    b.add(start, xb)
-                else:
-                    check_finite(xb, "B", start)
-                if pm_fit is None:
-                    kw = dict(compute_xx=False, compute_yy=False, shift_x=a.shift, shift_y=b.shift)
-                    pm_fit, pm_eval = CrossMoments(**kw), CrossMoments(**kw)
-                stop = start + xa.shape[0]
-                sel = em[start:stop]
-                wa, wb = _f64(xa), _f64(xb)
-                if sel.all():
-                    pm_eval.add(wa, wb)
-                elif not sel.any():
-                    pm_fit.add(wa, wb)
-                else:
-                    pm_fit.add(wa[~sel], wb[~sel])
-                    pm_eval.add(wa[sel], wb[sel])
-                start = stop
-                bar.update(xa.shape[0])
+            a, b, pm_fit, pm_eval = LOCAL.run(self.A, pair_pass(self, shifts), blocks=paired(bar),
+                                              progress=False)
         for side in (a, b):
             if not side.done:
                 side.finish()
+        self.a, self.b = a, b
         self.fit_pm = pm_fit.attach_sides(a.fit, b.fit)
         self.eval_pm = pm_eval.attach_sides(a.eval, b.eval) if pm_eval.n else pm_eval
         return self
+
+    def _shift(self, side):
+        """The side's shift: a cached side's own, else its first fixed block's mean (what
+        :meth:`Side.add` would take), read ahead so every partial of the pass shares it."""
+        if side.shift is not None:
+            return side.shift
+        first = np.concatenate(list(iter_blocks(side.X, block_rows=self.block_rows, dtype=self.dtype,
+                                                start=0, stop=min(self.n, MOMENT_ROWS), prefetch=False)))
+        side.shift = first_block_shift(first)
+        return side.shift
 
     def eval_errors(self, alignments):
         """Sum over eval rows of ||h(a_i) - b_i|| for each alignment."""
@@ -189,6 +208,47 @@ class Pair:
                 start = stop
                 bar.update(xa.shape[0])
         return sums
+
+
+def pair_pass(pair, shifts):
+    """The read of a :class:`Pair` as a :class:`~actkit.runners.RowPass` over paired blocks
+    ``(xa, xb)`` (row-aligned, of :func:`~actkit.alignment._inputs.blocks`): each unfinished
+    side's moments and rows, and the cross moments of the fit and the eval rows. Partial
+    result ``[side_a, side_b, fit CrossMoments, eval CrossMoments]``; a cached (finished)
+    side is only checked for non-finite values. ``shifts``: the two sides' shifts, shared by
+    every partial so that partials merge exactly."""
+    return RowPass(_pair_new, _pair_add, _pair_merge, (pair.a, pair.b, pair.eval_mask, shifts),
+                   pair.block_rows, name="compare: moments")
+
+
+def _pair_new(a, b, eval_mask, shifts):
+    kw = dict(compute_xx=False, compute_yy=False, shift_x=shifts[0], shift_y=shifts[1])
+    return [a if a.done else a.fresh(), b if b.done else b.fresh(), CrossMoments(**kw), CrossMoments(**kw)]
+
+
+def _pair_add(acc, block, start, a, b, eval_mask, shifts):
+    xa, xb = block
+    for side, x, name in ((acc[0], xa, "A"), (acc[1], xb, "B")):
+        if side.done:
+            check_finite(x, name, start)
+        else:
+            side.add(start, x)
+    sel = eval_mask[start : start + xa.shape[0]]
+    wa, wb = _f64(xa), _f64(xb)
+    pm_fit, pm_eval = acc[2], acc[3]
+    if sel.all():
+        pm_eval.add(wa, wb)
+    elif not sel.any():
+        pm_fit.add(wa, wb)
+    else:
+        pm_fit.add(wa[~sel], wb[~sel])
+        pm_eval.add(wa[sel], wb[sel])
+    return acc
+
+
+def _pair_merge(p, q):
+    sides = [s if s.done else s.merged(t) for s, t in zip(p[:2], q[:2])]
+    return [*sides, p[2].copy().merge(q[2]), p[3].copy().merge(q[3])]
 
 
 #: The chance pass permutes B's rows within consecutive windows of about this many bytes of

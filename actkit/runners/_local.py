@@ -37,10 +37,11 @@ def run_in_order(tasks, bar):
 
 
 def _numbered(blocks):
+    """``(first_row, block)``; a block may be a tuple of row-aligned blocks (a paired pass)."""
     s = 0
     for block in blocks:
         yield s, block
-        s += len(block)
+        s += len(block[0] if isinstance(block, tuple) else block)
 
 
 class LocalRunner:
@@ -55,7 +56,8 @@ class LocalRunner:
 
         ``progress``: a bar of blocks (None: only on a terminal, False: none). ``blocks``: how
         this process reads ``X`` when not in plain blocks of ``p.rows`` rows (e.g. through the
-        checksum-verifying loader), an iterator of consecutive blocks."""
+        checksum-verifying loader), an iterator of consecutive blocks, or of tuples of
+        row-aligned blocks of several inputs read together (e.g. a pair's ``(xa, xb)``)."""
         from tqdm.auto import tqdm
 
         n, d = int(X.shape[0]), int(X.shape[1])
