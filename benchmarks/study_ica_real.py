@@ -175,6 +175,10 @@ def _prepare(args) -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     study_text(work)
+    if args.link_base:  # a second copy's folder shares the base model's store
+        link = work / "base.h5"
+        if not link.exists():
+            link.symlink_to(Path(args.link_base).resolve())
     args.max_samples = {"ft": args.ft_max_samples or None}
     for step in args.only.split(","):
         t = time.perf_counter()
@@ -412,6 +416,8 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--ft-seed", type=int, default=1)
     p.add_argument("--only", default="finetune,base,ft")
+    p.add_argument("--link-base", default="",
+                   help="link WORK/base.h5 to this store (a second fine-tuned copy's folder)")
     p.add_argument("--ft-max-samples", type=int, default=1500,
                    help="paragraphs the fine-tuned copy sees (1500: about 60,000 tokens)")
     p.set_defaults(func=_prepare)
