@@ -16,7 +16,6 @@ Two levels share one implementation: :class:`Whitener` (scikit-learn estimator) 
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -26,6 +25,7 @@ from actkit._data import as_input
 from actkit._params import (Interval, StrOptions, check_fitted, check_input_array, fit_input,
                             transform_input, validate_params)
 from actkit._rows import block_rows as default_block_rows
+from actkit._warn import warn_user
 from actkit._threads import small_linalg
 from actkit.runners import LOCAL, runner_for
 from actkit.stats import moments_pass
@@ -96,11 +96,10 @@ def whitening_from_moments(mean, cov, *, method="pca", n_components=None, eps=1e
     if n_components is None:
         k = rank
         if warn and rank < d:
-            warnings.warn(
+            warn_user(
                 f"the data are rank-deficient: rank {rank} < {d} features (eigenvalues below "
                 f"eps={eps:g} x the largest were dropped); keeping {rank} components",
                 RankDeficientWarning,
-                stacklevel=3,
             )
     else:
         k = int(n_components)

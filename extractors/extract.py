@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 
 from actkit._threads import follows_thread_policy, torch_region
+from actkit._warn import warn_user
 from actkit.errors import ActkitError, InputError, LayerError
 
 from ._base import DTYPES
@@ -302,8 +303,8 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         path = aliases.get(name, name)
         hit = [k for k in random_init if k.startswith(path + ".")]
         if hit:
-            warnings.warn(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
-                          f"initialised with seed {INIT_SEED}, the same in every run ({', '.join(hit[:3])})", stacklevel=2)
+            warn_user(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
+                      f"initialised with seed {INIT_SEED}, the same in every run ({', '.join(hit[:3])})")
     if final_hidden:
         extra[FINAL_HIDDEN] = adapter.final_module()
         names.append(FINAL_HIDDEN)

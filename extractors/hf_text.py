@@ -10,12 +10,12 @@ token, like Pythia's, work; the padded positions are masked and never stored).
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import torch
 
 from actkit.errors import InputError
+from actkit._warn import warn_user
 
 from ._base import Adapter, Batch
 from .windows import quiet_logs
@@ -83,10 +83,9 @@ class TextAdapter(Adapter):
                 for i, seq in zip(long, enc):
                     ids[i] = seq
         if long and (max_length is None or int(max_length) > limit):
-            warnings.warn(
+            warn_user(
                 f"{len(long)} of {len(texts)} samples are longer than the model's {limit} positions "
                 f"and were truncated to {limit} tokens (`actkit extract --max-length` sets a lower one)",
-                stacklevel=2,
             )
         for i, seq in enumerate(ids):
             if len(seq) == 0:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from pathlib import Path
 
 import torch
 
 from actkit._device import resolve_device
+from actkit._warn import warn_user
 from actkit.errors import ActkitError, ModelError
 
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
@@ -262,10 +262,9 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     random_init = missing
     missing = [k for k in missing if not k.startswith("pooler.")]
     if missing:
-        warnings.warn(
+        warn_user(
             f"{len(missing)} weights of {type(model).__name__} are not in {where} and are randomly "
             f"initialised ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
-            stacklevel=2,
         )
     if device_map is None:
         model.eval().to(dev)

@@ -47,13 +47,13 @@ def quiet_logs(library: str = "transformers"):
 def _say_no_document_tokens(tokenizer, bos, eos) -> None:
     """One warning when the tokenizer marks documents with special tokens (BERT's [CLS] ...
     [SEP]) but has no BOS/EOS: its windows then join documents with no separator at all."""
-    import warnings
+    from actkit._warn import warn_user
 
     marks = [t for t in (getattr(tokenizer, "cls_token", None), getattr(tokenizer, "sep_token", None)) if t]
     if bos is None and eos is None and marks:
-        warnings.warn(f"token windows: this tokenizer has no BOS/EOS token, so documents are joined with no "
-                      f"separator and windows carry no {'/'.join(marks)} tokens (docs/extraction.md, "
-                      "Token windows)", stacklevel=3)
+        warn_user(f"token windows: this tokenizer has no BOS/EOS token, so documents are joined with no "
+                  f"separator and windows carry no {'/'.join(marks)} tokens (docs/extraction.md, "
+                  "Token windows)")
 
 
 def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None = None,

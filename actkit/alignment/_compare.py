@@ -13,6 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from actkit._device import check_device
 from actkit._progress import heartbeat
 from actkit._rows import sample_rows
+from actkit._warn import warn_user
 from actkit._threads import follows_thread_policy, small_linalg
 from actkit.alignment._diameter import diameter
 from actkit.alignment._ica_map import ICAAlignment, source_sd
@@ -386,7 +387,7 @@ def _note(notes, message, category):
     """Record a caveat in the result and warn it once (``stacklevel``: compare's caller)."""
     if message not in notes:
         notes.append(message)
-        warnings.warn(message, category, stacklevel=3)
+        warn_user(message, category)
 
 
 def compare_many(sources, *, labels=None, metric="rigid", progress=None, scheduler=None, **kwargs):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,6 +13,7 @@ from actkit._data import as_input, iter_blocks
 from actkit._params import (Interval, StrOptions, check_fitted, check_input_array, fit_input,
                             transform_input, validate_params)
 from actkit._device import check_device, is_accelerator
+from actkit._warn import warn_user
 from actkit._rows import sample_rows
 from actkit.dictionary._coding import code_block
 from actkit.dictionary._epoch import epoch, epoch_pass, update
@@ -239,11 +239,10 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             if bar is not None:
                 bar.close()
         if not converged and not (warm or streaming):
-            warnings.warn(
+            warn_user(
                 f"SparseDictionary did not converge in max_iter={self.max_iter} epochs (largest atom change "
                 f"above tol={self.tol:g}); increase max_iter or tol",
                 ConvergenceWarning,
-                stacklevel=2,
             )
         self.dictionary_ = D
         self.n_iter_ = int(n_full if (warm or streaming) else n_warm)

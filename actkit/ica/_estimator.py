@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,6 +14,7 @@ from actkit._data import as_input
 from actkit._params import (Interval, Options, StrOptions, check_fitted, check_input_array, fit_input,
                             transform_input, validate_params)
 from actkit._device import check_device
+from actkit._warn import warn_user
 from actkit.runners import runner_for
 from actkit._rows import sample_rows
 from actkit.ica._contrast import contrast
@@ -37,9 +37,9 @@ def auto_components(n, d):
     k = ica_supported_components(n)
     if k >= d:
         return None
-    warnings.warn(f"FastICA on the leading {k} of {d} whitened components: {n} rows support {k} by the rows "
-                  f"rule max(50 k, k^2/4); with more components FastICA finds spurious sources (single "
-                  f"outlying rows); set n_components to force k", UserWarning, stacklevel=4)
+    warn_user(f"FastICA on the leading {k} of {d} whitened components: {n} rows support {k} by the rows "
+              f"rule max(50 k, k^2/4); with more components FastICA finds spurious sources (single "
+              f"outlying rows); set n_components to force k", UserWarning)
     return k
 
 
@@ -247,7 +247,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if k_req == "auto":
             k_req = None if not self.whiten else auto_components(n, d)
         if not self.whiten and k_req is not None and k_req != d:
-            warnings.warn("Ignoring n_components with whiten=False.", UserWarning, stacklevel=3)
+            warn_user("Ignoring n_components with whiten=False.", UserWarning)
             k_req = None
         k_guess = d if k_req is None else k_req
         warm = self._warmup_size(n, k_guess)
@@ -319,11 +319,10 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             if bar is not None:
                 bar.close()
         if not converged:
-            warnings.warn(
+            warn_user(
                 f"FastICA did not converge ({detail}) after max_iter={self.max_iter}; increase max_iter "
                 f"or tol, reduce n_components, or check that the sources are non-Gaussian",
                 ConvergenceWarning,
-                stacklevel=3,
             )
         # deterministic signs: each source's largest mixing coefficient is positive
         mixing = Kinv @ W.T

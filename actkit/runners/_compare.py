@@ -20,6 +20,8 @@ import warnings
 
 import numpy as np
 
+from actkit._warn import warn_user
+
 __all__ = ["compare_many", "compare_pairs"]
 
 
@@ -48,7 +50,7 @@ def _defaults(compare_fn):
 
 def _rewarn(caught):
     for category, message in caught:
-        warnings.warn(message, category, stacklevel=3)
+        warn_user(message, category)
 
 
 def compare_many(setup, widths, *, runner, compare_fn, side_fn, metric="rigid", progress=None, **kwargs):
