@@ -19,7 +19,7 @@ def register(sub) -> None:
         description="Classify every label against a control (or one-vs-rest) with four versions of the "
                     "embeddings: Base, PCA-whitened, PCA+ICA and PCA+random rotation (whitening and ICA fitted "
                     "on training folds only), and report cross-validated mean AUROC, Hoyer sparsity and the "
-                    "concentration of the between-class variance in the top 25%% of features (Nelson et al., "
+                    "concentration of the between-class variance in the top 25% of features (Nelson et al., "
                     "Tables 3, 4 and 6; docs/postprocessing.md).")
     p.add_argument("embeddings", metavar="EMBEDDINGS",
                    help="a store (.h5) or an embedding file (.npy, .safetensors, .parquet)")
