@@ -18,6 +18,7 @@ same protocol on hub checkpoints, give :func:`run_demo` your own :class:`DemoPai
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -28,7 +29,7 @@ from pathlib import Path
 from actkit._atomic import write_json_atomic
 from actkit.errors import ActkitError
 
-__all__ = ["DemoPair", "PAPER_TABLE1", "zoo_pairs", "run_demo", "format_table", "plot_demo"]
+__all__ = ["DemoPair", "PAPER_TABLE1", "default_out", "zoo_pairs", "run_demo", "format_table", "plot_demo"]
 
 #: Nelson et al., Table 1: held-out l2 error / diameter for real checkpoint pairs.
 PAPER_TABLE1 = {
@@ -160,7 +161,30 @@ def _extract(model, pair: DemoPair, layer: str, stores: Path, tag: str, max_samp
                           progress=progress, **pair.extract_kwargs)
 
 
-def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
+def default_out(quick: bool = False) -> str:
+    """The default output folder: ``actkit-demo``, ``actkit-demo-quick`` for the quick form
+    (so the two forms never write the same ``report.json``)."""
+    return "actkit-demo-quick" if quick else "actkit-demo"
+
+
+def _check_report(path: Path, quick: bool) -> None:
+    """Refuse, before any work, to overwrite ``path`` unless it is this form's earlier report."""
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        known = isinstance(old, dict) and str(old.get("title", "")).startswith("Nelson et al. Table 1")
+    except (OSError, UnicodeDecodeError, ValueError):
+        known = False
+    if not known:
+        raise ActkitError(f"{path} exists and is not an actkit demo report; give another --out")
+    if bool(old.get("quick")) != bool(quick):
+        mine, theirs = ("quick", "full") if quick else ("full", "quick")
+        raise ActkitError(f"{path} holds the {theirs} demo's report; the {mine} demo would overwrite "
+                          f"it: give another --out (the {mine} demo's default is ./{default_out(quick)})")
+
+
+def run_demo(out: str | os.PathLike | None = None, *, quick: bool = False,
              pairs: list[DemoPair] | None = None, device: str = "cpu",
              random_state: int = 0, progress: bool | None = None, log=print,
              ica_restarts: int = 5, ica_seed: int = 0) -> dict:
@@ -168,9 +192,12 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
 
     Parameters
     ----------
-    out : path, default="actkit-demo"
+    out : path, optional
         Output folder: ``stores/`` (one HDF5 store per model and layer), ``report.json``,
-        ``table1.png``. Rerunning reuses finished stores (extraction is a no-op then).
+        ``table1.png``. Default :func:`default_out`: ``actkit-demo``, or ``actkit-demo-quick``
+        with ``quick=True``. Rerunning reuses finished stores (extraction is a no-op then) and
+        replaces the report; a folder whose ``report.json`` is the other form's (or not a demo
+        report) raises :class:`~actkit.errors.ActkitError` before any work.
     quick : bool, default=False
         Reduced form for tests: 200 texts / 512 images per model and at most 2000 rows per
         side for FastICA (``QUICK_ICA``; the full form: ``DEMO_ICA``, 5000 rows), so the
@@ -208,7 +235,8 @@ def run_demo(out: str | os.PathLike = "actkit-demo", *, quick: bool = False,
 
     log = log or (lambda *_: None)
     t0 = time.perf_counter()
-    out = Path(out)
+    out = Path(default_out(quick) if out is None else out)
+    _check_report(out / "report.json", quick)
     try:
         (out / "stores").mkdir(parents=True, exist_ok=True)
     except OSError as exc:

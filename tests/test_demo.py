@@ -95,3 +95,48 @@ def test_demo_unwritable_out_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert err.startswith("actkit: error:") and err.count("\n") == 1
+
+
+def _refused(argv, report, capsys):
+    before = report.read_bytes()
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("actkit: error:") and err.count("\n") == 1, err
+    assert report.read_bytes() == before
+    return err
+
+
+def test_full_demo_refuses_the_quick_demo_s_folder(demo_run, capsys):
+    """`actkit demo` pointed at a --quick run's folder would overwrite its report: refused at once."""
+    _, _, out = demo_run
+    err = _refused(["demo", "--out", str(out)], out / "report.json", capsys)
+    assert "quick demo's report" in err
+
+
+def test_quick_demo_refuses_the_full_demo_s_folder_and_foreign_reports(tmp_path, capsys):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "report.json").write_text(json.dumps({"title": "Nelson et al. Table 1 protocol", "quick": False}))
+    assert "full demo's report" in _refused(["demo", "--quick", "--out", str(full)], full / "report.json", capsys)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.json").write_text('{"my": "results"}')
+    assert "not an actkit demo report" in _refused(["demo", "--quick", "--out", str(mine)], mine / "report.json", capsys)
+    assert not (mine / "stores").exists() and not (full / "stores").exists()
+
+
+def test_quick_and_full_demo_default_to_separate_folders(tmp_path, monkeypatch):
+    import actkit.demo
+
+    seen = []
+
+    def fake_run_demo(out, **kwargs):  # records where the command would write, computes nothing
+        seen.append((out, kwargs["quick"]))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(actkit.demo, "run_demo", fake_run_demo)
+    monkeypatch.chdir(tmp_path)
+    for argv in (["demo"], ["demo", "--quick"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    assert seen == [("actkit-demo", False), ("actkit-demo-quick", True)]

@@ -13,7 +13,9 @@ def register(sub) -> None:
         "whitening+ICA alignments seed0 -> seed1, print a Table-1-style table beside the "
         "paper's numbers, and write the stores, report.json and table1.png to --out.",
     )
-    p.add_argument("--out", default="actkit-demo", help="output folder (default: ./actkit-demo)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: ./actkit-demo, with --quick ./actkit-demo-quick); "
+                   "a folder holding the other form's report is refused")
     p.add_argument("--quick", action="store_true",
                    help="reduced form (fewer inputs and ICA iterations; about 30 s)")
     p.add_argument("--device", default="cpu", help="extraction device (default: cpu)")
@@ -24,9 +26,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from actkit.demo import format_table, run_demo
+    from actkit.demo import default_out, format_table, run_demo
 
-    report = run_demo(args.out, quick=args.quick, device=args.device, random_state=args.seed,
+    out = args.out if args.out is not None else default_out(args.quick)
+    report = run_demo(out, quick=args.quick, device=args.device, random_state=args.seed,
                       ica_seed=args.ica_seed, log=lambda line: print(line, flush=True))
     print()
     print(report["title"] + (" [quick]" if report["quick"] else ""))
