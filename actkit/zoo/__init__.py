@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -94,10 +95,20 @@ TRAIN = {
 
 # ----------------------------------------------------------------------------- locations
 def zoo_dir() -> Path:
-    """The zoo's folder: ``$ACTKIT_ZOO`` if set, else ``data/zoo`` of the source checkout."""
+    """The zoo's folder.
+
+    ``$ACTKIT_ZOO`` if set; else the zoo installed with the package (package data
+    ``actkit/zoo/data`` of a wheel or sdist install, found through ``importlib.resources``);
+    else ``data/zoo`` of the source checkout (an editable install or a plain checkout, where
+    setup.py's package data comes from).
+    """
     env = os.environ.get("ACTKIT_ZOO")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "data" / "zoo"
-    return path
+    if env:
+        return Path(env)
+    shipped = Path(str(resources.files("actkit.zoo").joinpath("data")))
+    if shipped.is_dir():
+        return shipped
+    return Path(__file__).resolve().parents[2] / "data" / "zoo"
 
 
 def check_name(name: str) -> str:
