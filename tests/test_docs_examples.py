@@ -228,8 +228,15 @@ def zoo_stores(tmp_path_factory):
     return out
 
 
+# files a page makes itself, in a block of its own, before using them (the README's tour: a
+# reader following it has no embeddings.npy of their own): never made for that page
+_MADE_BY_THE_PAGE = {"README.md": {"embeddings.npy", "labels.txt"}}
+
+
 def _prepare(block, folder, stores):
     for name, make in _FILES.items():
+        if name in _MADE_BY_THE_PAGE.get(block.name, ()):
+            continue
         if name in block.body and not (folder / name.rstrip("/")).exists():
             make(folder)
     for name, seed in _STORES.items():
@@ -273,6 +280,40 @@ def _run(block, cwd: Path):
     return proc.returncode, proc.stdout + proc.stderr, end
 
 
+# run blocks whose output the page shows in the untagged block right after them: every shown
+# line must be printed, its numbers within a rounding step, ``…`` standing for any number
+_SHOWN_OUTPUT = {("README.md", "actkit compare pythia-s0.h5 pythia-s1.h5")}
+_NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def _shown_after(block):
+    """The untagged block that follows ``block`` on its page, where ``_SHOWN_OUTPUT`` lists it."""
+    if not any(block.name == page and block.first.startswith(first) for page, first in _SHOWN_OUTPUT):
+        return None
+    i = BLOCKS.index(block)
+    nxt = BLOCKS[i + 1] if i + 1 < len(BLOCKS) else None
+    assert nxt is not None and nxt.name == block.name and nxt.lang == "", f"{block.id}: no output block after it"
+    return nxt
+
+
+def _not_printed(shown: str, out: str) -> list[str]:
+    """The lines of ``shown`` that ``out`` does not print (numbers within 0.0015, ``…`` any)."""
+    printed = [line.rstrip() for line in out.splitlines()]
+    missing = []
+    for line in shown.strip().splitlines():
+        parts = re.split(rf"({_NUMBER}|…)", line.rstrip())
+        pattern = "".join(rf"({_NUMBER})" if i % 2 else r"\s+".join(map(re.escape, re.split(r"\s+", p)))
+                          for i, p in enumerate(parts))
+        wanted = [None if x == "…" else float(x) for x in parts[1::2]]
+
+        def same(m):
+            return m and all(w is None or abs(float(g) - w) <= 0.0015 for g, w in zip(m.groups(), wanted))
+
+        if not any(same(re.fullmatch(pattern, p)) for p in printed):
+            missing.append(line)
+    return missing
+
+
 def _pages():
     return sorted({b.name for b in BLOCKS if b.kind in ("run", "network", "cluster")})
 
@@ -291,6 +332,10 @@ def test_the_page_s_code_blocks_run_as_written(page, tmp_path, zoo_stores):
         tail = "\n".join(out.strip().splitlines()[-15:])
         if kind == "run":
             assert code == 0, f"{block.id} failed (exit {code}):\n{tail}"
+            shown = _shown_after(block)
+            if shown is not None:
+                missing = _not_printed(shown.body, out)
+                assert missing == [], f"{shown.id} shows lines {block.id} does not print:\n{missing}\n{out[-3000:]}"
             cwd = end
         elif kind == "network":
             assert code != 0 and _OFFLINE in out, \
@@ -300,6 +345,17 @@ def test_the_page_s_code_blocks_run_as_written(page, tmp_path, zoo_stores):
 
 
 # ----------------------------------------------------------------------------- the other kinds
+def test_shown_output_matching_is_strict_on_digits_and_lenient_on_ellipses():
+    printed = "pair   Permutation  Rigid\ngpt_neox.layers.2        0.416  0.291\nica x: share 38 (A), run 0.330 (69%)\n"
+    assert _not_printed("gpt_neox.layers.2        0.416  0.291", printed) == []
+    assert _not_printed("gpt_neox.layers.2   0.417  0.290", printed) == []  # a rounding step
+    assert _not_printed("gpt_neox.layers.2        0.420  0.291", printed) != []
+    assert _not_printed("ica x: share … (A), run … (…%)", printed) == []
+    assert _not_printed("ica x: share 26 (A), run 0.330 (69%)", printed) != []
+    assert all(_shown_after(b) is not None for b in BLOCKS
+               if any(b.name == page and b.first.startswith(first) for page, first in _SHOWN_OUTPUT))
+
+
 def test_every_block_has_one_checked_kind_and_the_long_list_is_current():
     kinds = {b.id: b.kind for b in BLOCKS}
     assert set(kinds.values()) <= {"text", "run", "network", "cluster", "ci", "install", "long"}
