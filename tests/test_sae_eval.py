@@ -91,3 +91,48 @@ def test_cli_sae_eval_errors_are_one_line(tmp_path, X, capsys, args, msg):
     code = main(["sae-eval", src, *args, "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and msg in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("arch", ["topk", "jumprelu"])
+def test_transform_store_writes_sparse_codes(tmp_path, X, arch):
+    import h5py
+    from scipy.sparse import csr_matrix
+
+    saelens_folder(tmp_path / "sae", arch)
+    sae = actkit.load_sae(tmp_path / "sae")
+    store = make_store(tmp_path / "s.h5", X)
+    with actkit.open_store(store) as s:
+        out = actkit.transform_store(sae, s["blocks.0"], tmp_path / "codes.h5", block_rows=70, progress=False)
+        index = np.asarray(s["blocks.0"].index)
+    with h5py.File(out, "r") as f:  # plain h5py, as docs/store-format.md shows
+        assert f.attrs["actkit_format"] == b"actkit-codes/1" and f.attrs["complete"]
+        g = f["codes/blocks.0"]
+        codes = csr_matrix((g["values"][:], g["indices"][:], g["indptr"][:]), shape=(len(X), sae.n_components_))
+        np.testing.assert_array_equal(g["index"][:], index)
+        np.testing.assert_array_equal(f["params/W_dec"][:], sae.W_dec_)
+        meta = json.loads(f["meta"][()].tobytes())
+    assert meta["provenance"]["sae"]["architecture"] == arch and meta["nnz"] == codes.nnz
+    want = sae.transform(X)
+    np.testing.assert_allclose(codes.toarray(), want, atol=1e-6)
+    assert codes.nnz == int((want != 0).sum())
+    layer, part = actkit.store.read_codes(out, slice(10, 20))
+    assert layer == "blocks.0"
+    np.testing.assert_allclose(part.toarray(), want[10:20], atol=1e-6)
+    with actkit.open_store(store) as s, pytest.raises(actkit.ActkitError, match="exists"):
+        actkit.transform_store(sae, s["blocks.0"], out)
+    with actkit.open_store(store) as s:  # overwrite replaces a codes store
+        actkit.transform_store(sae, s["blocks.0"], out, overwrite=True, progress=False)
+
+
+def test_transform_store_sae_errors_leave_nothing(tmp_path, X):
+    saelens_folder(tmp_path / "sae", "topk")
+    sae = actkit.load_sae(tmp_path / "sae")
+    store = make_store(tmp_path / "w.h5", np.c_[X, X[:, :1]])
+    with actkit.open_store(store) as s, pytest.raises(actkit.ActkitError, match="features"):
+        actkit.transform_store(sae, s["blocks.0"], tmp_path / "c.h5")
+    assert not list(tmp_path.glob("c.h5*"))
+    (tmp_path / "other.h5").write_text("not mine")
+    store = make_store(tmp_path / "s.h5", X)
+    with actkit.open_store(store) as s, pytest.raises(actkit.ActkitError, match="not an actkit codes store"):
+        actkit.transform_store(sae, s["blocks.0"], tmp_path / "other.h5", overwrite=True)
+    assert (tmp_path / "other.h5").read_text() == "not mine"
