@@ -38,21 +38,24 @@ def _add(acc, block, start, sae, shift):
 
     codes, x_hat, x = sae.forward_block(np.asarray(block))
     with torch.no_grad():
+        live = codes[1] != 0
         if codes[0] == "topk":
-            live = codes[1] != 0
             acc["active"] += torch.bincount(codes[2][live], minlength=sae.n_components_).cpu().numpy()
             acc["nnz"] += int(live.sum())
         else:
-            live = codes[1] != 0
-            counts = live.sum(dim=0)
-            acc["active"] += counts.cpu().numpy().astype(np.int64)
+            counts = live.sum(dim=0).cpu().numpy().astype(np.int64)
+            acc["active"] += counts
             acc["nnz"] += int(counts.sum())
-        err = x - x_hat
-        acc["sq_err"] += float(torch.einsum("ij,ij->", err, err).double())
-        dev = x.double() - torch.from_numpy(shift).to(x.device)
-        acc["sq_dev"] += float((dev * dev).sum())
-        acc["sum_dev"] += dev.sum(dim=0).cpu().numpy()
-        acc["cos"] += float(torch.nn.functional.cosine_similarity(x, x_hat, dim=-1).double().sum())
+    # row sums in numpy (float32 per row, float64 across rows)
+    err = x - x_hat
+    acc["sq_err"] += float(np.einsum("ij,ij->i", err, err).sum(dtype=np.float64))
+    dev = x.astype(np.float64) - shift
+    acc["sq_dev"] += float(np.einsum("ij,ij->", dev, dev))
+    acc["sum_dev"] += dev.sum(axis=0)
+    dot = np.einsum("ij,ij->i", x, x_hat)
+    # torch's cosine_similarity: x.y / max(|x| |y|, eps), eps = 1e-8
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64) * np.einsum("ij,ij->i", x_hat, x_hat))
+    acc["cos"] += float((dot / np.maximum(norms, 1e-8)).sum(dtype=np.float64))
     acc["n"] += len(block)
     return acc
 

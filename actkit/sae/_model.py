@@ -144,26 +144,26 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return self._t
 
     def _rows(self, X):
-        import torch
-
-        dtype = self.weights_["W_dec"].dtype
-        return torch.from_numpy(np.ascontiguousarray(X, dtype=dtype)).to(self.device)
+        """``X`` as a C-contiguous numpy array of the SAE's dtype."""
+        return np.ascontiguousarray(X, dtype=self.weights_["W_dec"].dtype)
 
     def _normalise(self, x):
-        """SAELens's input processing: ``(x_in, stats)``; ``stats`` undo it in ``_denormalise``."""
-        t, norm = self._tensors(), self.spec_["normalize_activations"]
+        """SAELens's input processing of numpy rows: ``(x_in, stats)``; ``stats`` undo it in
+        ``_denormalise``. (Row-wise steps run in numpy: small torch element-wise kernels stall
+        on a busy machine's thread pool.)"""
+        norm = self.spec_["normalize_activations"]
         stats = None
         if norm == "constant_norm_rescale":
-            coeff = (self.n_features_in_ ** 0.5) / x.norm(dim=-1, keepdim=True)
-            x, stats = x * coeff, ("scale", coeff)
+            coeff = np.float32(self.n_features_in_ ** 0.5) / np.linalg.norm(x, axis=-1, keepdims=True)
+            x, stats = x * coeff.astype(x.dtype), ("scale", coeff.astype(x.dtype))
         elif norm == "layer_norm":
-            mu = x.mean(dim=-1, keepdim=True)
+            mu = x.mean(axis=-1, keepdims=True)
             x = x - mu
-            std = x.std(dim=-1, keepdim=True)
-            x, stats = x / (std + 1e-5), ("ln", mu, std)
+            std = x.std(axis=-1, ddof=1, keepdims=True)
+            x, stats = x / (std + x.dtype.type(1e-5)), ("ln", mu, std)
         if self.spec_["apply_b_dec_to_input"]:
-            x = x - t["b_dec"]
-        return x, stats
+            x = x - self.weights_["b_dec"]
+        return np.ascontiguousarray(x), stats
 
     @staticmethod
     def _denormalise(y, stats):
@@ -173,37 +173,37 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             return y / stats[1]
         return y * stats[2] + stats[1]
 
-    def _encode(self, x):
-        """Codes of torch rows ``x``: ``("topk", values, indices)`` (values may be 0) or
-        ``("dense", codes)``; and the normalisation statistics."""
+    def _encode(self, xin):
+        """Codes of processed numpy rows ``xin``: ``("topk", values, indices)`` (values may be
+        0) or ``("dense", codes)``, torch tensors on the SAE's device."""
         import torch
 
         t, spec = self._tensors(), self.spec_
         arch = spec["architecture"]
-        xin, stats = self._normalise(x)
+        x = torch.from_numpy(xin).to(self.device)
         if arch == "gated":
-            gate = (xin @ t["W_enc"] + t["b_gate"]) > 0
-            return ("dense", gate.to(xin.dtype) * torch.relu(xin @ t["W_mag"] + t["b_mag"])), stats
-        h = torch.addmm(t["b_enc"], xin, t["W_enc"])
+            gate = (x @ t["W_enc"] + t["b_gate"]) > 0
+            return ("dense", gate.to(x.dtype) * torch.relu(x @ t["W_mag"] + t["b_mag"]))
+        h = torch.addmm(t["b_enc"], x, t["W_enc"])
         if arch == "standard":
-            return ("dense", torch.relu(h)), stats
+            return ("dense", torch.relu_(h))
         if arch == "jumprelu":
-            return ("dense", torch.relu(h) * (h > t["threshold"]).to(h.dtype)), stats
+            return ("dense", torch.relu(h) * (h > t["threshold"]).to(h.dtype))
         k = spec["k"]
         if arch == "groupmax":
-            vals, idx = torch.relu(h).unflatten(-1, (k, -1)).max(dim=-1)
+            vals, idx = torch.relu_(h).unflatten(-1, (k, -1)).max(dim=-1)
             idx = idx + torch.arange(0, self.n_components_, self.n_components_ // k, device=h.device)
-            return ("topk", vals, idx), stats
+            return ("topk", vals, idx)
         if spec["format"] == "sparsify":
-            vals, idx = torch.topk(torch.relu(h), k, dim=-1, sorted=False)
-            return ("topk", vals, idx), stats
+            vals, idx = torch.topk(torch.relu_(h), k, dim=-1, sorted=False)
+            return ("topk", vals, idx)
         if spec.get("rescale_acts_by_decoder_norm"):
             h = h * t["dec_norm"]
         vals, idx = torch.topk(h, k, dim=-1, sorted=False)
-        return ("topk", torch.relu(vals), idx), stats
+        return ("topk", torch.relu(vals), idx)
 
     def _decode(self, codes, x, stats):
-        """Reconstruction (torch) of ``codes`` (as ``_encode`` gives them) of rows ``x``."""
+        """Reconstruction (numpy) of ``codes`` (as ``_encode`` gives them) of numpy rows ``x``."""
         import torch
 
         t = self._tensors()
@@ -212,12 +212,13 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             vals, idx = codes[1], codes[2]
             if rescale:
                 vals = vals / t["dec_norm"][idx]
-            y = torch.nn.functional.embedding_bag(idx, t["W_dec"], per_sample_weights=vals, mode="sum") + t["b_dec"]
+            y = torch.nn.functional.embedding_bag(idx, t["W_dec"], per_sample_weights=vals, mode="sum")
         else:
             c = codes[1] / t["dec_norm"] if rescale else codes[1]
-            y = torch.addmm(t["b_dec"], c, t["W_dec"])
-        if "W_skip" in t:
-            y = y + x @ t["W_skip"]
+            y = c @ t["W_dec"]
+        y = y.cpu().numpy() + self.weights_["b_dec"]
+        if "W_skip" in self.weights_:
+            y = y + x @ self.weights_["W_skip"]
         return self._denormalise(y, stats)
 
     def _dense(self, codes):
@@ -229,14 +230,15 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return torch.zeros(vals.shape[0], self.n_components_, dtype=vals.dtype, device=vals.device).scatter_(1, idx, vals)
 
     def forward_block(self, X):
-        """Codes and reconstruction of one in-memory block ``X`` (n, n_features_in_), as torch
-        tensors: ``(codes, X_hat, x)`` with ``codes`` ``("topk", values, indices)`` or
-        ``("dense", codes)``; ``x`` is ``X`` as the SAE's tensor."""
+        """Codes and reconstruction of one in-memory block ``X`` (n, n_features_in_):
+        ``(codes, X_hat, x)`` with ``codes`` ``("topk", values, indices)`` or ``("dense",
+        codes)`` (torch tensors), ``X_hat`` and ``x`` (``X`` in the SAE's dtype) numpy arrays."""
         import torch
 
         with torch.no_grad():
             x = self._rows(X)
-            codes, stats = self._encode(x)
+            xin, stats = self._normalise(x)
+            codes = self._encode(xin)
             return codes, self._decode(codes, x, stats), x
 
     def encode_block(self, X):
@@ -244,7 +246,7 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         import torch
 
         with torch.no_grad():
-            return self._encode(self._rows(X))[0]
+            return self._encode(self._normalise(self._rows(X))[0])
 
     # -- scikit-learn API ---------------------------------------------------------------
     def _input(self, X, name="X"):
@@ -307,10 +309,10 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         out = np.empty((codes.shape[0], self.n_features_in_), dtype=self.W_dec_.dtype)
         with torch.no_grad():
             for s in range(0, codes.shape[0], self.batch_size):
-                c = self._rows(codes[s:s + self.batch_size])
+                c = torch.from_numpy(self._rows(codes[s:s + self.batch_size])).to(self.device)
                 x = None if X is None else self._rows(X[s:s + self.batch_size])
                 stats = None if x is None else self._normalise(x)[1]
-                out[s:s + self.batch_size] = self._decode(("dense", c), x, stats).cpu().numpy()
+                out[s:s + self.batch_size] = self._decode(("dense", c), x, stats)
         return out
 
     def __sklearn_tags__(self):
