@@ -27,7 +27,7 @@ def register(sub) -> None:
                    help="SAE folder: cfg.json + sae_weights.safetensors (SAELens) or sae.safetensors (sparsify)")
     p.add_argument("--json", metavar="OUT.json", help="also write the metrics as JSON")
     p.add_argument("--device", default="cpu", help="torch device of the SAE, e.g. cuda")
-    p.add_argument("--block-rows", type=int, default=None, metavar="N", help="rows per streamed block")
+    p.add_argument("--block-rows", type=int, default=None, metavar="N", help="rows per streamed block (default: about 64 MiB of codes per block)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
