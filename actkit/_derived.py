@@ -14,6 +14,7 @@ half-written store; the identical request on a finished output is a no-op.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -274,7 +275,7 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
 
     import actkit
     from actkit._params import check_fitted
-    from actkit.store import CodesWriter, is_codes_file
+    from actkit.store import CodesWriter, codes_meta, is_codes_file
 
     check_fitted(sae)
     store = getattr(layer, "store", None)
@@ -287,14 +288,19 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
     if os.path.abspath(out) == src:
         raise StoreError("the output store must differ from the source store")
     out = Path(out)
-    if out.exists():
-        if not overwrite:
-            raise StoreError(f"{out} exists; pass overwrite=True to replace it")
-        if not is_codes_file(out):
-            raise StoreError(f"{out} exists and is not an actkit codes store; not replacing it")
     spec = {k: v for k, v in sae.spec_.items()}
     settings = {"sae": os.path.abspath(str(sae.path)) if sae.path is not None else None, **(settings or {})}
     request = {"command": "sae", "source": src, "source_fingerprint": store.fingerprint, "layer": name, **settings}
+    if out.exists():
+        mine = is_codes_file(out)
+        if mine and codes_meta(out).get("request") == json.loads(json.dumps(request)):
+            if echo is not None:
+                echo(f"{out}: already complete for this request; nothing to do")
+            return out
+        if not overwrite:
+            raise StoreError(f"{out} exists (another request); pass overwrite=True to replace it")
+        if not mine:
+            raise StoreError(f"{out} exists and is not an actkit codes store; not replacing it")
     meta = {"request": request, "provenance": {"command": "sae", "source_store": src,
                                                "source_fingerprint": store.fingerprint, "source_layer": name,
                                                "inputs_fingerprint": store.inputs_fingerprint,

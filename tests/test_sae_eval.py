@@ -118,10 +118,15 @@ def test_transform_store_writes_sparse_codes(tmp_path, X, arch):
     layer, part = actkit.store.read_codes(out, slice(10, 20))
     assert layer == "blocks.0"
     np.testing.assert_allclose(part.toarray(), want[10:20], atol=1e-6)
+    stamp = out.stat().st_mtime_ns
+    with actkit.open_store(store) as s:  # the identical request: a no-op
+        assert actkit.transform_store(sae, s["blocks.0"], out, progress=False) == out
+    assert out.stat().st_mtime_ns == stamp
     with actkit.open_store(store) as s, pytest.raises(actkit.ActkitError, match="exists"):
-        actkit.transform_store(sae, s["blocks.0"], out)
-    with actkit.open_store(store) as s:  # overwrite replaces a codes store
-        actkit.transform_store(sae, s["blocks.0"], out, overwrite=True, progress=False)
+        actkit.transform_store(sae, s["blocks.0"], out, settings={"note": "other"})
+    with actkit.open_store(store) as s:  # overwrite replaces a codes store of another request
+        actkit.transform_store(sae, s["blocks.0"], out, overwrite=True, progress=False, settings={"note": "other"})
+    assert actkit.store.codes_meta(out)["request"]["note"] == "other"
 
 
 def test_transform_store_sae_errors_leave_nothing(tmp_path, X):

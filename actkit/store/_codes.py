@@ -30,7 +30,7 @@ import numpy as np
 from actkit.errors import StoreError
 from actkit.store._format import h5py_module
 
-__all__ = ["CODES_FORMAT", "CodesWriter", "is_codes_file", "read_codes"]
+__all__ = ["CODES_FORMAT", "CodesWriter", "codes_meta", "is_codes_file", "read_codes"]
 
 CODES_FORMAT = "actkit-codes/1"
 
@@ -43,6 +43,13 @@ def is_codes_file(path) -> bool:
             return bytes(f.attrs.get("actkit_format", b"")) == CODES_FORMAT.encode() and bool(f.attrs.get("complete"))
     except (OSError, ValueError, TypeError):
         return False
+
+
+def codes_meta(path) -> dict:
+    """The ``/meta`` document of a codes store."""
+    h5py = h5py_module()
+    with h5py.File(path, "r") as f:
+        return json.loads(f["meta"][()].tobytes())
 
 
 class CodesWriter:
