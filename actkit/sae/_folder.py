@@ -156,7 +156,7 @@ def _saelens(folder: Path, cfg: dict):
     if arch == "jumprelu" and "log_threshold" in weights and "threshold" not in weights:
         weights["threshold"] = np.exp(weights.pop("log_threshold"))
     _expect_keys(folder / SAELENS_WEIGHTS, weights, _SAELENS_KEYS[arch])
-    d_in, d_sae = _dims(cfg, weights["W_dec"])
+    d_in, d_sae = _dims(cfg)
     spec = {"format": "saelens", "architecture": arch, "d_in": d_in, "d_sae": d_sae,
             "apply_b_dec_to_input": bool(cfg.get("apply_b_dec_to_input", True)),
             "normalize_activations": norm, "dtype": str(cfg.get("dtype", dtype)).replace("torch.", ""),
@@ -179,7 +179,10 @@ def _sparsify(folder: Path, cfg: dict):
     raw, dtype = _tensors(folder / SPARSIFY_WEIGHTS)
     want = {"encoder.weight", "encoder.bias", "W_dec", "b_dec"} | ({"W_skip"} if cfg.get("skip_connection") else set())
     _expect_keys(folder / SPARSIFY_WEIGHTS, raw, want)
-    d_sae = int(raw["encoder.weight"].shape[0]) if raw["encoder.weight"].ndim == 2 else -1
+    if raw["encoder.weight"].ndim != 2:
+        raise ValidationError(f"{folder / SPARSIFY_WEIGHTS}: encoder.weight has shape {raw['encoder.weight'].shape}, "
+                              "expected (num_latents, d_in)")
+    d_sae = int(raw["encoder.weight"].shape[0])
     d_in = cfg.get("d_in")
     if not isinstance(d_in, int) or d_in < 1:
         raise InputError(f"{folder / 'cfg.json'}: d_in must be a positive integer, got {d_in!r}")
@@ -208,7 +211,7 @@ def _expect_keys(path, weights, want):
         raise ValidationError(f"{path}: wrong tensors for this SAE ({'; '.join(parts)})")
 
 
-def _dims(cfg, W_dec):
+def _dims(cfg):
     d_in, d_sae = cfg.get("d_in"), cfg.get("d_sae")
     for name, v in (("d_in", d_in), ("d_sae", d_sae)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
