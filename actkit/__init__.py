@@ -9,6 +9,7 @@ The public API (everything a user needs fits on one screen)::
     actkit.FastICA, actkit.fastica                      # FastICA (torch, streaming-aware)
     actkit.SparseDictionary, actkit.sparse_dictionary   # top-k / L1 dictionary learning
     actkit.transform_store(est, layer, out)             # fitted transform of a layer -> store
+    actkit.load_sae(path), actkit.sae_metrics(sae, layer)  # SAELens / sparsify SAEs; L0, FVU, ...
     actkit.align(A, B, method=...)                      # permutation | rigid | linear | ica
     actkit.compare(A, B)                                # every alignment + similarity metric
     actkit.compare_many([A, B, C], metric=...)          # pairwise matrix -> (matrix, results)
@@ -43,6 +44,10 @@ _LAZY = {
     "SparseDictionary": "actkit.dictionary",
     "sparse_dictionary": "actkit.dictionary",
     "transform_store": "actkit._derived",
+    "load_sae": "actkit.sae",
+    "save_sae": "actkit.sae",
+    "sae_metrics": "actkit.sae",
+    "SparseAutoencoder": "actkit.sae",
     "compare_models": "actkit.pipeline",
     "align": "actkit.alignment",
     "compare": "actkit.alignment",
@@ -61,7 +66,7 @@ _LAZY = {
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)
 _MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo", "pipeline", "matrix_files",
-            "evaluation", "loader", "sweep")
+            "evaluation", "loader", "sweep", "sae")
 
 __getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY, _MODULES)
 __all__ = sorted([*__all__, "__version__"])

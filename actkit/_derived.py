@@ -1,6 +1,10 @@
 """``transform_store``: a fitted estimator's ``transform`` streamed over a store layer into a
 new (derived) store that holds the transformed rows and the fitted parameters.
 
+A community SAE (:class:`~actkit.sae.SparseAutoencoder`, :func:`actkit.load_sae`) writes its
+codes in the sparse codes store instead (``actkit-codes/1``: CSR, ``actkit/store/_codes.py``,
+``docs/store-format.md``): its codes have far more columns than non-zeros.
+
 This is what ``actkit whiten | ica | dictionary`` write: the output keeps the source layer's
 name and row index, the source's ``n_samples`` and ``inputs_fingerprint`` (so ``compare``
 can pair derived stores), and records the source store's path and ``fingerprint`` in its
@@ -10,6 +14,7 @@ half-written store; the identical request on a finished output is a no-op.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -69,7 +74,9 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
         (their fitted parameters are stored: ``mean``/``whitening``/``dewhitening``/
         ``explained_variance``; ``mean``/``whitening``/``unmixing``/``mixing``;
         ``dictionary``) or any fitted transformer with ``n_features_in_`` (its fitted array
-        attributes are stored).
+        attributes are stored). A :class:`~actkit.sae.SparseAutoencoder` (``load_sae``)
+        writes a sparse codes store (CSR, ``actkit-codes/1``; its tensors under ``/params``),
+        read with plain h5py or :func:`actkit.store.read_codes`.
     layer : actkit.store.Layer
         The source layer (``open_store(path)[name]``), of shape (n_rows, n_features_in_).
     out : str or os.PathLike
@@ -111,6 +118,10 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     from actkit.runners import is_chunked, runner_for
 
     chunked = is_chunked(layer)
+    if hasattr(estimator, "encode_block") and hasattr(estimator, "spec_"):  # an SAE: sparse codes
+        if chunked or scheduler is not None:
+            raise ValidationError("an SAE's codes store is written in this process (no scheduler, no dask array)")
+        return _write_codes(estimator, layer, out, overwrite, block_rows, settings, progress, echo)
     if not chunked:
         store = getattr(layer, "store", None)
         if store is None or not hasattr(layer, "index"):
@@ -254,3 +265,95 @@ def _verified_rows(layer, block_rows):
         return layer.to_dask(block_rows)
     token = ("verified", layer.store.fingerprint, os.path.getmtime(layer.store.path))
     return chunked_rows(SourceRows(source_of(layer)), block_rows, token)
+
+
+def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, echo):
+    """An SAE's codes of every row of a store layer, as a sparse (CSR) codes store."""
+    from pathlib import Path
+
+    from tqdm.auto import tqdm
+
+    import actkit
+    from actkit._params import check_fitted
+    from actkit.store import CodesWriter, codes_meta, is_codes_file
+
+    check_fitted(sae)
+    store = getattr(layer, "store", None)
+    if store is None or not hasattr(layer, "index"):
+        raise StoreError("transform_store needs a store layer (actkit.open_store(path)[name])")
+    name, (n, width) = layer.name, (int(layer.shape[0]), int(layer.shape[1]))
+    if width != sae.n_features_in_:
+        raise ValidationError(f"layer {name} has {width} features, but the SAE reads {sae.n_features_in_}")
+    src = os.path.abspath(store.path)
+    if os.path.abspath(out) == src:
+        raise StoreError("the output store must differ from the source store")
+    out = Path(out)
+    spec = {k: v for k, v in sae.spec_.items()}
+    settings = {"sae": os.path.abspath(str(sae.path)) if sae.path is not None else None, **(settings or {})}
+    request = {"command": "sae", "source": src, "source_fingerprint": store.fingerprint, "layer": name, **settings}
+    if out.exists():
+        mine = is_codes_file(out)
+        if mine and codes_meta(out).get("request") == json.loads(json.dumps(request)):
+            if echo is not None:
+                echo(f"{out}: already complete for this request; nothing to do")
+            return out
+        if not overwrite:
+            raise StoreError(f"{out} exists (another request); pass overwrite=True to replace it")
+        if not mine:
+            raise StoreError(f"{out} exists and is not an actkit codes store; not replacing it")
+    meta = {"request": request, "provenance": {"command": "sae", "source_store": src,
+                                               "source_fingerprint": store.fingerprint, "source_layer": name,
+                                               "inputs_fingerprint": store.inputs_fingerprint,
+                                               "n_samples": int(store.n_samples), "sae": spec,
+                                               "actkit_version": actkit.__version__}}
+    writer = CodesWriter(out, name, n, sae.n_components_, np.asarray(layer.index), meta, sae.weights_)
+    rows = int(block_rows or max(64, min(8192, (64 << 20) // (4 * max(sae.n_components_, width)))))
+    try:
+        bar = tqdm(total=n, desc="sae: codes", unit="row", leave=False,
+                   disable=None if progress is None else not progress)
+
+        def write(block):
+            writer.append(*_csr(sae.encode_block(np.asarray(block))))
+            bar.update(len(block))
+
+        if hasattr(layer, "for_each_verified"):
+            layer.for_each_verified(write, rows)
+        else:
+            from actkit._data import iter_blocks
+
+            for block in iter_blocks(layer, rows):
+                write(block)
+        bar.close()
+        path = writer.finalize()
+    except BaseException:
+        writer.abort()
+        raise
+    if echo is not None:
+        echo(f"wrote {out}: codes of layer {name}, {n} rows x {sae.n_components_} latents, "
+             f"{writer.nnz / max(n, 1):.2f} non-zero per row (CSR)")
+    return path
+
+
+def _csr(codes):
+    """``(indptr, indices, values)`` of one block's codes (``SparseAutoencoder.encode_block``),
+    latents in increasing order within a row."""
+    import torch
+
+    if codes[0] == "topk":
+        vals, idx = codes[1], codes[2]
+        order = torch.argsort(idx, dim=1)
+        vals, idx = torch.gather(vals, 1, order), torch.gather(idx, 1, order)
+        live = (vals != 0).cpu().numpy()
+        counts = live.sum(axis=1)
+        indices, values = idx.cpu().numpy()[live], vals.cpu().numpy()[live]
+    else:
+        dense = codes[1].cpu().numpy()
+        live = dense != 0
+        counts = live.sum(axis=1)
+        rows_, indices = np.nonzero(live)
+        values = dense[rows_, indices]
+    if not np.all(np.isfinite(values)):
+        raise ValidationError("the SAE's codes have non-finite values; check the input data")
+    indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr, indices, values

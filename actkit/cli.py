@@ -21,6 +21,7 @@ COMMANDS = [
     "whiten",
     "ica",
     "dictionary",
+    "sae_eval",
     "compare",
     "evaluate",
     "import_matrix",
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # the commands that compute (every command runs under the thread policy; these take --threads)
-THREADED = ("extract", "whiten", "ica", "dictionary", "compare", "import", "consolidate", "verify", "demo",
+THREADED = ("extract", "whiten", "ica", "dictionary", "sae-eval", "compare", "import", "consolidate", "verify", "demo",
             "reproduce")
 
 

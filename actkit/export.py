@@ -14,6 +14,15 @@ columns
 ``datasets.load_from_disk`` opens (an Arrow stream file with ``dataset_info.json`` and
 ``state.json``; ``activation`` is a ``Sequence(Value("float32"), length=features)``).
 Both are written to ``PATH.partial`` and renamed when complete.
+
+``saelens`` writes the cached-activations dataset SAELens's trainer reads
+(``CacheActivationsRunner``'s output, read by ``ActivationsStore.load_cached_activation_dataset``):
+a ``datasets.load_from_disk`` folder with one column named exactly ``hook_name`` (default: the
+layer's name), typed ``Array2D((context_size, features))`` in the store's dtype; row ``i`` holds
+the store rows ``i*C .. (i+1)*C - 1`` in order (``C = context_size``, default 128). The last
+``n_rows % C`` rows (fewer than a context) are left out: SAELens needs every row of the column
+to hold exactly ``C`` activations. No ``token_ids`` column is written (SAELens reads one only
+where present).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from actkit.errors import InputError, LayerError, ValidationError
 
 __all__ = ["export_store", "FORMATS"]
 
-FORMATS = ("parquet", "hf-datasets")
+FORMATS = ("parquet", "hf-datasets", "saelens")
 
 
 def _labels(labels, n_samples: int):
@@ -84,7 +93,8 @@ def _table(pa, index, block, labels, features, recorded=None):
 
 
 def export_store(store, out, *, format: str = "parquet", layer: str | None = None, labels=None,
-                 overwrite: bool = False, block_rows: int | None = None, progress: bool = True) -> Path:
+                 overwrite: bool = False, block_rows: int | None = None, progress: bool = True,
+                 hook_name: str | None = None, context_size: int = 128) -> Path:
     """Write one layer of ``store`` (with its row index and optional labels) as parquet or as
     a Hugging Face dataset, in row blocks.
 
@@ -93,7 +103,7 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
     store : path or open store / embedding file (see :func:`actkit.matrix_files.open_source`)
     out : path
         A ``.parquet`` file (``format="parquet"``) or a folder (``"hf-datasets"``).
-    format : {"parquet", "hf-datasets"}
+    format : {"parquet", "hf-datasets", "saelens"}
     layer : str, optional
         Needed when the store holds several layers.
     labels : path or array-like, optional
@@ -104,6 +114,11 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
     overwrite : bool, default False
     block_rows : int, optional
         Rows per block (default: about 32 MiB).
+    hook_name : str, optional
+        ``saelens``: the column's name, SAELens's ``hook_name`` (default: the layer's name).
+    context_size : int, default 128
+        ``saelens``: store rows per dataset row (SAELens's ``context_size``); the last
+        ``n_rows % context_size`` rows are left out.
 
     Returns
     -------
@@ -116,6 +131,11 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
 
     if format not in FORMATS:
         raise ValidationError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if format == "saelens" and (isinstance(context_size, bool) or not isinstance(context_size, (int, np.integer))
+                                or context_size < 1):
+        raise ValidationError(f"--context-size must be a positive number of rows, got {context_size!r}")
+    if format == "saelens" and labels is not None:
+        raise ValidationError("--labels has no column in the saelens format (activations only)")
     out = Path(out)
     if out.exists() and not overwrite:
         raise InputError(f"{out} exists; pass --overwrite to replace it")
@@ -136,6 +156,22 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
         from actkit._rows import block_rows as default_rows
 
         step = block_rows or default_rows(feats, lay.dtype.itemsize)
+        if format == "saelens":
+            if rows < context_size:
+                raise InputError(f"layer {layer} has {rows} rows, fewer than one context of --context-size "
+                                  f"{context_size}")
+            step = context_size * max(1, step // context_size)  # blocks of whole contexts
+            with tqdm(total=rows - rows % context_size, desc="export", unit="row",
+                      disable=None if progress else True, leave=False) as bar:
+                try:
+                    _write_saelens(_verified_blocks(lay, step), partial, bar, hook_name or layer, int(context_size),
+                                   feats, lay.dtype)
+                except BaseException:
+                    _remove(partial)
+                    raise
+            _remove(out)
+            partial.rename(out)
+            return out
         with tqdm(total=rows, desc="export", unit="row", disable=None if progress else True, leave=False) as bar:
             tables = (_table(pa, index[a:a + len(b)], b, lab, feats, recorded) for a, b in _verified_blocks(lay, step))
             try:
@@ -195,12 +231,51 @@ def _write_parquet(tables, path, bar):
             writer.close()
 
 
+def _write_saelens(blocks, folder, bar, hook, context, width, dtype):
+    """SAELens's cached-activations folder: column ``hook`` of ``Array2D((context, features))``,
+    one dataset row per ``context`` consecutive store rows (blocks are whole contexts, the
+    tail of fewer than ``context`` rows is dropped)."""
+    from datasets import Array2D, Features
+    from datasets.arrow_writer import ArrowWriter
+
+    features = Features({hook: Array2D(shape=(context, width), dtype=str(np.dtype(dtype)))})
+    folder.mkdir(parents=True)
+    name = "data-00000-of-00001.arrow"
+    writer = ArrowWriter(features=features, path=str(folder / name))
+    try:
+        for _, block in blocks:
+            n = len(block) - len(block) % context
+            if n:
+                writer.write_batch({hook: list(np.asarray(block[:n]).reshape(-1, context, width))})
+                bar.update(n)
+        writer.finalize()
+    finally:
+        writer.close()
+    _finish_hf(folder, name, features)
+
+
+def _finish_hf(folder, name, features):
+    """``state.json`` and ``dataset_info.json`` beside an Arrow stream file, as
+    ``Dataset.save_to_disk`` writes them."""
+    from dataclasses import asdict
+
+    from datasets import Dataset
+    from datasets.info import DatasetInfo
+
+    ds = Dataset.from_file(str(folder / name), info=DatasetInfo(features=features))
+    state = {k: ds.__dict__[k] for k in ("_fingerprint", "_format_columns", "_format_kwargs", "_format_type",
+                                          "_output_all_columns")}
+    state["_split"] = None
+    state["_data_files"] = [{"filename": name}]
+    (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+    (folder / "dataset_info.json").write_text(json.dumps(asdict(ds._info), indent=2, sort_keys=True))
+
+
 def _write_hf(tables, folder, bar, lay):
     """The folder ``datasets.Dataset.save_to_disk`` writes, streamed: one Arrow stream file,
     its features in the schema metadata, ``dataset_info.json`` and ``state.json``."""
     import pyarrow as pa
-    from datasets import Dataset, Features, Sequence, Value
-    from datasets.info import DatasetInfo
+    from datasets import Features, Sequence, Value
 
     folder.mkdir(parents=True)
     name = "data-00000-of-00001.arrow"
@@ -221,12 +296,4 @@ def _write_hf(tables, folder, bar, lay):
     finally:
         if writer is not None:
             writer.close()
-    ds = Dataset.from_file(str(folder / name), info=DatasetInfo(features=features))
-    state = {k: ds.__dict__[k] for k in ("_fingerprint", "_format_columns", "_format_kwargs", "_format_type",
-                                          "_output_all_columns")}
-    state["_split"] = None
-    state["_data_files"] = [{"filename": name}]
-    from dataclasses import asdict
-
-    (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
-    (folder / "dataset_info.json").write_text(json.dumps(asdict(ds._info), indent=2, sort_keys=True))
+    _finish_hf(folder, name, features)

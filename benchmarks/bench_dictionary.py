@@ -14,6 +14,14 @@ An atom counts as recovered when some learned atom has |cos| > 0.95 with it.
 Usage::
 
     python benchmarks/bench_dictionary.py [--threads 1] [--max-seconds 300]
+
+``--sae-eval`` (:func:`bench_sae_eval`, issue 34): ``actkit.sae_metrics`` (what ``actkit
+sae-eval`` runs) of a 16,384-latent TopK SAE (k=32, SAELens ``topk`` folder) over a
+100,000 x 768 float32 store, side by side with the encoder's matrix products alone
+(``x W_enc + b_enc`` in torch, same rows in memory, same blocks): the ratio of the two
+wall times (target <= 1.5)::
+
+    python benchmarks/bench_dictionary.py --sae-eval [--rows 100000] [--latents 16384]
 """
 
 from __future__ import annotations
@@ -123,6 +131,80 @@ def bench_sklearn(X, D, algo, max_seconds, check_every, alpha=1.0):
             "recovery_at_stop": rec, "gave_up_after_s": None if reached is not None else round(elapsed, 1)}
 
 
+def _sae_folder(path, d_in, d_sae, k, seed=0):
+    """A SAELens 6 ``topk`` folder with random weights (unit-norm decoder rows)."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(seed)
+    W_dec = rng.normal(size=(d_sae, d_in)).astype(np.float32)
+    W_dec /= np.linalg.norm(W_dec, axis=1, keepdims=True)
+    path.mkdir(parents=True, exist_ok=True)
+    save_file({"W_enc": np.ascontiguousarray(W_dec.T), "W_dec": W_dec, "b_enc": np.zeros(d_sae, np.float32),
+               "b_dec": np.zeros(d_in, np.float32)}, str(path / "sae_weights.safetensors"))
+    cfg = {"architecture": "topk", "d_in": d_in, "d_sae": d_sae, "k": k, "dtype": "float32",
+           "apply_b_dec_to_input": True, "normalize_activations": "none", "metadata": {"sae_lens_version": "6.0.0"}}
+    (path / "cfg.json").write_text(json.dumps(cfg))
+    return path
+
+
+def bench_sae_eval(rows=100_000, d_in=768, d_sae=16_384, k=32, block_rows=None, workdir=None, repeats=1):
+    """``sae_metrics`` over a store vs the encoder's matrix products alone on the same rows."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    import actkit
+    from actkit.store import LayerSpec, create_store
+
+    tmp = tempfile.TemporaryDirectory(dir=workdir)
+    root = Path(tmp.name)
+    sae_dir = _sae_folder(root / "sae", d_in, d_sae, k)
+    rng = np.random.default_rng(1)
+    path = root / "acts.h5"
+    w = create_store(path, [LayerSpec("h", rows, d_in)], n_samples=rows, request={"bench": "sae-eval"})
+    for s in range(0, rows, 10_000):  # Gaussian rows with a mean of 0.5
+        n = min(10_000, rows - s)
+        w.append("h", (rng.normal(size=(n, d_in)) + 0.5).astype(np.float32))
+    w.checkpoint(rows, force=True)
+    w.finalize()
+    sae = actkit.load_sae(sae_dir)
+    step = block_rows or max(64, min(8192, (64 << 20) // (4 * d_sae)))  # sae_metrics' default
+    with actkit.open_store(path) as store:
+        X = np.asarray(store["h"][:])
+    W_enc, b_enc = torch.from_numpy(sae.W_enc_), torch.from_numpy(sae.b_enc_)
+
+    def encoder_alone():
+        with torch.no_grad():
+            for s in range(0, rows, step):
+                torch.addmm(b_enc, torch.from_numpy(X[s:s + step]), W_enc)
+
+    def sae_eval():
+        with actkit.open_store(path) as store:
+            return actkit.sae_metrics(sae, store["h"], block_rows=step, progress=False)
+
+    # interleaved (encoder, sae-eval, encoder, ...) so a change of load hits both sides alike
+    enc, ev, m = [], [], None
+    for _ in range(repeats):
+        for f, acc in ((encoder_alone, enc), (sae_eval, ev)):
+            t, c = time.perf_counter(), time.process_time()
+            result = f()
+            acc.append((time.perf_counter() - t, time.process_time() - c))
+            m = result if acc is ev else m
+    del X
+    tmp.cleanup()
+    t_enc, c_enc = (sum(v[i] for v in enc) / repeats for i in (0, 1))
+    t_eval, c_eval = (sum(v[i] for v in ev) / repeats for i in (0, 1))
+    out = {"bench": "sae-eval", "rows": rows, "d_in": d_in, "latents": d_sae, "k": k, "block_rows": step,
+           "repeats": repeats, "torch_threads": torch.get_num_threads(), "load_1min": round(os.getloadavg()[0], 2),
+           "encoder_matmul_s": round(t_enc, 2), "sae_eval_s": round(t_eval, 2), "ratio_wall": round(t_eval / t_enc, 3),
+           "encoder_matmul_cpu_s": round(c_enc, 2), "sae_eval_cpu_s": round(c_eval, 2),
+           "ratio_cpu": round(c_eval / c_enc, 3), "l0": m["l0"], "fvu": round(m["fvu"], 4)}
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="BLAS threads for every method alike")
@@ -132,6 +214,11 @@ def main(argv=None):
     p.add_argument("--cd-alphas", default="0.2,0.3,0.5,1.0",
                    help="sklearn 'cd' runs, one per L1 penalty (1.0 is its default; the fastest counts)")
     p.add_argument("--lars-alphas", default="0.3,1.0", help="sklearn 'lars' runs, one per L1 penalty")
+    p.add_argument("--sae-eval", action="store_true",
+                   help="only the sae-eval benchmark (sae_metrics vs the encoder's matrix products)")
+    p.add_argument("--rows", type=int, default=100_000, help="--sae-eval: store rows")
+    p.add_argument("--latents", type=int, default=16_384, help="--sae-eval: SAE latents")
+    p.add_argument("--repeats", type=int, default=1, help="--sae-eval: interleaved repeats of both sides (mean)")
     p.add_argument("--sweep", action="store_true",
                    help="only actkit: recovery and CPU time after 6, 9, 12 warm-up epochs (max_iter)")
     args = p.parse_args(argv)
@@ -140,6 +227,8 @@ def main(argv=None):
 
         threadpool_limits(args.threads)
         print(f"# BLAS threads limited to {args.threads} for all methods", flush=True)
+    if args.sae_eval:
+        return [bench_sae_eval(args.rows, d_sae=args.latents, repeats=args.repeats)]
     X, D = planted()
     print("# 50000 x 128, 256 atoms, 5 active per row", flush=True)
     if args.sweep:

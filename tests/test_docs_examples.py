@@ -68,6 +68,8 @@ _LONG = {
         "200,000 x 384 rows by default (about 5 minutes on 2 idle cores); its numbers are in docs/postprocessing.md",
     ("docs/loader.md", "python benchmarks/bench_loader.py --rows 262144 --features 1024"):
         "writes and reads a 1 GiB store (minutes); its numbers are in docs/loader.md",
+    ("docs/dictionary.md", "python benchmarks/bench_dictionary.py --sae-eval --rows 100000"):
+        "two passes of a 16,384-latent SAE over 100,000 x 768 rows (minutes); its numbers are in docs/dictionary.md",
     ("docs/zoo.md", "python -m actkit.zoo train"):
         "trains the eight shipped checkpoints (~6 min idle); tests/test_zoo.py trains one small one",
     ("docs/zoo.md", "actkit demo"):

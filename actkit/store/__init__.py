@@ -36,6 +36,7 @@ fixed-length attributes, block checksums and :func:`verify_store`, one-line erro
 :func:`consolidate`).
 """
 
+from actkit.store._codes import CodesWriter, codes_meta, is_codes_file, read_codes
 from actkit.store._create import LayerSpec, create_store
 from actkit.store._format import (
                                   FORMAT,
@@ -52,6 +53,6 @@ from actkit.store._shard_state import check_shards, shard_list
 from actkit.store._shards import consolidate, finished_request_hash, write_virtual_store
 from actkit.store._writer import StoreWriter
 
-__all__ = ["open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store",
+__all__ = ["read_codes", "codes_meta", "is_codes_file", "CodesWriter", "open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store",
            "FORMAT", "PARTIAL_SUFFIX", "PROGRESS_SUFFIX", "partial_path", "progress_path", "request_hash",
            "write_virtual_store", "consolidate", "check_shards", "shard_list", "finished_request_hash"]
