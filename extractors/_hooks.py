@@ -187,3 +187,16 @@ def probe_all(model, forward, names=None):
         cap.run(forward)
     modules = dict(model.named_modules())
     return {n: (v[0], v[1], type(modules[n]).__name__) for n, v in seen.items()}
+
+
+def probe_forward(adapter, batch, names=None):
+    """:func:`probe_all` on ``adapter.forward(batch)``; a forward pass that fails on the probe
+    input is one :class:`~actkit.errors.ModelError` line (not a traceback)."""
+    from actkit.errors import ModelError
+
+    try:
+        return probe_all(adapter.model, lambda: adapter.forward(batch), names)
+    except (RuntimeError, ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
+        msg = " ".join(str(exc).split())[:200]
+        raise ModelError(f"the forward pass of {adapter.name} ({type(adapter.model).__name__}) fails on a probe "
+                         f"input: {type(exc).__name__}: {msg}") from None

@@ -286,8 +286,9 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
                          device_map=device_map)
     t_load = time.perf_counter()
     fault("model-loaded")
-    if data.kind != adapter.kind:
+    if data.kind not in adapter.kind.split("+"):
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
+    adapter = adapter.for_inputs(data.kind)
     if isinstance(layers, str):
         layers = layers.split(",")
     layers = [str(name).strip() for name in layers if str(name).strip()]
@@ -336,6 +337,8 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
             "geometry": plan.geometry,
             "module_output_shape": list(plan.shape),
         }
+        if plan.geometry == "map":
+            attrs["layout"] = plan.layout  # NCHW, or NHWC (timm Swin...): rows are (sample, h, w)
         specs.append(LayerSpec(name, rows, plan.features, dtype=store_dtype_name, index=index, attrs=attrs))
 
     # the fingerprint names the samples and the user's options that choose them (so stores of

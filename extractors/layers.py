@@ -7,7 +7,7 @@ import torch
 
 from actkit.errors import InputError
 
-from ._hooks import probe_all
+from ._hooks import probe_forward
 
 from ._options import FINAL_HIDDEN
 
@@ -33,17 +33,22 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
                          trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     if inputs is not None:
         data = read_inputs(inputs, max_samples=1)
-        if data.kind != adapter.kind:
+        if data.kind not in adapter.kind.split("+"):
             raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
-        adapter.prepare(data, None)
+        parts = [adapter.for_inputs(data.kind)]
+        parts[0].prepare(data, None)
         with torch.inference_mode():
-            batch = adapter.batch(data, 0, 1)
+            batches = [parts[0].batch(data, 0, 1)]
     else:
+        parts = list(getattr(adapter, "towers", [adapter]))  # a two-tower model: probe each tower
         with torch.inference_mode():
-            batch = adapter.dummy_batch()
-    with torch.inference_mode():
-        seen = probe_all(adapter.model, lambda: adapter.forward(batch))
-    width = None if batch.mask is None else int(batch.mask.shape[1])
+            batches = [part.dummy_batch() for part in parts]
+    seen, widths = {}, {}
+    for part, batch in zip(parts, batches):
+        with torch.inference_mode():
+            found = probe_forward(part, batch)
+        seen.update(found)
+        widths.update({n: None if batch.mask is None else int(batch.mask.shape[1]) for n in found})
     result = []
     for name, module in adapter.model.named_modules():
         if not name:
@@ -57,8 +62,8 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
         elif shape is None:
             note, ok = "returns no tensor", False
         elif not (
-            (len(shape) == 3 and (width is None or shape[1] == width))
-            or (len(shape) == 4 and adapter.kind == "image")
+            (len(shape) == 3 and widths[name] in (None, shape[1]))
+            or (len(shape) == 4 and adapter.kind != "text")
             or len(shape) == 2
         ):
             note, ok = "shape not storable as rows", False

@@ -217,11 +217,12 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             ) from None
         raise ModelError(f"cannot load the model config in {where}{_why(exc)}") from None
     archs = list(getattr(config, "architectures", None) or [])
-    causal = any(a.endswith("ForCausalLM") for a in archs)
-    vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
-    if vision:
+    causal = _is_causal(archs)
+    towers = _is_two_tower(config)
+    vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size") and not towers
+    if vision or towers:
         causal = False
-    auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
+    auto = transformers.AutoModelForCausalLM if causal else _base_class(transformers, archs)
     kwargs = dict(
         revision=revision,
         dtype=DTYPES[dtype],
@@ -286,10 +287,9 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     if device_map is not None:  # where accelerate put each block (absent when all sit on one device)
         placed = getattr(model, "hf_device_map", None) or {}
         info["hf_device_map"] = {k: str(v) for k, v in placed.items()} or {"": str(dev)}
-    if vision:
+    processor = tokenizer = None
+    if vision or towers:
         from transformers import AutoImageProcessor
-
-        from .hf_vision import VisionAdapter
 
         try:
             processor = AutoImageProcessor.from_pretrained(spec, revision=revision)
@@ -297,19 +297,55 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             if offline:
                 raise _Offline from None
             raise ModelError(f"cannot load the image processor of {where}{_why(exc)}") from None
+    if not vision:
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            if offline:
+                raise _Offline from None
+            raise ModelError(f"cannot load the tokenizer of {where}{_why(exc)}") from None
+    if towers:
+        from .hf_towers import TwoTowerAdapter
+
+        return TwoTowerAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer,
+                               processor=processor, dtype=DTYPES[dtype])
+    if vision:
+        from .hf_vision import VisionAdapter
+
         return VisionAdapter(model=model, name=spec, device=dev, info=info, processor=processor,
                              dtype=DTYPES[dtype])
-    from transformers import AutoTokenizer
-
     from .hf_text import TextAdapter
 
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        if offline:
-            raise _Offline from None
-        raise ModelError(f"cannot load the tokenizer of {where}{_why(exc)}") from None
     return TextAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer, causal=causal)
+
+
+def _is_causal(archs) -> bool:
+    """A causal LM: a ``*ForCausalLM`` architecture, or one transformers maps to causal LM
+    heads under another name (``GPT2LMHeadModel``, ``TransfoXLLMHeadModel``...)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    known = set()
+    for value in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values():
+        known.update(value if isinstance(value, (tuple, list)) else [value])
+    return any(a.endswith("ForCausalLM") or a in known for a in archs)
+
+
+def _is_two_tower(config) -> bool:
+    """A text tower and a vision tower in one model (CLIP, SigLIP...)."""
+    return hasattr(config, "text_config") and hasattr(config, "vision_config")
+
+
+def _base_class(transformers, archs):
+    """``AutoModel``, unless the checkpoint names a bare model class of its own that
+    ``AutoModel`` would not pick (``T5EncoderModel``: AutoModel builds the whole
+    encoder-decoder, with a randomly initialised decoder)."""
+    for arch in archs[:1]:
+        cls = getattr(transformers, arch, None) if "For" not in arch and "LMHead" not in arch else None
+        if cls is not None and hasattr(cls, "from_pretrained"):
+            return cls
+    return transformers.AutoModel
 
 
 def _hf_weights_hash(model, spec, revision, local, allow_pickle) -> dict:

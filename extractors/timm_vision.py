@@ -46,6 +46,14 @@ class TimmAdapter(Adapter):
     def forward(self, batch):
         return self.model(batch.kwargs["x"])
 
+    def map_layout(self, name, module):
+        """Channels-last (``"NHWC"``) or channels-first: the module's own ``output_fmt``, else
+        what its kind of layer implies (``Linear`` and ``LayerNorm`` act on the last axis,
+        convolutions, batch norms and pools on axis 1), else the ``output_fmt`` of the nearest
+        enclosing module that has one (timm marks Swin, MambaOut, Sequencer... as ``"NHWC"``
+        at the model and patch-embedding level), else ``"NCHW"``."""
+        return timm_layout(self.model, name, module)
+
     def batch(self, inputs, start, stop):
         return self._stack(inputs.images(start, stop))
 
@@ -54,3 +62,36 @@ class TimmAdapter(Adapter):
 
         _, h, w = self.data_config["input_size"]
         return self._stack([Image.new("RGB", (w, h), (128, 128, 128))])
+
+
+_NCHW_LAYERS = (torch.nn.modules.conv._ConvNd, torch.nn.modules.batchnorm._BatchNorm,
+                torch.nn.modules.pooling._MaxPoolNd, torch.nn.modules.pooling._AvgPoolNd,
+                torch.nn.modules.pooling._AdaptiveAvgPoolNd, torch.nn.modules.pooling._AdaptiveMaxPoolNd)
+
+
+def _fmt(module) -> str | None:
+    fmt = getattr(module, "output_fmt", None)
+    fmt = getattr(fmt, "value", fmt)  # timm.layers.Format is a str Enum
+    return str(fmt) if fmt in ("NCHW", "NHWC") else None
+
+
+def timm_layout(model, name: str, module) -> str:
+    """See :meth:`TimmAdapter.map_layout`."""
+    own = _fmt(module)
+    if own is not None:
+        return own
+    if isinstance(module, _NCHW_LAYERS):
+        return "NCHW"
+    if not list(module.children()):  # a leaf acting on the last axis; timm's *2d norms permute
+        cls = type(module).__name__
+        last_axis = isinstance(module, (torch.nn.Linear, torch.nn.LayerNorm, torch.nn.RMSNorm)) or cls in (
+            "RmsNorm", "SimpleNorm")
+        if last_axis and not cls.lower().endswith("2d"):
+            return "NHWC"
+    parts = name.split(".")
+    for k in range(len(parts) - 1, -1, -1):
+        path = ".".join(parts[:k])
+        fmt = _fmt(model.get_submodule(path) if path else model)
+        if fmt is not None:
+            return fmt
+    return "NCHW"
