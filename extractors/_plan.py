@@ -76,7 +76,7 @@ def plan_layers(adapter, names, probe_batch, extra_modules=None) -> dict:
             )
         if shape is None:
             raise LayerError(f"layer {name!r} returns no tensor; pick another module")
-        mtype = type(modules[name]).__name__
+        mtype = getattr(modules[name], "type_name", None) or type(modules[name]).__name__
         if len(shape) == 3 and (width is None or shape[1] == width):
             plan = LayerPlan(name, "seq", shape[2], shape[1], shape[1:], mtype)
         elif len(shape) == 4 and adapter.kind != "text":

@@ -289,25 +289,14 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     if data.kind not in adapter.kind.split("+"):
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
     adapter = adapter.for_inputs(data.kind)
-    if isinstance(layers, str):
-        layers = layers.split(",")
-    layers = [str(name).strip() for name in layers if str(name).strip()]
-    requested = [name for name in layers if name != FINAL_HIDDEN]
-    if FINAL_HIDDEN in layers:
-        final_hidden = True
-    aliases = {}  # transformers 4.x names -> current module paths
-    names = resolve_layers(adapter.model, requested, model_name=adapter.name, aliases=aliases) if requested else []
-    extra = {name: adapter.model.get_submodule(path) for name, path in aliases.items()}
+    names, extra, modules_of, aliases_of = _resolve(adapter, layers, final_hidden)
+    final_hidden = final_hidden or any(name.endswith(FINAL_HIDDEN) for name in names)
     random_init = adapter.info.get("randomly_initialised") or []
     for name in names:
-        path = aliases.get(name, name)
-        hit = [k for k in random_init if k.startswith(path + ".")]
+        hit = [k for k in random_init if k.startswith(modules_of[name] + ".")]
         if hit:
             warnings.warn(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
                           f"initialised with seed {INIT_SEED}, the same in every run ({', '.join(hit[:3])})", stacklevel=2)
-    if final_hidden:
-        extra[FINAL_HIDDEN] = adapter.final_module()
-        names.append(FINAL_HIDDEN)
     if not names:
         raise LayerError("no layers requested; pass --layers NAME[,NAME...] (see `actkit layers MODEL`)")
     params = {}
@@ -329,9 +318,9 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     for name in names:
         plan = plans[name]
         rows, index = rows_and_index(plan, pool, n, lengths)
-        module_path = aliases.get(name, "<final hidden state>" if name == FINAL_HIDDEN else name)
         attrs = {
-            "module": module_path,
+            "module": modules_of[name],
+            "aliases": aliases_of[name],
             "pool": pool,
             "module_type": plan.module_type,
             "geometry": plan.geometry,
@@ -411,6 +400,34 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
     return adapter, data, writer, plans, names, extra, t_load
+
+
+def _resolve(adapter, layers, final_hidden):
+    """Layer names -> ``(names, extra modules, module path of each, every name of each)``.
+
+    A name is a module path (or a transformers 4.x path, :func:`~._hooks.legacy_alias`) or
+    an alias of :mod:`.naming` (``embed``, ``resid.3``, ``resid.all``, ``final_hidden``,
+    ``vision.resid.3``); ``final_hidden=True`` adds ``final_hidden``.
+    """
+    from .naming import expand, names_of
+
+    if isinstance(layers, str):
+        layers = layers.split(",")
+    requested = [str(name).strip() for name in layers if str(name).strip()]
+    if final_hidden:
+        tower = getattr(adapter, "tower", None)
+        requested.append(f"{tower}.{FINAL_HIDDEN}" if tower else FINAL_HIDDEN)
+    names, table = expand(adapter, list(dict.fromkeys(requested)))
+    paths = [name for name in names if name not in table]
+    legacy = {}  # transformers 4.x names -> current module paths
+    if paths:
+        resolve_layers(adapter.model, paths, model_name=adapter.name, aliases=legacy)
+    extra = {name: adapter.model.get_submodule(path) for name, path in legacy.items()}
+    extra.update({name: table[name][1] for name in names if name in table})
+    modules_of = {name: table[name][0] if name in table else legacy.get(name, name) for name in names}
+    aliases_of = {name: [a for a in names_of(table, modules_of[name]) if a not in (name, modules_of[name])]
+                  for name in names}
+    return names, extra, modules_of, aliases_of
 
 
 def _keep_labels(params, inputs, column, n, packing, split, config, max_samples):

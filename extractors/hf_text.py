@@ -143,9 +143,9 @@ class TextAdapter(Adapter):
         return self._pack([ids or [self.pad_id]])
 
     def final_module(self):
-        if not self.causal:
-            return super().final_module()
-        return self.model.base_model
+        """The module whose output is ``last_hidden_state``: the base model of a causal LM,
+        the (encoder) model itself otherwise."""
+        return self.model.base_model if self.causal else self.model
 
     def unembedding(self):
         if not self.causal:

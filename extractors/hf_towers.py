@@ -60,6 +60,8 @@ class TwoTowerAdapter(Adapter):
         self.vision = VisionTower(model=model, name=name, device=device, info=info, processor=processor,
                                   dtype=dtype)
         self.towers = [self.text, self.vision]
+        for tower in self.towers:  # each tower knows the others (the whole model's layer names)
+            tower.towers = self.towers
 
     def for_inputs(self, kind):
         for tower in self.towers:

@@ -30,6 +30,10 @@ class TimmAdapter(Adapter):
         self.channels_last = n_conv > 1
         if self.channels_last:
             model.to(memory_format=torch.channels_last)
+        self.features = None  # final_hidden: the output of forward_features, when the model has one
+        if callable(getattr(model, "forward_features", None)) and callable(getattr(model, "forward_head", None)):
+            self.features = torch.nn.Identity()
+            self.features.output_fmt = _fmt(model) or "NCHW"
         self.data_config = timm.data.resolve_model_data_config(model)
         self.transform = timm.data.create_transform(**self.data_config, is_training=False)
 
@@ -44,7 +48,29 @@ class TimmAdapter(Adapter):
         return Batch(kwargs={"x": pixels}, size=len(images))
 
     def forward(self, batch):
-        return self.model(batch.kwargs["x"])
+        if self.features is None:
+            return self.model(batch.kwargs["x"])
+        # timm's forward is forward_head(forward_features(x)); the tap in between is final_hidden
+        return self.model.forward_head(self.features(self.model.forward_features(batch.kwargs["x"])))
+
+    def final_module(self):
+        if self.features is None:
+            return super().final_module()
+        return self.features
+
+    def alias_scheme(self):
+        """``resid.{i}``: the modules of ``model.feature_info``, which are the intermediates of
+        ``forward_intermediates`` in its order; ``embed``: the input of the first one when it is
+        a block of a list (``blocks.0``, ``stages.0``), not a stem; ``final_hidden``: the output
+        of ``forward_features``."""
+        from .naming import Scheme, find_blocks
+
+        known = {n for n, _ in self.model.named_modules()}
+        blocks = [f.get("module") for f in (getattr(self.model, "feature_info", None) or [])]
+        if not blocks or not all(b in known for b in blocks):
+            blocks = find_blocks(self.model)
+        return Scheme(prefix="", blocks=blocks, final=self.features, final_path="forward_features()",
+                      embed=bool(blocks) and blocks[0].endswith(".0"), source="timm feature_info")
 
     def map_layout(self, name, module):
         """Channels-last (``"NHWC"``) or channels-first: the module's own ``output_fmt``, else
@@ -77,16 +103,19 @@ def _fmt(module) -> str | None:
 
 def timm_layout(model, name: str, module) -> str:
     """See :meth:`TimmAdapter.map_layout`."""
-    own = _fmt(module)
-    if own is not None:
-        return own
-    if isinstance(module, _NCHW_LAYERS):
-        return "NCHW"
-    if not list(module.children()):  # a leaf acting on the last axis; timm's *2d norms permute
+    if hasattr(module, "path") and hasattr(module, "module"):  # an InputTap: what enters a block
+        name, module = module.path, None
+    else:
+        own = _fmt(module)
+        if own is not None:
+            return own
+        if isinstance(module, _NCHW_LAYERS):
+            return "NCHW"
         cls = type(module).__name__
         last_axis = isinstance(module, (torch.nn.Linear, torch.nn.LayerNorm, torch.nn.RMSNorm)) or cls in (
             "RmsNorm", "SimpleNorm")
-        if last_axis and not cls.lower().endswith("2d"):
+        # a leaf acting on the last axis (timm's *2d norms permute to act on the channels)
+        if last_axis and not list(module.children()) and not cls.lower().endswith("2d"):
             return "NHWC"
     parts = name.split(".")
     for k in range(len(parts) - 1, -1, -1):
