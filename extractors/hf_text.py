@@ -143,9 +143,13 @@ class TextAdapter(Adapter):
         return self._pack([ids or [self.pad_id]])
 
     def final_module(self):
-        """The module whose output is ``last_hidden_state``: the base model of a causal LM,
-        the (encoder) model itself otherwise."""
-        return self.model.base_model if self.causal else self.model
+        """The module whose output is ``last_hidden_state``: the decoder of a causal LM
+        (``get_decoder()``: OPT's head calls ``model.decoder``, not ``model``), else its base
+        model; the (encoder) model itself otherwise."""
+        if not self.causal:
+            return self.model
+        decoder = self.model.get_decoder() if callable(getattr(self.model, "get_decoder", None)) else None
+        return decoder if isinstance(decoder, torch.nn.Module) else self.model.base_model
 
     def unembedding(self):
         if not self.causal:

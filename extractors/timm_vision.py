@@ -78,7 +78,8 @@ class TimmAdapter(Adapter):
         convolutions, batch norms and pools on axis 1), else the ``output_fmt`` of the nearest
         enclosing module that has one (timm marks Swin, MambaOut, Sequencer... as ``"NHWC"``
         at the model and patch-embedding level), else ``"NCHW"``."""
-        return timm_layout(self.model, name, module)
+        path = next((n for n, m in self.model.named_modules() if m is module), name)  # an alias: its module
+        return timm_layout(self.model, path, module)
 
     def batch(self, inputs, start, stop):
         return self._stack(inputs.images(start, stop))

@@ -207,8 +207,8 @@ FAMILIES = [
     Family("timm ViT-MAE", "timm", "vit_base_patch16_224.mae", "image",
            _timm("vit_base_patch16_224.mae", 32, global_pool="", **_TVIT)),
     # outside the list: a family no code names, with the usual layout
-    Family("OLMo (extra)", "transformers", "OlmoForCausalLM", "text",
+    Family("OLMo", "transformers", "OlmoForCausalLM", "text",
            _text("OlmoConfig", "OlmoForCausalLM", num_key_value_heads=2, **_LM), extra=True),
-    Family("ELECTRA (extra)", "transformers", "ElectraModel", "text",
+    Family("ELECTRA", "transformers", "ElectraModel", "text",
            _text("ElectraConfig", "ElectraModel", embedding_size=16, **_BERT), extra=True),
 ]

@@ -38,7 +38,7 @@ def test_aliases_equal_hidden_states_and_the_store_records_both(llama, text_file
     model = AutoModelForCausalLM.from_pretrained(llama).eval()
     ids = AutoTokenizer.from_pretrained(llama)(text_file.read_text().splitlines()[0], return_tensors="pt")
     last = {}
-    model.model.layers[-1].register_forward_hook(lambda m, a, out: last.setdefault("x", out))
+    model.model.layers[-1].register_forward_hook(lambda m, a, out: last.update(x=out))  # returns None
     with torch.inference_mode():
         out = model.model(**ids, output_hidden_states=True)
     last = last["x"][0] if isinstance(last["x"], tuple) else last["x"]
