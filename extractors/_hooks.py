@@ -199,5 +199,9 @@ def probe_forward(adapter, batch, names=None, extra_modules=None):
             return probe_all(adapter.model, lambda: adapter.forward(batch), names, extra_modules)
     except (RuntimeError, ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
         msg = " ".join(str(exc).split())[:200]
+        if getattr(getattr(adapter.model, "config", None), "is_encoder_decoder", False):
+            raise ModelError(f"{adapter.name} is an encoder-decoder ({type(adapter.model).__name__}), whose forward "
+                             "pass needs decoder inputs; save its encoder alone (e.g. T5EncoderModel.from_pretrained"
+                             "(PATH).save_pretrained(OUT)) and extract from that folder") from None
         raise ModelError(f"the forward pass of {adapter.name} ({type(adapter.model).__name__}) fails on a probe "
                          f"input: {type(exc).__name__}: {msg}") from None

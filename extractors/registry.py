@@ -33,6 +33,7 @@ from actkit._device import resolve_device
 from actkit.errors import ActkitError, ModelError
 
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
+from ._hf_classes import QUANT_PACKAGES, base_class, check_quantised, is_causal, is_two_tower, quantisation
 from ._hub import (_cache_only, _hub_offline_reason, _Offline, _offline_error, _seeded, _short,
                    _weights_error, _why)
 
@@ -217,12 +218,12 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             ) from None
         raise ModelError(f"cannot load the model config in {where}{_why(exc)}") from None
     archs = list(getattr(config, "architectures", None) or [])
-    causal = _is_causal(archs)
-    towers = _is_two_tower(config)
+    causal = is_causal(archs)
+    towers = is_two_tower(config, archs)
     vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size") and not towers
     if vision or towers:
         causal = False
-    auto = transformers.AutoModelForCausalLM if causal else _base_class(transformers, archs)
+    auto = transformers.AutoModelForCausalLM if causal else base_class(transformers, archs)
     kwargs = dict(
         revision=revision,
         dtype=DTYPES[dtype],
@@ -233,6 +234,10 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         kwargs["mask_ratio"] = 0.0
     if device_map is not None:
         kwargs["device_map"] = device_map
+    quant = quantisation(config)
+    if quant is not None:
+        check_quantised(spec, quant, dev, device_map)
+        kwargs.pop("dtype")  # the quantisation config chooses the weights' dtypes
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -246,6 +251,13 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         special = _weights_error(where, exc)
         if special is not None:
             raise special from None
+        if "out of memory" in msg.lower():
+            raise ModelError(f"model {spec} does not fit on {dev}: pass --device-map auto (spreads it over the "
+                             "GPUs, then CPU; needs accelerate) or --dtype float16") from None
+        if quant is not None:
+            raise ModelError(f"cannot load the {quant}-quantised model {spec}{_why(exc)}; it needs its "
+                             f"quantisation package ({QUANT_PACKAGES.get(quant, quant)}) and a GPU: pass "
+                             "--device cuda or --device-map auto") from None
         if offline and isinstance(exc, OSError):
             raise _Offline from None
         if not allow_pickle and "safetensors" in msg.lower():
@@ -320,33 +332,6 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     from .hf_text import TextAdapter
 
     return TextAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer, causal=causal)
-
-
-def _is_causal(archs) -> bool:
-    """A causal LM: a ``*ForCausalLM`` architecture, or one transformers maps to causal LM
-    heads under another name (``GPT2LMHeadModel``, ``TransfoXLLMHeadModel``...)."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    known = set()
-    for value in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values():
-        known.update(value if isinstance(value, (tuple, list)) else [value])
-    return any(a.endswith("ForCausalLM") or a in known for a in archs)
-
-
-def _is_two_tower(config) -> bool:
-    """A text tower and a vision tower in one model (CLIP, SigLIP...)."""
-    return hasattr(config, "text_config") and hasattr(config, "vision_config")
-
-
-def _base_class(transformers, archs):
-    """``AutoModel``, unless the checkpoint names a bare model class of its own that
-    ``AutoModel`` would not pick (``T5EncoderModel``: AutoModel builds the whole
-    encoder-decoder, with a randomly initialised decoder)."""
-    for arch in archs[:1]:
-        cls = getattr(transformers, arch, None) if "For" not in arch and "LMHead" not in arch else None
-        if cls is not None and hasattr(cls, "from_pretrained"):
-            return cls
-    return transformers.AutoModel
 
 
 def _hf_weights_hash(model, spec, revision, local, allow_pickle) -> dict:

@@ -251,10 +251,14 @@ FOOTER = """
 `forward_intermediates` and transformers' `hidden_states` index them; *blocks*: one
 transformer block each.
 
-Models whose code lives in their repository need `--trust-remote-code`. A quantised
-checkpoint (bitsandbytes, GPTQ, AWQ) loads as transformers loads it (its quantisation config
-travels in `config.json`); extract with `--dtype float16` or `bfloat16` on a GPU. A model
-too large for one device: `--device-map auto` (needs `accelerate`). timm models load from a
+Models whose code lives in their repository need `--trust-remote-code` (actkit says so in
+one line). A quantised checkpoint (a `quantization_config` in `config.json`: bitsandbytes,
+GPTQ, AWQ...) needs its package and a GPU: actkit names both in one line (`pip install
+bitsandbytes`, `--device cuda` or `--device-map auto`) and lets the quantisation config choose
+the dtypes (this path is tested only for its messages, here on CPU). A model too large for
+one device: `--device-map auto` (needs `accelerate`); running out of memory while loading
+says so. A whole encoder-decoder (`T5ForConditionalGeneration`) cannot run without decoder
+inputs: save its encoder alone (`T5EncoderModel`) and extract from that folder. timm models load from a
 local folder (`config.json` with `"architecture"`), `timm:NAME` (timm's weights) or
 `timm:NAME --checkpoint FILE.safetensors`.
 """
