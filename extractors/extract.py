@@ -44,9 +44,10 @@ from actkit.errors import ActkitError, InputError, LayerError
 
 from ._base import DTYPES
 from ._buffer import RowBuffer
-from ._hooks import Capture, resolve_layers
+from ._hooks import Capture
 from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
 from ._plan import plan_layers, rows_and_index, to_rows
+from .naming import resolve_names
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
 #: ``"resumed"`` or ``"complete"``: already finished, nothing computed), ``resumed_from``
@@ -121,8 +122,10 @@ def extract(
         writes its block of samples to ``OUT.shards/rank-R-of-K.h5`` and rank 0 then writes
         ``out`` as virtual datasets over the shards (see :mod:`actkit.extractors.distributed`).
     layers : str or sequence of str
-        Dotted module paths from ``model.named_modules()`` (comma-separated in a string);
-        ``"final_hidden"`` (causal LMs) is the final hidden state after the final norm.
+        Dotted module paths from ``model.named_modules()`` (comma-separated in a string), or
+        the names every model shares (:mod:`actkit.extractors.naming`): ``"embed"``,
+        ``"resid.3"``, ``"resid.-1"``, ``"resid.all"``, ``"final_hidden"`` (the final hidden
+        state after the final norm); two-tower models take ``"vision."``/``"text."`` first.
         ``actkit layers MODEL`` lists them.
     pool : {"none", "mean", "last", "cls"}
         ``none``: one row per real token / ViT token / spatial position, index
@@ -144,7 +147,8 @@ def extract(
     max_samples : int, optional
         Use only the first ``max_samples`` inputs.
     final_hidden : bool
-        Also store the final hidden state (after the final norm) as layer ``final_hidden``.
+        Also store the final hidden state (after the final norm, ``last_hidden_state``) as
+        layer ``final_hidden``.
     unembedding : bool
         Store the unembedding (lm_head) matrix, shape (vocab_size, hidden_size), as the
         store parameter ``unembedding``.
@@ -289,7 +293,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     if data.kind not in adapter.kind.split("+"):
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
     adapter = adapter.for_inputs(data.kind)
-    names, extra, modules_of, aliases_of = _resolve(adapter, layers, final_hidden)
+    names, extra, modules_of, aliases_of = resolve_names(adapter, layers, final_hidden)
     final_hidden = final_hidden or any(name.endswith(FINAL_HIDDEN) for name in names)
     random_init = adapter.info.get("randomly_initialised") or []
     for name in names:
@@ -400,34 +404,6 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
     return adapter, data, writer, plans, names, extra, t_load
-
-
-def _resolve(adapter, layers, final_hidden):
-    """Layer names -> ``(names, extra modules, module path of each, every name of each)``.
-
-    A name is a module path (or a transformers 4.x path, :func:`~._hooks.legacy_alias`) or
-    an alias of :mod:`.naming` (``embed``, ``resid.3``, ``resid.all``, ``final_hidden``,
-    ``vision.resid.3``); ``final_hidden=True`` adds ``final_hidden``.
-    """
-    from .naming import expand, names_of
-
-    if isinstance(layers, str):
-        layers = layers.split(",")
-    requested = [str(name).strip() for name in layers if str(name).strip()]
-    if final_hidden:
-        tower = getattr(adapter, "tower", None)
-        requested.append(f"{tower}.{FINAL_HIDDEN}" if tower else FINAL_HIDDEN)
-    names, table = expand(adapter, list(dict.fromkeys(requested)))
-    paths = [name for name in names if name not in table]
-    legacy = {}  # transformers 4.x names -> current module paths
-    if paths:
-        resolve_layers(adapter.model, paths, model_name=adapter.name, aliases=legacy)
-    extra = {name: adapter.model.get_submodule(path) for name, path in legacy.items()}
-    extra.update({name: table[name][1] for name in names if name in table})
-    modules_of = {name: table[name][0] if name in table else legacy.get(name, name) for name in names}
-    aliases_of = {name: [a for a in names_of(table, modules_of[name]) if a not in (name, modules_of[name])]
-                  for name in names}
-    return names, extra, modules_of, aliases_of
 
 
 def _keep_labels(params, inputs, column, n, packing, split, config, max_samples):

@@ -25,13 +25,15 @@ the usual layout (an embedding, a list of blocks, a final norm) needs no code he
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from actkit.errors import LayerError
 
-EMBED, RESID, FINAL_HIDDEN = "embed", "resid", "final_hidden"
+from ._options import FINAL_HIDDEN
+
+EMBED, RESID = "embed", "resid"
 _ALIAS = re.compile(r"^(?:(?P<tower>[a-z]+)\.)?(?P<what>embed|final_hidden|resid\.(?P<i>all|-?\d+))$")
 
 
@@ -90,7 +92,6 @@ class Scheme:
     embed: bool = True
     kind: str | None = None
     source: str = "blocks"
-    extra: dict = field(default_factory=dict)
 
     def targets(self, model) -> dict:
         """``{alias: (module path, module or tap)}`` for every alias of this scheme."""
@@ -243,3 +244,31 @@ def _examples(model) -> str:
     """A few module paths worth extracting: the top-level children that hold parameters."""
     kids = [n for n, c in model.named_children() if any(True for _ in c.parameters())]
     return ",".join(kids[:4]) or "NAME"
+
+
+def resolve_names(adapter, layers, final_hidden=False):
+    """Layer names -> ``(names, extra modules, module path of each, every name of each)``.
+
+    A name is a module path (or a transformers 4.x path, :func:`~._hooks.legacy_alias`) or
+    an alias of :mod:`.naming` (``embed``, ``resid.3``, ``resid.all``, ``final_hidden``,
+    ``vision.resid.3``); ``final_hidden=True`` adds ``final_hidden``.
+    """
+    from ._hooks import resolve_layers
+
+    if isinstance(layers, str):
+        layers = layers.split(",")
+    requested = [str(name).strip() for name in layers if str(name).strip()]
+    if final_hidden:
+        tower = getattr(adapter, "tower", None)
+        requested.append(f"{tower}.{FINAL_HIDDEN}" if tower else FINAL_HIDDEN)
+    names, table = expand(adapter, list(dict.fromkeys(requested)))
+    paths = [name for name in names if name not in table]
+    legacy = {}  # transformers 4.x names -> current module paths
+    if paths:
+        resolve_layers(adapter.model, paths, model_name=adapter.name, aliases=legacy)
+    extra = {name: adapter.model.get_submodule(path) for name, path in legacy.items()}
+    extra.update({name: table[name][1] for name in names if name in table})
+    modules_of = {name: table[name][0] if name in table else legacy.get(name, name) for name in names}
+    aliases_of = {name: [a for a in names_of(table, modules_of[name]) if a not in (name, modules_of[name])]
+                  for name in names}
+    return names, extra, modules_of, aliases_of
