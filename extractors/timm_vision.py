@@ -112,11 +112,10 @@ def timm_layout(model, name: str, module) -> str:
             return own
         if isinstance(module, _NCHW_LAYERS):
             return "NCHW"
-        cls = type(module).__name__
-        last_axis = isinstance(module, (torch.nn.Linear, torch.nn.LayerNorm, torch.nn.RMSNorm)) or cls in (
-            "RmsNorm", "SimpleNorm")
-        # a leaf acting on the last axis (timm's *2d norms permute to act on the channels)
-        if last_axis and not list(module.children()) and not cls.lower().endswith("2d"):
+        # a leaf acting on the last axis (timm's *2d norms permute to act on the channels), or a
+        # container of such leaves and elementwise ones (the Mlp inside a ConvNeXt block)
+        leaves = [m for m in module.modules() if not list(m.children())]
+        if any(_last_axis(m) for m in leaves) and all(_last_axis(m) or _elementwise(m) for m in leaves):
             return "NHWC"
     parts = name.split(".")
     for k in range(len(parts) - 1, -1, -1):
@@ -125,3 +124,17 @@ def timm_layout(model, name: str, module) -> str:
         if fmt is not None:
             return fmt
     return "NCHW"
+
+
+def _last_axis(module) -> bool:
+    """A layer that acts on the last axis (``Linear``, ``LayerNorm``, timm's ``RmsNorm``)."""
+    cls = type(module).__name__
+    return (isinstance(module, (torch.nn.Linear, torch.nn.LayerNorm, torch.nn.RMSNorm))
+            or cls in ("RmsNorm", "SimpleNorm")) and not cls.lower().endswith("2d")
+
+
+def _elementwise(module) -> bool:
+    """A layer that keeps every axis where it is (activations, dropout, identity)."""
+    where = type(module).__module__
+    return (where.startswith(("torch.nn.modules.activation", "torch.nn.modules.dropout", "timm.layers.activations"))
+            or type(module).__name__ in ("Identity", "DropPath", "Dropout", "GELU", "GELUTanh", "QuickGELU"))

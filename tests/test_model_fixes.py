@@ -66,6 +66,37 @@ def test_timm_swin_rows_equal_timm_features(timm_swin, image_npy, tmp_path):
     assert store.provenance["layers"]["layers.1"]["layout"] == "NHWC"
 
 
+@pytest.fixture(scope="module")
+def timm_convnext(tmp_path_factory):
+    """ConvNeXt with its norm and Mlp in channels-last (``conv_mlp=False``, as convnext_tiny...)."""
+    from _model_matrix import _timm
+
+    build = _timm("convnext_atto", 32, dims=(8, 16, 24, 32), depths=(1, 1, 1, 1), conv_mlp=False)
+    return build(tmp_path_factory.mktemp("convnext_nhwc"))
+
+
+def test_channels_last_layers_inside_a_channels_first_model(timm_convnext, image_npy, tmp_path):
+    """A ConvNeXt block permutes to (B, H, W, C) for its norm and Mlp, and back: each module's
+    rows are its own output's positions x channels."""
+    names = ["stages.1.blocks.0.norm", "stages.1.blocks.0.mlp", "stages.1.blocks.0.mlp.fc1", "stages.1.blocks.0",
+             "stages.1.blocks.0.conv_dw"]
+    out = actkit.extract(timm_convnext, image_npy, tmp_path / "c.h5", layers=names, max_samples=2, progress=False)
+    adapter = load_model(timm_convnext)
+    data = actkit.extractors.inputs.read_inputs(image_npy, max_samples=2)
+    seen = {}
+    for name in names:
+        adapter.model.get_submodule(name).register_forward_hook(lambda m, a, o, name=name: seen.update({name: o}))
+    with torch.inference_mode():
+        adapter.model(adapter.batch(data, 0, 2).kwargs["x"])
+    store = actkit.open_store(out)
+    for name in names:
+        x = seen[name]
+        channels_last = name.endswith(("norm", "mlp", "fc1"))
+        rows = (x if channels_last else x.permute(0, 2, 3, 1)).reshape(-1, x.shape[-1 if channels_last else 1])
+        assert store[name].attrs["layout"] == ("NHWC" if channels_last else "NCHW"), name
+        np.testing.assert_allclose(store[name][:], rows.numpy(), atol=1e-5, rtol=1e-5, err_msg=name)
+
+
 def test_t5_encoder_folder_loads_the_encoder_only(t5_encoder, text_file, tmp_path, capsys):
     code, out, err = run_cli(capsys, "layers", t5_encoder)
     assert code == 0, err
