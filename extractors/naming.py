@@ -180,8 +180,7 @@ def names_of(table: dict, name: str) -> list[str]:
 
 
 def expand(adapter, layers) -> tuple[list[str], dict]:
-    """Replace the aliases in ``layers`` by themselves (``resid.all`` by every ``resid.i``),
-    checked against the model.
+    """Check the aliases in ``layers`` against the model; ``resid.all`` becomes every ``resid.i``.
 
     Returns
     -------
