@@ -95,6 +95,19 @@ class Adapter(ABC):
     def forward(self, batch: Batch):
         return self.model(**batch.kwargs)
 
+    def for_inputs(self, kind: str) -> "Adapter":
+        """The adapter that runs inputs of ``kind`` (``"text"`` / ``"image"``): this one, or
+        the matching tower of a two-tower model (CLIP)."""
+        if kind != self.kind:
+            from actkit.errors import InputError
+
+            raise InputError(f"{self.name} takes {self.kind} inputs, not {kind}s")
+        return self
+
+    def map_layout(self, name: str, module: torch.nn.Module) -> str:
+        """``"NCHW"`` or ``"NHWC"``: the axis order of a 4-d output of ``module``."""
+        return "NCHW"
+
     # -- causal LM extras ----------------------------------------------------------
     def final_module(self) -> torch.nn.Module:
         """Module whose output is the final hidden state after the final norm."""

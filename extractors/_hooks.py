@@ -164,7 +164,7 @@ class Capture:
         return False
 
 
-def probe_all(model, forward, names=None):
+def probe_all(model, forward, names=None, extra_modules=None):
     """Run ``forward()`` once with a hook on every module (or ``names``).
 
     Returns
@@ -182,8 +182,26 @@ def probe_all(model, forward, names=None):
         else:
             seen[name] = [1, None if tensor is None else tuple(tensor.shape)]
 
-    cap = Capture(model, names, callback, stop_early=False)
+    cap = Capture(model, names, callback, stop_early=False, extra_modules=extra_modules)
     with cap:
         cap.run(forward)
-    modules = dict(model.named_modules())
+    modules = {**dict(model.named_modules()), **(extra_modules or {})}
     return {n: (v[0], v[1], type(modules[n]).__name__) for n, v in seen.items()}
+
+
+def probe_forward(adapter, batch, names=None, extra_modules=None):
+    """:func:`probe_all` on ``adapter.forward(batch)``; a forward pass that fails on the probe
+    input is one :class:`~actkit.errors.ModelError` line (not a traceback)."""
+    from actkit.errors import ModelError
+
+    try:
+        with torch.inference_mode():
+            return probe_all(adapter.model, lambda: adapter.forward(batch), names, extra_modules)
+    except (RuntimeError, ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
+        msg = " ".join(str(exc).split())[:200]
+        if getattr(getattr(adapter.model, "config", None), "is_encoder_decoder", False):
+            raise ModelError(f"{adapter.name} is an encoder-decoder ({type(adapter.model).__name__}), whose forward "
+                             "pass needs decoder inputs; save its encoder alone (e.g. T5EncoderModel.from_pretrained"
+                             "(PATH).save_pretrained(OUT)) and extract from that folder") from None
+        raise ModelError(f"the forward pass of {adapter.name} ({type(adapter.model).__name__}) fails on a probe "
+                         f"input: {type(exc).__name__}: {msg}") from None

@@ -21,7 +21,8 @@ class LayerPlan:
     ----------
     name : str
     geometry : {"seq", "map", "vec"}
-        ``(B, T, C)`` sequence, ``(B, C, H, W)`` map, or ``(B, C)`` vector output.
+        ``(B, T, C)`` sequence, ``(B, C, H, W)`` map (``(B, H, W, C)`` when ``layout`` is
+        ``"NHWC"``), or ``(B, C)`` vector output.
     features : int
     positions : int
         Rows per sample with ``pool="none"`` (images; text uses token counts).
@@ -36,6 +37,7 @@ class LayerPlan:
     positions: int
     shape: tuple
     module_type: str
+    layout: str = "NCHW"
 
 
 
@@ -74,11 +76,15 @@ def plan_layers(adapter, names, probe_batch, extra_modules=None) -> dict:
             )
         if shape is None:
             raise LayerError(f"layer {name!r} returns no tensor; pick another module")
-        mtype = type(modules[name]).__name__
+        mtype = getattr(modules[name], "type_name", None) or type(modules[name]).__name__
         if len(shape) == 3 and (width is None or shape[1] == width):
             plan = LayerPlan(name, "seq", shape[2], shape[1], shape[1:], mtype)
-        elif len(shape) == 4 and adapter.kind == "image":
-            plan = LayerPlan(name, "map", shape[1], shape[2] * shape[3], shape[1:], mtype)
+        elif len(shape) == 4 and adapter.kind != "text":
+            # timm Swin & co. give channels-last maps (B, H, W, C): the adapter knows which
+            if adapter.map_layout(name, modules[name]) == "NHWC":
+                plan = LayerPlan(name, "map", shape[3], shape[1] * shape[2], shape[1:], mtype, "NHWC")
+            else:
+                plan = LayerPlan(name, "map", shape[1], shape[2] * shape[3], shape[1:], mtype)
         elif len(shape) == 2:
             plan = LayerPlan(name, "vec", shape[1], 1, shape[1:], mtype)
         else:
@@ -148,6 +154,13 @@ def to_rows(x: torch.Tensor, plan: LayerPlan, pool: str, batch, store_dtype: tor
                 rows = x[:, -1]
         else:  # cls
             rows = x[:, 0]
+    elif plan.layout == "NHWC":  # map (B, H, W, C)
+        if pool == "none":
+            rows = x.reshape(-1, x.shape[-1])
+        elif pool == "mean":
+            rows = x.mean((1, 2))
+        else:  # last
+            rows = x[:, -1, -1, :]
     else:  # map (B, C, H, W)
         if pool == "none":
             rows = x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])

@@ -45,9 +45,10 @@ from actkit.errors import ActkitError, InputError, LayerError
 
 from ._base import DTYPES
 from ._buffer import RowBuffer
-from ._hooks import Capture, resolve_layers
+from ._hooks import Capture
 from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
 from ._plan import plan_layers, rows_and_index, to_rows
+from .naming import resolve_names
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
 #: ``"resumed"`` or ``"complete"``: already finished, nothing computed), ``resumed_from``
@@ -122,8 +123,10 @@ def extract(
         writes its block of samples to ``OUT.shards/rank-R-of-K.h5`` and rank 0 then writes
         ``out`` as virtual datasets over the shards (see :mod:`actkit.extractors.distributed`).
     layers : str or sequence of str
-        Dotted module paths from ``model.named_modules()`` (comma-separated in a string);
-        ``"final_hidden"`` (causal LMs) is the final hidden state after the final norm.
+        Dotted module paths from ``model.named_modules()`` (comma-separated in a string), or
+        the names every model shares (:mod:`actkit.extractors.naming`): ``"embed"``,
+        ``"resid.3"``, ``"resid.-1"``, ``"resid.all"``, ``"final_hidden"`` (the final hidden
+        state after the final norm); two-tower models take ``"vision."``/``"text."`` first.
         ``actkit layers MODEL`` lists them.
     pool : {"none", "mean", "last", "cls"}
         ``none``: one row per real token / ViT token / spatial position, index
@@ -145,7 +148,8 @@ def extract(
     max_samples : int, optional
         Use only the first ``max_samples`` inputs.
     final_hidden : bool
-        Also store the final hidden state (after the final norm) as layer ``final_hidden``.
+        Also store the final hidden state (after the final norm, ``last_hidden_state``) as
+        layer ``final_hidden``.
     unembedding : bool
         Store the unembedding (lm_head) matrix, shape (vocab_size, hidden_size), as the
         store parameter ``unembedding``.
@@ -287,27 +291,17 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
                          device_map=device_map)
     t_load = time.perf_counter()
     fault("model-loaded")
-    if data.kind != adapter.kind:
+    if data.kind not in adapter.kind.split("+"):
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
-    if isinstance(layers, str):
-        layers = layers.split(",")
-    layers = [str(name).strip() for name in layers if str(name).strip()]
-    requested = [name for name in layers if name != FINAL_HIDDEN]
-    if FINAL_HIDDEN in layers:
-        final_hidden = True
-    aliases = {}  # transformers 4.x names -> current module paths
-    names = resolve_layers(adapter.model, requested, model_name=adapter.name, aliases=aliases) if requested else []
-    extra = {name: adapter.model.get_submodule(path) for name, path in aliases.items()}
+    adapter = adapter.for_inputs(data.kind)
+    names, extra, modules_of, aliases_of = resolve_names(adapter, layers, final_hidden)
+    final_hidden = final_hidden or any(name.endswith(FINAL_HIDDEN) for name in names)
     random_init = adapter.info.get("randomly_initialised") or []
     for name in names:
-        path = aliases.get(name, name)
-        hit = [k for k in random_init if k.startswith(path + ".")]
+        hit = [k for k in random_init if k.startswith(modules_of[name] + ".")]
         if hit:
             warn_user(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
                       f"initialised with seed {INIT_SEED}, the same in every run ({', '.join(hit[:3])})")
-    if final_hidden:
-        extra[FINAL_HIDDEN] = adapter.final_module()
-        names.append(FINAL_HIDDEN)
     if not names:
         raise LayerError("no layers requested; pass --layers NAME[,NAME...] (see `actkit layers MODEL`)")
     params = {}
@@ -329,14 +323,16 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     for name in names:
         plan = plans[name]
         rows, index = rows_and_index(plan, pool, n, lengths)
-        module_path = aliases.get(name, "<final hidden state>" if name == FINAL_HIDDEN else name)
         attrs = {
-            "module": module_path,
+            "module": modules_of[name],
+            "aliases": aliases_of[name],
             "pool": pool,
             "module_type": plan.module_type,
             "geometry": plan.geometry,
             "module_output_shape": list(plan.shape),
         }
+        if plan.geometry == "map":
+            attrs["layout"] = plan.layout  # NCHW, or NHWC (timm Swin...): rows are (sample, h, w)
         specs.append(LayerSpec(name, rows, plan.features, dtype=store_dtype_name, index=index, attrs=attrs))
 
     # the fingerprint names the samples and the user's options that choose them (so stores of

@@ -142,9 +142,13 @@ class TextAdapter(Adapter):
         return self._pack([ids or [self.pad_id]])
 
     def final_module(self):
+        """The module whose output is ``last_hidden_state``: the decoder of a causal LM
+        (``get_decoder()``: OPT's head calls ``model.decoder``, not ``model``), else its base
+        model; the (encoder) model itself otherwise."""
         if not self.causal:
-            return super().final_module()
-        return self.model.base_model
+            return self.model
+        decoder = self.model.get_decoder() if callable(getattr(self.model, "get_decoder", None)) else None
+        return decoder if isinstance(decoder, torch.nn.Module) else self.model.base_model
 
     def unembedding(self):
         if not self.causal:

@@ -34,6 +34,10 @@ class VisionAdapter(Adapter):
         if self.is_mae:
             model.config.mask_ratio = 0.0
 
+    def final_module(self):
+        """The model itself: its output's first tensor is ``last_hidden_state``."""
+        return self.model
+
     def preprocessing(self) -> dict:
         cfg = self.processor.to_dict()
         return {"image_processor": json.loads(json.dumps(cfg, sort_keys=True, default=str))}

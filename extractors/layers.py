@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 import torch
 
 from actkit.errors import InputError
 
-from ._hooks import probe_all
-
-from ._options import FINAL_HIDDEN
+from ._hooks import probe_forward
+from .naming import EMBED, FINAL_HIDDEN
 
 
 def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="cpu", dtype="float32",
@@ -22,9 +20,11 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
     Returns
     -------
     list of dict
-        ``{"name", "type", "shape" (one sample, batch axis dropped, or None), "calls",
-        "extractable", "note"}``, in ``named_modules()`` order; causal LMs end with
-        ``final_hidden``.
+        ``{"name", "alias", "type", "shape" (one sample, batch axis dropped, or None),
+        "calls", "extractable", "note"}``, in ``named_modules()`` order; ``alias`` is the
+        architecture-independent name of the module (``resid.3``, ``vision.resid.3``; see
+        :mod:`actkit.extractors.naming`) or ``""``. Then ``embed`` and ``final_hidden`` (per
+        tower of a two-tower model), whose ``module`` says what they read.
     """
     from .inputs import read_inputs
     from .registry import load_model
@@ -33,17 +33,26 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
                          trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     if inputs is not None:
         data = read_inputs(inputs, max_samples=1)
-        if data.kind != adapter.kind:
+        if data.kind not in adapter.kind.split("+"):
             raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
-        adapter.prepare(data, None)
+        parts = [adapter.for_inputs(data.kind)]
+        parts[0].prepare(data, None)
         with torch.inference_mode():
-            batch = adapter.batch(data, 0, 1)
+            batches = [parts[0].batch(data, 0, 1)]
     else:
+        parts = list(getattr(adapter, "towers", [adapter]))  # a two-tower model: probe each tower
         with torch.inference_mode():
-            batch = adapter.dummy_batch()
-    with torch.inference_mode():
-        seen = probe_all(adapter.model, lambda: adapter.forward(batch))
-    width = None if batch.mask is None else int(batch.mask.shape[1])
+            batches = [part.dummy_batch() for part in parts]
+    from .naming import alias_table
+
+    table = alias_table(adapter)
+    taps = {a: module for a, (_, module) in table.items() if a.endswith((EMBED, FINAL_HIDDEN))}
+    names = [n for n, _ in adapter.model.named_modules() if n] + list(taps)
+    seen, widths = {}, {}
+    for part, batch in zip(parts, batches):
+        found = probe_forward(part, batch, names=names, extra_modules=taps)
+        seen.update(found)
+        widths.update({n: None if batch.mask is None else int(batch.mask.shape[1]) for n in found})
     result = []
     for name, module in adapter.model.named_modules():
         if not name:
@@ -57,17 +66,23 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
         elif shape is None:
             note, ok = "returns no tensor", False
         elif not (
-            (len(shape) == 3 and (width is None or shape[1] == width))
-            or (len(shape) == 4 and adapter.kind == "image")
+            (len(shape) == 3 and widths[name] in (None, shape[1]))
+            or (len(shape) == 4 and adapter.kind != "text")
             or len(shape) == 2
         ):
             note, ok = "shape not storable as rows", False
         result.append({"name": name, "type": mtype, "shape": None if shape is None else list(shape[1:]),
                        "calls": calls, "extractable": ok, "note": note})
-    if getattr(adapter, "causal", False):
-        base = adapter.final_module()
-        base_name = next(n for n, m in adapter.model.named_modules() if m is base)
-        entry = next((x for x in result if x["name"] == base_name), None)
-        result.append({"name": FINAL_HIDDEN, "type": "final hidden state (after the final norm)",
-                       "shape": entry["shape"] if entry else None, "calls": 1, "extractable": True, "note": ""})
+    from .naming import names_of
+
+    for x in result:  # the alias of each module, e.g. resid.3 (resid.-1 also works)
+        x["alias"] = ",".join(a for a in names_of(table, x["name"])[1:] if not a.split(".")[-1].startswith("-"))
+    for alias in taps:  # embed and final_hidden, with what they read
+        calls, shape, _ = seen.get(alias, (0, None, ""))
+        path = table[alias][0]
+        result.append({"name": alias, "alias": alias, "module": path,
+                       "type": "final hidden state" if alias.endswith(FINAL_HIDDEN) else "embeddings",
+                       "shape": None if shape is None else list(shape[1:]), "calls": calls,
+                       "extractable": calls == 1 and shape is not None,
+                       "note": "" if calls == 1 and shape is not None else "does not run"})
     return result

@@ -33,6 +33,7 @@ from actkit._warn import warn_user
 from actkit.errors import ActkitError, ModelError
 
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
+from ._hf_classes import QUANT_PACKAGES, base_class, check_quantised, is_causal, is_two_tower, quantisation
 from ._hub import (_cache_only, _hub_offline_reason, _Offline, _offline_error, _seeded, _short,
                    _weights_error, _why)
 
@@ -217,11 +218,12 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             ) from None
         raise ModelError(f"cannot load the model config in {where}{_why(exc)}") from None
     archs = list(getattr(config, "architectures", None) or [])
-    causal = any(a.endswith("ForCausalLM") for a in archs)
-    vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
-    if vision:
+    causal = is_causal(archs)
+    towers = is_two_tower(config, archs)
+    vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size") and not towers
+    if vision or towers:
         causal = False
-    auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
+    auto = transformers.AutoModelForCausalLM if causal else base_class(transformers, archs)
     kwargs = dict(
         revision=revision,
         dtype=DTYPES[dtype],
@@ -232,6 +234,10 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         kwargs["mask_ratio"] = 0.0
     if device_map is not None:
         kwargs["device_map"] = device_map
+    quant = quantisation(config)
+    if quant is not None:
+        check_quantised(spec, quant, dev, device_map)
+        kwargs.pop("dtype")  # the quantisation config chooses the weights' dtypes
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -245,6 +251,13 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         special = _weights_error(where, exc)
         if special is not None:
             raise special from None
+        if "out of memory" in msg.lower():
+            raise ModelError(f"model {spec} does not fit on {dev}: pass --device-map auto (spreads it over the "
+                             "GPUs, then CPU; needs accelerate) or --dtype float16") from None
+        if quant is not None:
+            raise ModelError(f"cannot load the {quant}-quantised model {spec}{_why(exc)}; it needs its "
+                             f"quantisation package ({QUANT_PACKAGES.get(quant, quant)}) and a GPU: pass "
+                             "--device cuda or --device-map auto") from None
         if offline and isinstance(exc, OSError):
             raise _Offline from None
         if not allow_pickle and "safetensors" in msg.lower():
@@ -278,6 +291,7 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
         "source": "transformers",
         "revision": revision,
         "model_class": type(model).__name__,
+        "loaded_with": auto.__name__,
         "weights_sha256": _hf_weights_hash(model, spec, revision, local, allow_pickle),
         "randomly_initialised": random_init,
         "versions": library_versions(),
@@ -285,10 +299,9 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     if device_map is not None:  # where accelerate put each block (absent when all sit on one device)
         placed = getattr(model, "hf_device_map", None) or {}
         info["hf_device_map"] = {k: str(v) for k, v in placed.items()} or {"": str(dev)}
-    if vision:
+    processor = tokenizer = None
+    if vision or towers:
         from transformers import AutoImageProcessor
-
-        from .hf_vision import VisionAdapter
 
         try:
             processor = AutoImageProcessor.from_pretrained(spec, revision=revision)
@@ -296,18 +309,27 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             if offline:
                 raise _Offline from None
             raise ModelError(f"cannot load the image processor of {where}{_why(exc)}") from None
+    if not vision:
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            if offline:
+                raise _Offline from None
+            raise ModelError(f"cannot load the tokenizer of {where}{_why(exc)}") from None
+    if towers:
+        from .hf_towers import TwoTowerAdapter
+
+        return TwoTowerAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer,
+                               processor=processor, dtype=DTYPES[dtype])
+    if vision:
+        from .hf_vision import VisionAdapter
+
         return VisionAdapter(model=model, name=spec, device=dev, info=info, processor=processor,
                              dtype=DTYPES[dtype])
-    from transformers import AutoTokenizer
-
     from .hf_text import TextAdapter
 
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        if offline:
-            raise _Offline from None
-        raise ModelError(f"cannot load the tokenizer of {where}{_why(exc)}") from None
     return TextAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer, causal=causal)
 
 

@@ -33,7 +33,9 @@ def register(sub) -> None:
                    help="with --context-length: at most N // L windows (texts read only until filled; default: "
                         "every window of the corpus)")
     p.add_argument("--layers", required=True,
-                   help="comma-separated module paths (see `actkit layers MODEL`); final_hidden for causal LMs")
+                   help="comma-separated module paths (see `actkit layers MODEL`) or names every model "
+                        "shares: embed, resid.3, resid.-1, resid.all, final_hidden (CLIP: vision.resid.3, "
+                        "text.resid.3); see docs/models.md")
     p.add_argument("--out", required=True, help="store to write (.h5)")
     p.add_argument("--pool", choices=["none", "mean", "last", "cls"], default="none",
                    help="none: a row per token/position; mean|last|cls: a row per sample (default: none)")

@@ -10,7 +10,8 @@ def register(sub) -> None:
         "layers",
         help="list a model's extractable layers (module paths) with their output shapes",
         description="Run one forward pass (on the first input, or a dummy input) with a hook on "
-        "every module and list each module's dotted path, type and output shape.",
+        "every module and list each module's dotted path, its architecture-independent alias "
+        "(resid.3; embed and final_hidden at the end, with what they read), type and output shape.",
     )
     p.add_argument("model", help="hub id, local model directory, timm:NAME or timm:local-dir:PATH")
     p.add_argument("--inputs", help="probe on the first sample of these inputs instead of a dummy input")
@@ -32,11 +33,14 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(layers, indent=2))
         return 0
+    # the alias next to each module path; embed and final_hidden say what they read
+    aliases = [x.get("module") or x.get("alias") or "-" for x in layers]
     width = max(len(x["name"]) for x in layers)
+    awidth = max(len(a) for a in aliases + ["alias"])
     twidth = max(len(x["type"]) for x in layers)
-    print(f"{'layer'.ljust(width)}  {'type'.ljust(twidth)}  output shape (one sample)")
-    for x in layers:
+    print(f"{'layer'.ljust(width)}  {'alias'.ljust(awidth)}  {'type'.ljust(twidth)}  output shape (one sample)")
+    for x, alias in zip(layers, aliases):
         shape = "x".join(str(d) for d in x["shape"]) if x["shape"] is not None else "-"
         note = "" if x["extractable"] else f"  ({x['note']})"
-        print(f"{x['name'].ljust(width)}  {x['type'].ljust(twidth)}  {shape}{note}")
+        print(f"{x['name'].ljust(width)}  {alias.ljust(awidth)}  {x['type'].ljust(twidth)}  {shape}{note}")
     return 0

@@ -80,11 +80,21 @@ class Store:
     # --- layers
     def __getitem__(self, name: str) -> Layer:
         if name not in self.layers:
-            raise LayerError(unknown_name(name, self.layers, f"store {self.path}"))
+            name = self._alias(name)
         rows = None
         if self.progress is not None:
             rows = int(self.progress.get("rows_done", {}).get(name, 0))
         return Layer(self, name, rows)
+
+    def _alias(self, name: str) -> str:
+        """The layer that ``name`` names by another name: its module path or an alias the
+        extraction recorded (``resid.3``, ``resid.-1``, ``model.layers.3``)."""
+        layers = self.meta.get("layers", {})
+        hits = [n for n in self.layers
+                if name == layers[n].get("attrs", {}).get("module") or name in layers[n].get("attrs", {}).get("aliases", ())]
+        if len({layers[n].get("attrs", {}).get("module") for n in hits}) != 1:  # none, or different modules
+            raise LayerError(unknown_name(name, self.layers, f"store {self.path}"))
+        return hits[0]
 
     def __contains__(self, name) -> bool:
         return name in self.layers
