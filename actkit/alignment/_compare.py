@@ -406,7 +406,8 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     sources : list of array-like, each of shape (n_rows, n_features_k)
     labels : list of str, optional
     metric : str, default="rigid"
-        One of the measures of :meth:`CompareResult.to_dict`: a method error
+        Any measure of :func:`actkit.measures.available` (docs/measures.md), or one of the
+        values of :meth:`CompareResult.to_dict`: a method error
         (``"permutation"``, ``"rigid"``, ``"linear"``, ``"ica"``), ``"ica_efficiency"``,
         ``"linear_cka"``, ``"linear_cka_debiased"``, ``"mean_cca"``,
         ``"ica_matched_corr_mean"`` / ``_median`` / ``_min`` or ``"diameter"``; the matrix
@@ -428,7 +429,14 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     results : dict of (i, j) -> CompareResult
     """
     if metric not in MATRIX_METRICS:
-        raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
+        from actkit.measures import available
+
+        names = available()
+        if metric not in names:
+            raise ValidationError(f"unknown metric {metric!r}; use one of "
+                                  f"{', '.join(dict.fromkeys([*MATRIX_METRICS, *names]))}")
+        asked = list(kwargs.get("measures") or [])
+        kwargs["measures"] = asked + [metric] if metric not in _measure_names(asked) else asked
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
     from actkit.alignment._ica_map import prepared_side
     from actkit.runners import compare_many as as_tasks
@@ -436,6 +444,12 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     setup = many_setup(list(sources), kwargs)
     return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,
                     metric=metric, progress=progress, scheduler=scheduler, **kwargs)
+
+
+def _measure_names(asked):
+    from actkit.measures import parse_measures
+
+    return [m.name for m, _ in parse_measures(asked)]
 
 
 def many_setup(sources, kwargs):

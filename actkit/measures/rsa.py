@@ -1,0 +1,58 @@
+"""Representational similarity analysis (Kriegeskorte et al. 2008) of a row sample (torch,
+on the measure's device): the correlation-distance RDM of each side, upper triangles
+compared by Spearman (default) or Pearson correlation. Formula: docs/measures.md, "RSA"."""
+
+from __future__ import annotations
+
+from actkit.measures._protocol import Measure, choice_param
+
+__all__ = ["rsa_from_rows", "MEASURES"]
+
+
+def _rdm_upper(X):
+    """``1 - corr(x_i, x_j)`` for i < j (each row centred over its features), shape
+    (n (n - 1) / 2,): rsatoolbox's ``calc_rdm(method="correlation")`` vector."""
+    import torch
+
+    Xc = X - X.mean(dim=1, keepdim=True)
+    Xn = Xc / torch.linalg.vector_norm(Xc, dim=1, keepdim=True)
+    n = X.shape[0]
+    iu = torch.triu_indices(n, n, offset=1, device=X.device)
+    return 1.0 - (Xn @ Xn.T)[iu[0], iu[1]]
+
+
+def _average_ranks(v):
+    """Ranks 1..m with ties given their average rank (scipy's ``rankdata``)."""
+    import torch
+
+    s = torch.sort(v).values
+    lo = torch.searchsorted(s, v, right=False)
+    hi = torch.searchsorted(s, v, right=True)
+    return (lo + hi + 1).to(v.dtype) / 2
+
+
+def _pearson(a, b):
+    import torch
+
+    a = a - a.mean()
+    b = b - b.mean()
+    return float((a @ b) / (torch.linalg.vector_norm(a) * torch.linalg.vector_norm(b)))
+
+
+def rsa_from_rows(A, B, method="spearman"):
+    """Spearman (or Pearson) correlation of the two RDMs' upper triangles."""
+    ra, rb = _rdm_upper(A), _rdm_upper(B)
+    if method == "spearman":
+        ra, rb = _average_ranks(ra), _average_ranks(rb)
+    return _pearson(ra, rb)
+
+
+MEASURES = (
+    Measure("rsa", "similarity", "per side: orthogonal transforms and scaling of the centred rows, "
+            "shifts along the all-ones direction (correlation distance); spearman: any monotone "
+            "map of the RDM", "rows", rsa_from_rows,
+            paper="Kriegeskorte et al. 2008, Representational similarity analysis",
+            reference='rsatoolbox calc_rdm(method="correlation") + compare(method="spearman" / "corr")',
+            params=(choice_param("method", "spearman", ("spearman", "pearson")),),
+            cost="O(n^2 D) time, O(n^2) memory (the RDMs and their ranks) on n sampled rows"),
+)
