@@ -431,12 +431,13 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     if metric not in MATRIX_METRICS:
         from actkit.measures import available
 
-        names = available()
+        names, spec = available(), metric
+        metric = metric.partition(":")[0]           # "mutual_knn:k=5": the key is its name
         if metric not in names:
             raise ValidationError(f"unknown metric {metric!r}; use one of "
                                   f"{', '.join(dict.fromkeys([*MATRIX_METRICS, *names]))}")
         asked = list(kwargs.get("measures") or [])
-        kwargs["measures"] = asked + [metric] if metric not in _measure_names(asked) else asked
+        kwargs["measures"] = asked + [spec] if metric not in _measure_names(asked) else asked
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
     from actkit.alignment._ica_map import prepared_side
     from actkit.runners import compare_many as as_tasks

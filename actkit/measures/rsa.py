@@ -48,9 +48,8 @@ def rsa_from_rows(A, B, method="spearman"):
 
 
 MEASURES = (
-    Measure("rsa", "similarity", "per side: orthogonal transforms and scaling of the centred rows, "
-            "shifts along the all-ones direction (correlation distance); spearman: any monotone "
-            "map of the RDM", "rows", rsa_from_rows,
+    Measure("rsa", "similarity", "permutations of the units, scaling and shift of each row; "
+            "spearman: monotone maps of the RDM", "rows", rsa_from_rows,
             paper="Kriegeskorte et al. 2008, Representational similarity analysis",
             reference='rsatoolbox calc_rdm(method="correlation") + compare(method="spearman" / "corr")',
             params=(choice_param("method", "spearman", ("spearman", "pearson")),),
