@@ -207,3 +207,13 @@ def test_adding_a_measure_is_one_module(tmp_path, monkeypatch):
     assert actkit.measure(A, B, "trace_ratio") == pytest.approx(
         np.trace(np.cov(A.T)) / np.trace(np.cov(B.T)))
     monkeypatch.setattr(_protocol, "_REGISTRY", None)
+
+
+def test_rsa_ranks_ties_as_scipy_rankdata():
+    import torch
+    from scipy.stats import rankdata
+
+    from actkit.measures.rsa import _average_ranks
+
+    v = np.random.default_rng(0).integers(0, 20, size=500).astype(np.float64)   # many ties
+    assert np.array_equal(_average_ranks(torch.from_numpy(v)).numpy(), rankdata(v))

@@ -17,18 +17,21 @@ def _rdm_upper(X):
     Xc = X - X.mean(dim=1, keepdim=True)
     Xn = Xc / torch.linalg.vector_norm(Xc, dim=1, keepdim=True)
     n = X.shape[0]
-    iu = torch.triu_indices(n, n, offset=1, device=X.device)
-    return 1.0 - (Xn @ Xn.T)[iu[0], iu[1]]
+    upper = torch.ones(n, n, dtype=torch.bool, device=X.device).triu_(1)
+    return (Xn @ Xn.T).neg_().add_(1.0)[upper]
 
 
 def _average_ranks(v):
-    """Ranks 1..m with ties given their average rank (scipy's ``rankdata``)."""
+    """Ranks 1..m with ties given their average rank (scipy's ``rankdata``): one sort."""
     import torch
 
-    s = torch.sort(v).values
-    lo = torch.searchsorted(s, v, right=False)
-    hi = torch.searchsorted(s, v, right=True)
-    return (lo + hi + 1).to(v.dtype) / 2
+    s, order = torch.sort(v)
+    _, inverse, counts = torch.unique_consecutive(s, return_inverse=True, return_counts=True)
+    start = torch.cumsum(counts, 0) - counts
+    average = start.to(v.dtype) + (counts.to(v.dtype) + 1) / 2
+    ranks = torch.empty_like(v)
+    ranks[order] = average[inverse]
+    return ranks
 
 
 def _pearson(a, b):
