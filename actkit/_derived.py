@@ -246,7 +246,7 @@ def _write_sharded(runner, rows, estimator, out, spec, kw, kind, layer, progress
 def _verified_rows(layer, block_rows):
     """``layer`` as a chunked array whose every chunk is checked against the source store's
     block checksums as a worker reads it (an embedding file, which has none: its own)."""
-    from actkit._loader_plan import SourceRows, source_of
+    from actkit.loader._plan import SourceRows, source_of
     from actkit.runners import chunked_rows
     from actkit.store import Layer
 

@@ -95,7 +95,7 @@ def from_h5(path, dataset, shape, dtype, block_rows=None, token=""):
 
 def from_rows(src, block_rows=None, token=""):
     """A dask array over ``src``, a picklable row source that opens its file in the process
-    that reads it (:class:`H5Rows`, :class:`actkit._matrix_readers.MatrixRows`): one chunk per
+    that reads it (:class:`H5Rows`, :class:`actkit.matrix_files._readers.MatrixRows`): one chunk per
     ``block_rows`` rows (default: the row block of every streamed pass)."""
     _require_dask()
     import dask.array as da

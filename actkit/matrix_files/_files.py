@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from actkit._matrix_readers import MatrixRows, open_reader
+from actkit.matrix_files._readers import MatrixRows, open_reader
 from actkit.errors import InputError, LayerError
 
 MATRIX_SUFFIXES = (".npy", ".safetensors", ".parquet")
@@ -115,7 +115,7 @@ class MatrixLayer:
 
     def to_dask(self, block_rows=None):
         """The rows as a ``dask.array.Array`` (one chunk per ``block_rows`` rows); every task
-        opens the file by path (:class:`~actkit._matrix_readers.MatrixRows`), as for a store."""
+        opens the file by path (:class:`~actkit.matrix_files._readers.MatrixRows`), as for a store."""
         from actkit.runners._dask import from_rows
 
         prov = self.store.provenance
