@@ -26,7 +26,7 @@ from actkit.alignment._sides import Pair, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
 from actkit.errors import ValidationError
 from actkit.metrics import canonical_correlations
-from actkit.metrics._similarity import rank_cut
+from actkit.metrics import rank_cut
 
 DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
@@ -426,7 +426,7 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
         raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
     from actkit.alignment._ica_map import prepared_side
-    from actkit.runners import compare_many as as_tasks
+    from actkit.alignment._tasks import compare_many as as_tasks
 
     setup = many_setup(list(sources), kwargs)
     return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,

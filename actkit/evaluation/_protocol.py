@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from actkit._rows import sample_rows
 from actkit.errors import ValidationError
 from actkit.evaluation._result import VERSIONS, EvaluationResult
 from actkit.evaluation._scores import (
@@ -94,7 +95,7 @@ def _train_subset(pos, neg, max_rows, rng, shared=None):
         return pos, neg
     n_pos = min(len(pos), max(max_rows // 2, max_rows - len(neg)))
     n_neg = min(len(neg), max_rows - n_pos)
-    pick = lambda a, k: np.sort(rng.choice(a, k, replace=False)) if k < len(a) else a
+    pick = lambda a, k: sample_rows(a, k, rng) if k < len(a) else a
     if shared is None:
         return pick(pos, n_pos), pick(neg, n_neg)
     key = (id(neg), n_neg)
@@ -218,7 +219,7 @@ class _Run:
         rng = np.random.default_rng([self.random_state, f])
         whitener = Whitener(n_components=n_components).fit(X[train])
         fit_rows = train if ica_fit_rows is None or len(train) <= ica_fit_rows else \
-            np.sort(rng.choice(train, ica_fit_rows, replace=False))
+            sample_rows(train, ica_fit_rows, rng)
         Z = whitener.transform(X).astype(np.float32)
         ica = FastICA(whiten=False, max_iter=ica_max_iter, random_state=int(rng.integers(2**31))).fit(Z[fit_rows])
         info = {"fold": f, "n_components": int(whitener.n_components_), "converged": bool(ica.converged_),

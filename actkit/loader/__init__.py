@@ -15,4 +15,5 @@ __getattr__, __dir__, __all__ = lazy_attributes(__name__, {
     "ActivationDataset": "actkit.loader._dataset",
     "DataLoader": "actkit.loader._dataset",
     "to_torch": "actkit.loader._dataset",
+    "source_of": "actkit.loader._plan",
 })

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from actkit.matrix_files._files import (DEFAULT_LAYER, MATRIX_SUFFIXES, MatrixLayer, MatrixStore, import_matrix,
                                         is_matrix_file, open_matrix, open_source, reopen_layer)
+from actkit.matrix_files._readers import check_npy_header
 
-__all__ = ["DEFAULT_LAYER", "MATRIX_SUFFIXES", "MatrixLayer", "MatrixStore", "import_matrix", "is_matrix_file",
+__all__ = ["DEFAULT_LAYER", "check_npy_header", "MATRIX_SUFFIXES", "MatrixLayer", "MatrixStore", "import_matrix", "is_matrix_file",
            "open_matrix", "open_source", "reopen_layer"]

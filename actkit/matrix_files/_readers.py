@@ -255,7 +255,7 @@ class MatrixRows:
 
         if self._reader is None:
             if not Path(self.path).is_file():
-                from actkit.runners._dask import where
+                from actkit._h5 import where
 
                 raise StoreError(f"{where()} cannot open embedding file {self.path}: no such file")
             self._reader = open_reader(Path(self.path), self.key, self.column)[0]

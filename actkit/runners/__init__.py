@@ -16,7 +16,7 @@ Runners (:meth:`run` executes a description over ``X``):
   on a worker, the chunks' results are merged in a fixed binary tree (left before right).
 
 The runner is chosen once, here, by :func:`runner_for` (from an estimator's ``scheduler``
-or a chunked input array), and for task lists (comparisons, ``_compare``) by
+or a chunked input array), and for task lists (comparisons, :mod:`actkit.alignment._tasks`) by
 :func:`use_scheduler`; ``actkit.runners._dask`` and ``_dask_compare`` hold everything
 of Dask, imported only when a scheduler or a dask array is given.
 """
@@ -28,7 +28,7 @@ import contextlib
 from actkit.runners._local import LOCAL, LocalRunner
 from actkit.runners._pass import RowPass, is_chunked, portable
 
-__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "compare_pairs",
+__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows",
            "file_rows", "gather", "is_chunked", "lazy_transform", "portable",
            "run", "runner_for", "use_scheduler"]
 
@@ -104,25 +104,6 @@ def use_scheduler(scheduler=None):
 
     with _dask.use_scheduler(scheduler) as runner:
         yield runner
-
-
-def compare_many(setup, widths, *, scheduler=None, **kwargs):
-    """:func:`actkit.compare_many` as one task list: one task per representation (its
-    statistics, computed once), then one per ordered pair (``actkit.runners._compare``), run
-    by the runner :func:`use_scheduler` picks."""
-    from actkit.runners import _compare
-
-    with use_scheduler(scheduler) as runner:
-        return _compare.compare_many(setup, widths, runner=runner, **kwargs)
-
-
-def compare_pairs(pairs, *, scheduler=None, **kwargs):
-    """Independent :func:`actkit.compare` calls, one task each, in order, on the runner
-    :func:`use_scheduler` picks."""
-    from actkit.runners import _compare
-
-    with use_scheduler(scheduler) as runner:
-        return _compare.compare_pairs(pairs, runner=runner, **kwargs)
 
 
 def file_rows(path, dataset, shape, dtype):

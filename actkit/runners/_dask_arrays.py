@@ -4,10 +4,10 @@ the file by path in the process that runs it (see :mod:`actkit.runners._dask`)."
 from __future__ import annotations
 
 import os
-import socket
 
 import numpy as np
 
+from actkit._h5 import where
 from actkit.errors import ActkitError, StoreError
 from actkit.runners._pass import is_chunked
 
@@ -24,16 +24,6 @@ def _require_dask():
 def is_dask(X) -> bool:
     """True for a ``dask.array.Array`` (checked without importing Dask)."""
     return is_chunked(X)
-
-
-def where() -> str:
-    """``worker tcp://...`` on a Dask worker, else ``process PID on HOST``."""
-    try:
-        from distributed import get_worker
-
-        return f"worker {get_worker().address}"
-    except Exception:  # not inside a distributed worker (or distributed not installed)
-        return f"process {os.getpid()} on {socket.gethostname()}"
 
 
 class H5Rows:

@@ -11,16 +11,16 @@ import numpy as np
 
 
 class _Ref:
-    """A source as a task can open it: a store layer or an h5py dataset by path."""
+    """A source as a task can open it: a store layer or an h5py dataset by path (a layer
+    names the function that opens its store again, ``Store.reopen``: the runners import
+    nothing of the store)."""
 
-    def __init__(self, kind, path, name):
-        self.kind, self.path, self.name = kind, path, name
+    def __init__(self, kind, path, name, opener=None):
+        self.kind, self.path, self.name, self.opener = kind, path, name, opener
 
     def actkit_reopen(self):
         if self.kind == "layer":
-            import actkit
-
-            return actkit.open_store(self.path)[self.name]
+            return self.opener(self.path)[self.name]
         from actkit._h5 import open_read
 
         return open_read(self.path)[self.name]
@@ -33,7 +33,7 @@ def task_source(X, client):
     from actkit._data import as_input
 
     if hasattr(X, "store") and hasattr(X, "dataset_path"):  # a store layer
-        return _Ref("layer", str(X.store.path), X.name)
+        return _Ref("layer", str(X.store.path), X.name, X.store.reopen)
     if isinstance(X, h5py.Dataset):
         return _Ref("h5", X.file.filename, X.name)
     X = np.asarray(as_input(X))

@@ -113,11 +113,12 @@ class Layer:
         handle is shipped); needs ``pip install "actkit[dask]"``. See ``docs/dask.md``."""
         import os
 
-        from actkit.runners._dask import from_h5
+        from actkit.runners import chunked_rows, file_rows  # the hand-off to the room above (Dask)
 
         f = self.store.file
         token = (self.store.fingerprint, os.path.getmtime(f.filename))
-        return from_h5(f.filename, self.dataset_path, self.shape, self.dtype, block_rows, token)
+        rows = file_rows(os.path.abspath(f.filename), self.dataset_path, self.shape, self.dtype)
+        return chunked_rows(rows, block_rows, token)
 
     def loader_source(self, verify: bool = True):
         """This layer as the loader reads it (:class:`actkit.store._source.Source`): its file, or
@@ -188,7 +189,7 @@ class Layer:
         torchrun ranks, every block checked against its checksum. With ``num_workers`` given,
         an :class:`actkit.loader.DataLoader` over it. See :class:`actkit.loader.ActivationDataset`
         (further keywords) and ``docs/loader.md``."""
-        from actkit.loader import to_torch
+        from actkit.loader import to_torch  # the hand-off to the room above (torch)
 
         return to_torch(self, batch_size, shuffle=shuffle, seed=seed, buffer_rows=buffer_rows, drop_last=drop_last,
                         num_workers=num_workers, **kwargs)

@@ -288,9 +288,9 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
     -------
     Path of the index file.
     """
-    from actkit.runners._dask import check_chunks
-
-    X = check_chunks(X)
+    if X.ndim != 2 or len(X.chunks[1]) != 1:  # the runners give whole rows (actkit.runners: as_dask)
+        raise ValueError(f"write_sharded takes a 2-D dask array of whole rows (one column chunk), "
+                         f"got shape {X.shape} in chunks {X.chunks}")
     out = Path(out)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
