@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import socket
 
+import h5py
+
 __all__ = ["open_read", "where"]
 
 
@@ -24,8 +26,6 @@ def open_read(path):
     ``h5py.File(path, "r")`` opens it, so both can hold the file in one process (HDF5 refuses
     a second open whose locking flags differ). A file that another process holds for writing
     (an unfinished store) is opened without locking instead."""
-    import h5py
-
     try:
         return h5py.File(path, "r")
     except OSError as exc:

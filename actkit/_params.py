@@ -16,8 +16,13 @@ import operator
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+from sklearn.utils import check_array
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from actkit._data import as_input, is_streaming, transform_blocks
 from actkit.errors import NotFittedError, ParameterError, ValidationError
+from actkit.runners import is_chunked, lazy_transform
 
 __all__ = ["validate_params", "validate_input", "check_input_array", "check_fitted", "fit_input", "transform_input", "Interval",
            "Options", "StrOptions"]
@@ -147,8 +152,6 @@ def validate_params(estimator) -> None:
 
 def validate_input(estimator, X, **kwargs):
     """scikit-learn's ``validate_data``, raising :class:`~actkit.errors.ValidationError`."""
-    from sklearn.utils.validation import validate_data
-
     try:
         return validate_data(estimator, X, **kwargs)
     except ValueError as exc:
@@ -157,8 +160,6 @@ def validate_input(estimator, X, **kwargs):
 
 def check_input_array(X, **kwargs):
     """scikit-learn's ``check_array``, raising :class:`~actkit.errors.ValidationError`."""
-    from sklearn.utils import check_array
-
     try:
         return check_array(X, **kwargs)
     except ValueError as exc:
@@ -167,9 +168,6 @@ def check_input_array(X, **kwargs):
 
 def check_fitted(estimator) -> None:
     """scikit-learn's ``check_is_fitted``, raising :class:`~actkit.errors.NotFittedError`."""
-    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
-    from sklearn.utils.validation import check_is_fitted
-
     try:
         check_is_fitted(estimator)
     except SklearnNotFittedError as exc:
@@ -188,9 +186,6 @@ def fit_input(estimator, X, *, min_rows=1, purpose="to fit"):
     dtype : numpy dtype
         float32 for float32 input, else float64 (what the fitted attributes get).
     """
-    from actkit._data import as_input, is_streaming
-    from actkit.runners import is_chunked
-
     X = as_input(X)
     if is_streaming(X) or is_chunked(X):  # a chunked array: read by its runner's tasks (actkit.runners)
         n, d = int(X.shape[0]), int(X.shape[1])
@@ -207,9 +202,6 @@ def transform_input(estimator, X, block_rows, n_out, **kwargs):
     """What an estimator's ``transform`` starts with: ``(X, None)`` with ``X`` validated in
     memory, or ``(None, result)`` for a stream, transformed block by block (on Dask for a
     chunked array, lazily, or with the estimator's ``scheduler``: :func:`actkit.runners.lazy_transform`)."""
-    from actkit._data import as_input, is_streaming, transform_blocks
-    from actkit.runners import lazy_transform
-
     check_fitted(estimator)
     X = as_input(X)
     remote = lazy_transform(estimator, X, n_out, block_rows)

@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
+from actkit._data import as_input, is_streaming
 from actkit.runners._local import LOCAL, LocalRunner
 from actkit.runners._pass import RowPass, is_chunked, portable
 
@@ -36,8 +39,6 @@ __all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows",
 def elsewhere(X, scheduler=None) -> bool:
     """Whether the rows of ``X`` are read by a scheduler's workers rather than here: a chunked
     array, or a stream (store layer, h5py dataset) with a ``scheduler``."""
-    from actkit._data import is_streaming
-
     return is_chunked(X) or (scheduler is not None and is_streaming(X))
 
 
@@ -50,13 +51,11 @@ def runner_for(X, scheduler=None, *, block_rows=None, device="cpu"):
     else runs here (:data:`LOCAL`, ``rows`` is ``X``). The runner is closed on exit (a
     ``"local:N"`` cluster stops).
     """
-    from actkit._data import as_input
-
     X = as_input(X)
     if not elsewhere(X, scheduler):
         yield X, LOCAL
         return
-    from actkit.runners import _dask
+    from actkit.runners import _dask  # Dask's runner: imported only when a scheduler or a dask array is given
 
     with _dask.on_dask(X, scheduler, block_rows, device) as (rows, runner):
         yield rows, runner
@@ -70,8 +69,6 @@ def run(X, rowpass: RowPass, *, scheduler=None, desc=None, progress=False):
 
 def gather(runner, X, idx, rows=None):
     """Rows ``idx`` (sorted, increasing) of ``X`` in one pass on ``runner``, shape (len(idx), D)."""
-    import numpy as np
-
     out = runner.run(X, RowPass(_no_rows, _pick, _concat, (np.asarray(idx),), rows, name="rows"), progress=False)
     return np.concatenate(out) if out else np.empty((0, int(X.shape[1])))
 
@@ -81,8 +78,6 @@ def _no_rows(idx):
 
 
 def _pick(acc, block, start, idx):
-    import numpy as np
-
     lo, hi = np.searchsorted(idx, [start, start + len(block)])
     if hi > lo:
         acc.append(np.array(np.asarray(block)[idx[lo:hi] - start]))
@@ -100,7 +95,7 @@ def use_scheduler(scheduler=None):
     if scheduler is None:
         yield LOCAL
         return
-    from actkit.runners import _dask
+    from actkit.runners import _dask  # Dask's runner: imported only when a scheduler or a dask array is given
 
     with _dask.use_scheduler(scheduler) as runner:
         yield runner
@@ -109,7 +104,7 @@ def use_scheduler(scheduler=None):
 def file_rows(path, dataset, shape, dtype):
     """Rows of an HDF5 dataset as a picklable array-like that every reader opens by path
     (what a scheduler's worker reads, e.g. a source store's row index)."""
-    from actkit.runners._dask import H5Rows
+    from actkit.runners._dask import H5Rows  # Dask's runner: imported only when a scheduler or a dask array is given
 
     return H5Rows(path, dataset, shape, dtype)
 
@@ -117,7 +112,7 @@ def file_rows(path, dataset, shape, dtype):
 def chunked_rows(src, block_rows=None, token=""):
     """A chunked array over ``src`` (a picklable row source that opens its file where it is
     read), one chunk per ``block_rows`` rows, for a scheduler's workers."""
-    from actkit.runners._dask import from_rows
+    from actkit.runners._dask import from_rows  # Dask's runner: imported only when a scheduler or a dask array is given
 
     return from_rows(src, block_rows, token)
 
@@ -129,6 +124,6 @@ def lazy_transform(estimator, X, n_out, block_rows=None):
     scheduler = getattr(estimator, "scheduler", None)
     if not elsewhere(X, scheduler):
         return None
-    from actkit.runners import _dask
+    from actkit.runners import _dask  # Dask's runner: imported only when a scheduler or a dask array is given
 
     return _dask.transform(estimator, X, n_out, scheduler, block_rows)

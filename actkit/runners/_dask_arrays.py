@@ -7,7 +7,9 @@ import os
 
 import numpy as np
 
-from actkit._h5 import where
+from actkit import _data
+from actkit._h5 import open_read, where
+from actkit._rows import block_rows as default_block_rows
 from actkit.errors import ActkitError, StoreError
 from actkit.runners._pass import is_chunked
 
@@ -48,8 +50,6 @@ class H5Rows:
         self.dtype = np.dtype(dtype)
 
     def __getitem__(self, key):
-        from actkit._h5 import open_read
-
         try:
             f = open_read(self.path)
         except OSError as exc:
@@ -88,10 +88,8 @@ def from_rows(src, block_rows=None, token=""):
     that reads it (:class:`H5Rows`, :class:`actkit.matrix_files._readers.MatrixRows`): one chunk per
     ``block_rows`` rows (default: the row block of every streamed pass)."""
     _require_dask()
-    import dask.array as da
-    from dask.base import tokenize
-
-    from actkit._rows import block_rows as default_block_rows
+    import dask.array as da  # optional dependency (actkit[dask])
+    from dask.base import tokenize  # optional dependency (actkit[dask])
 
     rows, d = src.shape
     if block_rows is None:
@@ -145,7 +143,6 @@ def as_dask(X, scheduler=None, block_rows=None):
         return check_chunks(X)
     if scheduler is None:
         return None
-    from actkit import _data
 
     if _data.is_streaming(X):
         return to_dask(X, block_rows)

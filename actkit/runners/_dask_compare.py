@@ -7,7 +7,11 @@ submits the task list, an earlier task's future standing in for its output.
 
 from __future__ import annotations
 
+import h5py
 import numpy as np
+
+from actkit._data import as_input
+from actkit._h5 import open_read
 
 
 class _Ref:
@@ -21,17 +25,12 @@ class _Ref:
     def actkit_reopen(self):
         if self.kind == "layer":
             return self.opener(self.path)[self.name]
-        from actkit._h5 import open_read
 
         return open_read(self.path)[self.name]
 
 
 def task_source(X, client):
     """``X`` as a task on a worker reads it: a :class:`_Ref`, or the array (scattered)."""
-    import h5py
-
-    from actkit._data import as_input
-
     if hasattr(X, "store") and hasattr(X, "dataset_path"):  # a store layer
         return _Ref("layer", str(X.store.path), X.name, X.store.reopen)
     if isinstance(X, h5py.Dataset):
@@ -43,7 +42,7 @@ def task_source(X, client):
 def run_futures(client, tasks, bar):
     """Submit ``(fn, args)`` tasks to ``client`` (an arg ``("task", i)``: task i's future);
     their results, in order."""
-    from distributed import as_completed
+    from distributed import as_completed  # optional dependency (actkit[dask])
 
     futures = []
     for fn, args in tasks:

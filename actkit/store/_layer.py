@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import numpy as np
 
 from actkit._rows import block_rows as default_block_rows
-from actkit.errors import ValidationError
+from actkit.errors import StoreError, ValidationError
 from actkit.store import _integrity as integrity
+from actkit.store._source import Segment, Source
 
 
 class Layer:
@@ -111,8 +113,6 @@ class Layer:
 
         Every chunk's task opens the file by path in the process that runs it (no h5py
         handle is shipped); needs ``pip install "actkit[dask]"``. See ``docs/dask.md``."""
-        import os
-
         from actkit.runners import chunked_rows, file_rows  # the hand-off to the room above (Dask)
 
         f = self.store.file
@@ -123,9 +123,6 @@ class Layer:
     def loader_source(self, verify: bool = True):
         """This layer as the loader reads it (:class:`actkit.store._source.Source`): its file, or
         each shard of a sharded store, with the checksum blocks (a finished store only)."""
-        from actkit.errors import StoreError
-        from actkit.store._source import Segment, Source
-
         store, name = self.store, self.name
         rows, feats = (int(x) for x in self.shape)
         if not store.complete:
