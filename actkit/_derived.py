@@ -238,7 +238,7 @@ def _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, ech
 def _write_sharded(runner, rows, estimator, out, spec, kw, kind, layer, progress, echo):
     """The rows transformed on the runner's workers, one shard each, under a virtual index."""
     from actkit.runners import file_rows, portable
-    from actkit.store._shards import shard_dir, write_sharded
+    from actkit.store import shard_dir, write_sharded
 
     f = getattr(getattr(getattr(layer, "store", None), "file", None), "filename", None)  # None: no store file
     index = None if f is None else file_rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
@@ -257,14 +257,13 @@ def _write_sharded(runner, rows, estimator, out, spec, kw, kind, layer, progress
 def _verified_rows(layer, block_rows):
     """``layer`` as a chunked array whose every chunk is checked against the source store's
     block checksums as a worker reads it (an embedding file, which has none: its own)."""
-    from actkit._loader_plan import SourceRows, source_of
     from actkit.runners import chunked_rows
-    from actkit.store import Layer
+    from actkit.store import Layer, SourceRows
 
     if not isinstance(layer, Layer):
         return layer.to_dask(block_rows)
     token = ("verified", layer.store.fingerprint, os.path.getmtime(layer.store.path))
-    return chunked_rows(SourceRows(source_of(layer)), block_rows, token)
+    return chunked_rows(SourceRows(layer.loader_source()), block_rows, token)
 
 
 def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, echo):

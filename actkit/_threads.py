@@ -34,8 +34,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import statistics
 import sys
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from threadpoolctl import ThreadpoolController
 
 from actkit.errors import ValidationError
 
@@ -85,8 +91,6 @@ def _controller():
     global _CONTROLLER, _SEEN
     seen = tuple(m in sys.modules for m in _CARRIERS)
     if _CONTROLLER is None or seen != _SEEN:
-        from threadpoolctl import ThreadpoolController
-
         _CONTROLLER, _SEEN = ThreadpoolController(), seen
     return _CONTROLLER
 
@@ -144,7 +148,6 @@ def resolve_threads(threads: int | None = None) -> int:
         return env
     local_ranks = os.environ.get("LOCAL_WORLD_SIZE", "1")
     ranks = int(local_ranks) if local_ranks.isdigit() and int(local_ranks) > 0 else 1
-    import time
 
     now = time.monotonic()
     if _DEFAULT and now - _DEFAULT[0] < DEFAULT_TTL and _DEFAULT[1] == ranks:
@@ -164,9 +167,6 @@ def busy_cpus(cpus: int, samples: int = 5, interval: float = 0.01) -> int:
     second thread that waits for a core makes the first wait too, so the default budget
     leaves busy CPUs out (measured in ``docs/performance.md``).
     """
-    import statistics
-    import time
-
     readings = []
     for i in range(samples):
         try:
@@ -285,12 +285,9 @@ def map_ordered(fn, items, workers: int):
         for x in items:
             yield fn(x)
         return
-    from collections import deque
 
     pool = _POOLS.get(workers)
     if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
         def mark():
             _IN_POOL.yes = True
 
@@ -330,7 +327,7 @@ def fixed_order_sum(fn, n_rows: int, chunk: int = ROW_CHUNK) -> list:
     list
         The float64 sums, one per item ``fn`` returns.
     """
-    import numpy as np
+    import numpy as np  # numpy loads OpenBLAS: the CLI sets its idle-thread environment first (quiet_waiting)
 
     bounds = [(a, min(n_rows, a + chunk)) for a in range(0, n_rows, chunk)]
     total = None

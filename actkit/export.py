@@ -199,7 +199,7 @@ def _verified_blocks(lay, step):
     if not isinstance(lay, Layer):
         yield from lay.iter_blocks(step)
         return
-    from actkit._loader_plan import source_of
+    from actkit.loader import source_of
 
     source = source_of(lay)
     try:

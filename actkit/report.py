@@ -19,27 +19,15 @@ import os
 import numpy as np
 
 from actkit._atomic import save_figure_atomic
+from actkit._versions import library_versions  # noqa: F401  (re-exported: actkit.report.library_versions)
 from actkit.alignment import format_matrix, format_table, ica_summary, row_labels, value_of
 
 __all__ = ["format_table", "format_matrix", "ica_summary", "plot_compare", "plot_captions", "source_cut", "plot_errors",
            "plot_source_correlation", "plot_matrix", "plot_postprocessing"]
 
 _METHODS = ("permutation", "rigid", "linear", "ica")
-_VERSIONED = ("actkit", "numpy", "scipy", "scikit-learn", "torch", "transformers", "timm", "h5py", "matplotlib")
-
-
-def library_versions() -> dict:
-    """Installed versions of actkit and the libraries that shape its numbers (``None`` for a
-    library that is not installed), from package metadata (nothing is imported)."""
-    from importlib import metadata
-
-    out = {}
-    for name in _VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+# ``library_versions``: installed versions of actkit and the libraries that shape its numbers
+# (``actkit/_versions.py``, the one record; re-exported here for reports)
 
 
 # ------------------------------------------------------------------------------ figures

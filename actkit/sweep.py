@@ -159,9 +159,7 @@ def sweep(model: str | None = None, inputs=None, *, layers: Sequence[str], revis
     from tqdm.auto import tqdm
 
     from actkit.alignment import compare
-    import importlib
-
-    extract_mod = importlib.import_module("actkit.extractors.extract")
+    from actkit.extractors import extract as extract_mod  # torch, transformers: only when a sweep runs
     from actkit.store import open_store
 
     if not layers:

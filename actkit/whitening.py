@@ -156,7 +156,7 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         float64). ``"float32"`` uses single-precision BLAS ``ssyrk`` on float32 data, about
         twice as fast, but resolves eigenvalues only down to ~1e-7 of the largest.
     block_rows : int, optional
-        Rows per block when streaming (default: about 64 MiB per block).
+        Rows per block when streaming (default: about 32 MiB per block, ``actkit._rows.block_rows``).
     verbose : bool, default=False
         Show a progress bar over the covariance pass (tqdm; hidden when not on a terminal).
     scheduler : None, str or distributed.Client, optional

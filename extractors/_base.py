@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from actkit._versions import library_versions as _versions
 from actkit.errors import ActkitError
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -147,13 +148,5 @@ def state_sha256(model: torch.nn.Module) -> str:
 
 
 def library_versions() -> dict:
-    """Versions of the libraries that shape the numbers."""
-    import actkit
-
-    out = {"actkit": actkit.__version__, "torch": torch.__version__, "numpy": np.__version__}
-    for mod in ("transformers", "timm", "h5py"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except ImportError:  # pragma: no cover
-            out[mod] = None
-    return out
+    """Versions of the libraries that shape the numbers (:func:`actkit._versions.library_versions`)."""
+    return _versions(("actkit", "torch", "numpy", "transformers", "timm", "h5py"))

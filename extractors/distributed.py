@@ -166,9 +166,8 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
     """
     import numpy as np
 
-    from actkit.store import LayerSpec, create_store, finished_request_hash, request_hash, write_virtual_store
-    from actkit.store._lock import WriterLock
-    from actkit.store._shard_state import remove_stale, rerun_state, shard_files
+    from actkit.store import (LayerSpec, WriterLock, create_store, finished_request_hash, remove_stale, request_hash,
+                              rerun_state, shard_files, write_virtual_store)
 
     report = {} if report is None else report
     init(world, device)

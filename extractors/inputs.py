@@ -150,7 +150,7 @@ def _read_image_folder(p: Path, max_samples) -> Inputs:
 
 
 def _read_npy(p: Path, max_samples) -> Inputs:
-    from actkit._matrix_readers import check_npy_header
+    from actkit.matrix_files import check_npy_header
 
     check_npy_header(p, "the images")
     try:

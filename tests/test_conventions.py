@@ -1,7 +1,6 @@
 """The house rules of issue 12: one implementation of each idea, scikit-learn's conventions,
 and a Python API that does everything the CLI does."""
 
-import ast
 import subprocess
 import sys
 import warnings
@@ -45,53 +44,7 @@ def test_no_module_over_500_lines_in_the_refactored_rooms():
             assert n <= 500, f"{path.relative_to(REPO)} has {n} lines"
 
 
-def _imports(path):
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            yield node.module, [a.name for a in node.names]
-        elif isinstance(node, ast.Import):
-            for a in node.names:
-                yield a.name, []
-
-
-def _room(module):
-    parts = module.split(".")
-    return ".".join(parts[:2])
-
-
-def test_one_way_imports_and_no_private_cross_imports():
-    edges = {}
-    for path in (REPO / "actkit").rglob("*.py"):
-        me = _room(".".join(path.relative_to(REPO).with_suffix("").parts))
-        for module, names in _imports(path):
-            if not module.startswith("actkit."):
-                continue
-            other = _room(module)
-            edges.setdefault(me, set()).add(other)
-            if other != me:
-                # a private *module* of a shared helper (actkit._rows, ...) is fine; another
-                # room's private *name* is not
-                folder = REPO / module.replace(".", "/")
-                bad = [n for n in names if n.startswith("_") and not n.startswith("__")
-                       and not (folder / f"{n}.py").exists()]
-                assert not bad, f"{path.relative_to(REPO)} imports {bad} from {module}"
-    assert "actkit.report" not in edges.get("actkit.alignment", ())
-    assert "actkit.store" not in edges.get("actkit.stats", ())
-    rooms = {r for r in edges if not r.startswith(("actkit._", "actkit.errors"))}
-
-    def reach(start):
-        seen, todo = set(), [start]
-        while todo:
-            node = todo.pop()
-            for nxt in edges.get(node, ()):
-                if nxt != node and nxt in rooms and nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return seen
-
-    for room in rooms:
-        assert room not in reach(room), f"import cycle through {room}"
+# the import rules (one way, no circle, no other room's private modules): tests/test_architecture.py
 
 
 def test_zoo_training_is_off_the_runtime_path():

@@ -289,7 +289,8 @@ def test_compare_many_is_one_task_list_here_and_on_local_2(three_stores):
     """One description, two runners: here (the sources used as they are, no refs, no copies)
     and a ``"local:2"`` cluster give the same matrix; ``compare_pairs`` here is ``compare``."""
     from actkit import compare, compare_many
-    from actkit.runners import LOCAL, compare_pairs, use_scheduler
+    from actkit.alignment import compare_pairs
+    from actkit.runners import LOCAL, use_scheduler
 
     layers = [s["l"] for s in three_stores]
     assert LOCAL.task_source(layers[0]) is layers[0]

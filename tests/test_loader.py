@@ -1,5 +1,5 @@
 """The torch loader over stores: exactly once, reproducible, resumable, split over workers and
-ranks, checksummed (``actkit/loader.py``)."""
+ranks, checksummed (``actkit/loader/``)."""
 
 from __future__ import annotations
 
@@ -282,7 +282,7 @@ def test_dtype_conversion_of_a_float16_store(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 def test_a_worker_loader_reuses_its_buffers_across_epochs_without_overwriting_batches(store):
-    """Workers hand batches over through reused shared slots (``actkit/_loader_ring.py``):
+    """Workers hand batches over through reused shared slots (``actkit/loader/_ring.py``):
     every batch kept by the caller stays intact over three epochs of one loader, an
     abandoned epoch does not disturb the next, and the order is the in-process one."""
     s, X = store

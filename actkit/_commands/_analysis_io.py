@@ -40,7 +40,7 @@ def cluster(args):
         args.runner = None
         yield None
         return
-    from actkit.runners._dask import use_scheduler
+    from actkit.runners import use_scheduler
 
     with use_scheduler(args.scheduler) as runner:
         args.runner = runner

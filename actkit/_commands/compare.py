@@ -343,7 +343,7 @@ def _run_stores(args, paths, methods, display=None):
         results, labels = [], []
         remote = None
         if getattr(args, "runner", None) is not None:  # --scheduler: every layer pair is a task
-            from actkit.runners import compare_pairs
+            from actkit.alignment import compare_pairs
 
             for la, lb in pairs:
                 _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")

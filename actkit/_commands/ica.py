@@ -62,7 +62,7 @@ def _check_rows(n, k):
     the supported k' itself, with its own warning)."""
     import warnings
 
-    from actkit.ica._rows_rule import ica_min_rows
+    from actkit.ica import ica_min_rows
 
     if k is not None and n < ica_min_rows(k):
         warnings.warn(f"{n} fit rows for {k} components ({n / k:.0f} per component); FastICA needs about "

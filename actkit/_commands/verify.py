@@ -21,7 +21,7 @@ def verify_report(store, quiet: bool = False) -> str:
     """Verify an open store (with a progress bar) and say what was checked, in one line."""
     from tqdm.auto import tqdm
 
-    from actkit.store._integrity import format_bytes
+    from actkit.store import format_bytes
 
     with tqdm(desc="verifying", unit="blocks", disable=True if quiet else None, leave=False) as bar:
         done = store.verify(on_progress=bar.update)

@@ -38,12 +38,14 @@ from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignm
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import split
 from actkit.alignment._table import format_matrix, format_table, ica_summary, row_labels, value_of
+from actkit.alignment._tasks import compare_pairs
 
 __all__ = [
     "align",
     "compare",
     "compare_many",
     "measure",
+    "compare_pairs",
     "CompareResult",
     "Alignment",
     "PermutationAlignment",

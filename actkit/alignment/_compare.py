@@ -441,7 +441,7 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
         kwargs["measures"] = asked + [spec] if metric not in _measure_names(asked) else asked
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
     from actkit.alignment._ica_map import prepared_side
-    from actkit.runners import compare_many as as_tasks
+    from actkit.alignment._tasks import compare_many as as_tasks
 
     setup = many_setup(list(sources), kwargs)
     return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,

@@ -20,8 +20,7 @@ from actkit._threads import small_linalg
 from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._ica_best import fastica_contrast
 from actkit.alignment._maps import Alignment
-from actkit.ica._reduce import whiten_rows
-from actkit.ica._rows_rule import ica_min_rows, ica_supported_components
+from actkit.ica import ica_min_rows, ica_supported_components, whiten_rows
 from actkit.errors import ValidationError
 
 ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...

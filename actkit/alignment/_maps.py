@@ -22,7 +22,7 @@ from actkit.alignment._diameter import diameter, summed_l2
 from actkit.alignment._inputs import as_source, blocks, compute_dtype, n_features, n_rows
 from actkit.alignment._sides import Pair
 from actkit.errors import NotFittedError, ValidationError
-from actkit.metrics._similarity import rank_cut
+from actkit.metrics import rank_cut
 
 
 class Alignment(BaseEstimator, metaclass=ABCMeta):

@@ -33,5 +33,7 @@ tracing hook for benchmarks).
 """
 
 from actkit.ica._estimator import FastICA, fastica
+from actkit.ica._reduce import whiten_rows
+from actkit.ica._rows_rule import ica_min_rows, ica_supported_components
 
-__all__ = ["FastICA", "fastica"]
+__all__ = ["FastICA", "fastica", "ica_min_rows", "ica_supported_components", "whiten_rows"]

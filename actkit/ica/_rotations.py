@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import expm
 
 from actkit._threads import small_linalg
 
 
 def expm_skew(D):
     """``expm`` of an antisymmetric matrix (float64): an exact rotation."""
-    from scipy.linalg import expm
-
     with small_linalg():
         return expm(D)
 

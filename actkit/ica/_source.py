@@ -42,7 +42,7 @@ class WhitenedSource:
     @property
     def xp(self):
         if self.use_torch:
-            import torch
+            import torch  # torch: ~1 s at import; `import actkit` stays torch-free
 
             return torch
         return np
@@ -51,7 +51,7 @@ class WhitenedSource:
         """numpy (float64) k x k matrix -> backend array in the compute dtype."""
         A = np.ascontiguousarray(A, dtype=self.np_dtype)
         if self.use_torch:
-            import torch
+            import torch  # torch: ~1 s at import; `import actkit` stays torch-free
 
             return torch.from_numpy(A).to(self.device)
         return A
@@ -91,7 +91,7 @@ def _whitened_stat(block, first_row, rows, mean, Kt, dtype, use_torch, stat, *ar
     """A pass's per-block work: whiten raw rows (if the source is a stream), then ``stat``."""
     Zb = block if mean is None else whiten_block(block, mean, Kt, dtype)
     if use_torch and mean is not None:
-        import torch
+        import torch  # torch: ~1 s at import; `import actkit` stays torch-free
 
         Zb = torch.from_numpy(Zb).to(args[-1])
     return first_row // rows, stat(Zb, use_torch, *args)
@@ -112,7 +112,7 @@ def _merge_sum(a, b):
 def _backend(use_torch):
     if not use_torch:
         return np, None
-    import torch
+    import torch  # torch: ~1 s at import; `import actkit` stays torch-free
 
     return torch, lambda a: a.cpu().numpy()
 
@@ -121,7 +121,7 @@ def on_device(Z, device):
     """numpy array -> itself on CPU, a torch tensor on another device."""
     if not is_accelerator(device):
         return Z
-    import torch
+    import torch  # torch: ~1 s at import; `import actkit` stays torch-free
 
     return torch.from_numpy(Z).to(device)
 

@@ -28,6 +28,7 @@ _LAZY = {
     "mean_cca": "actkit.metrics._similarity",
     "linear_r2": "actkit.metrics._similarity",
     "canonical_correlations": "actkit.metrics._similarity",
+    "rank_cut": "actkit.metrics._similarity",
     "infomec": "actkit.metrics._infomec",
     "softmax_distances": "actkit.metrics._softmax",
     "softmax_distances_from_stores": "actkit.metrics._softmax",

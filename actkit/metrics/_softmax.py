@@ -23,6 +23,7 @@ import functools
 
 import numpy as np
 
+from actkit._rows import sample_rows
 from actkit._threads import small_linalg
 from actkit.errors import ValidationError
 
@@ -140,7 +141,7 @@ def _subsets(pool, M, n_subsets, rng):
         return []
     if pool.size == M:
         return [pool]
-    return [np.sort(rng.choice(pool, size=M, replace=False)) for _ in range(n_subsets)]
+    return [sample_rows(pool, M, rng) for _ in range(n_subsets)]
 
 
 #: ``svd_label_subsets="all"`` enumerates every M-subset up to this many (official code).

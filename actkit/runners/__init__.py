@@ -16,7 +16,7 @@ Runners (:meth:`run` executes a description over ``X``):
   on a worker, the chunks' results are merged in a fixed binary tree (left before right).
 
 The runner is chosen once, here, by :func:`runner_for` (from an estimator's ``scheduler``
-or a chunked input array), and for task lists (comparisons, ``_compare``) by
+or a chunked input array), and for task lists (comparisons, :mod:`actkit.alignment._tasks`) by
 :func:`use_scheduler`; ``actkit.runners._dask`` and ``_dask_compare`` hold everything
 of Dask, imported only when a scheduler or a dask array is given.
 """
@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
+from actkit._data import as_input, is_streaming
 from actkit.runners._local import LOCAL, LocalRunner
 from actkit.runners._pass import RowPass, is_chunked, portable
 
-__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "compare_pairs",
+__all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows",
            "file_rows", "gather", "is_chunked", "lazy_transform", "portable",
            "run", "runner_for", "use_scheduler"]
 
@@ -36,8 +39,6 @@ __all__ = ["LOCAL", "LocalRunner", "RowPass", "chunked_rows", "compare_many", "c
 def elsewhere(X, scheduler=None) -> bool:
     """Whether the rows of ``X`` are read by a scheduler's workers rather than here: a chunked
     array, or a stream (store layer, h5py dataset) with a ``scheduler``."""
-    from actkit._data import is_streaming
-
     return is_chunked(X) or (scheduler is not None and is_streaming(X))
 
 
@@ -50,13 +51,11 @@ def runner_for(X, scheduler=None, *, block_rows=None, device="cpu"):
     else runs here (:data:`LOCAL`, ``rows`` is ``X``). The runner is closed on exit (a
     ``"local:N"`` cluster stops).
     """
-    from actkit._data import as_input
-
     X = as_input(X)
     if not elsewhere(X, scheduler):
         yield X, LOCAL
         return
-    from actkit.runners import _dask
+    from actkit.runners import _dask  # Dask's runner: imported only when a scheduler or a dask array is given
 
     with _dask.on_dask(X, scheduler, block_rows, device) as (rows, runner):
         yield rows, runner
@@ -70,8 +69,6 @@ def run(X, rowpass: RowPass, *, scheduler=None, desc=None, progress=False):
 
 def gather(runner, X, idx, rows=None):
     """Rows ``idx`` (sorted, increasing) of ``X`` in one pass on ``runner``, shape (len(idx), D)."""
-    import numpy as np
-
     out = runner.run(X, RowPass(_no_rows, _pick, _concat, (np.asarray(idx),), rows, name="rows"), progress=False)
     return np.concatenate(out) if out else np.empty((0, int(X.shape[1])))
 
@@ -81,8 +78,6 @@ def _no_rows(idx):
 
 
 def _pick(acc, block, start, idx):
-    import numpy as np
-
     lo, hi = np.searchsorted(idx, [start, start + len(block)])
     if hi > lo:
         acc.append(np.array(np.asarray(block)[idx[lo:hi] - start]))
@@ -100,35 +95,16 @@ def use_scheduler(scheduler=None):
     if scheduler is None:
         yield LOCAL
         return
-    from actkit.runners import _dask
+    from actkit.runners import _dask  # Dask's runner: imported only when a scheduler or a dask array is given
 
     with _dask.use_scheduler(scheduler) as runner:
         yield runner
 
 
-def compare_many(setup, widths, *, scheduler=None, **kwargs):
-    """:func:`actkit.compare_many` as one task list: one task per representation (its
-    statistics, computed once), then one per ordered pair (``actkit.runners._compare``), run
-    by the runner :func:`use_scheduler` picks."""
-    from actkit.runners import _compare
-
-    with use_scheduler(scheduler) as runner:
-        return _compare.compare_many(setup, widths, runner=runner, **kwargs)
-
-
-def compare_pairs(pairs, *, scheduler=None, **kwargs):
-    """Independent :func:`actkit.compare` calls, one task each, in order, on the runner
-    :func:`use_scheduler` picks."""
-    from actkit.runners import _compare
-
-    with use_scheduler(scheduler) as runner:
-        return _compare.compare_pairs(pairs, runner=runner, **kwargs)
-
-
 def file_rows(path, dataset, shape, dtype):
     """Rows of an HDF5 dataset as a picklable array-like that every reader opens by path
     (what a scheduler's worker reads, e.g. a source store's row index)."""
-    from actkit.runners._dask import H5Rows
+    from actkit.runners._dask import H5Rows  # Dask's runner: imported only when a scheduler or a dask array is given
 
     return H5Rows(path, dataset, shape, dtype)
 
@@ -136,7 +112,7 @@ def file_rows(path, dataset, shape, dtype):
 def chunked_rows(src, block_rows=None, token=""):
     """A chunked array over ``src`` (a picklable row source that opens its file where it is
     read), one chunk per ``block_rows`` rows, for a scheduler's workers."""
-    from actkit.runners._dask import from_rows
+    from actkit.runners._dask import from_rows  # Dask's runner: imported only when a scheduler or a dask array is given
 
     return from_rows(src, block_rows, token)
 
@@ -148,6 +124,6 @@ def lazy_transform(estimator, X, n_out, block_rows=None):
     scheduler = getattr(estimator, "scheduler", None)
     if not elsewhere(X, scheduler):
         return None
-    from actkit.runners import _dask
+    from actkit.runners import _dask  # Dask's runner: imported only when a scheduler or a dask array is given
 
     return _dask.transform(estimator, X, n_out, scheduler, block_rows)

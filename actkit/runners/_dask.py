@@ -22,26 +22,24 @@ threads; only merged statistics travel to the client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
+import sys
+import threading
 import warnings
 
 import numpy as np
 
+from actkit._device import is_accelerator
 from actkit._threads import current_threads, small_linalg, worker_env
-from actkit.errors import ActkitError, SchedulerError
-from actkit.runners._dask_arrays import (  # noqa: F401  (re-exported: Layer.to_dask, the store's writers)
-    H5Rows,
-    _require_dask,
-    as_dask,
-    check_chunks,
-    from_h5,
-    from_rows,
-    is_dask,
-    to_dask,
-    where,
-)
+from actkit.errors import ActkitError, SchedulerError, ValidationError
+from actkit.runners._dask_arrays import (H5Rows,  # noqa: F401  (re-exported: Layer.to_dask, the store's writers)
+                                         _require_dask, as_dask, check_chunks, from_h5, from_rows, is_dask, to_dask,
+                                         where)
+from actkit.runners._local import run_in_order
+from actkit.runners._pass import portable
 
 __all__ = ["CONNECT_TIMEOUT", "Runner", "as_dask", "from_h5", "from_rows", "is_dask", "to_dask", "use_scheduler"]
 
@@ -55,9 +53,6 @@ def on_dask(X, scheduler=None, block_rows=None, device="cpu"):
     """``(rows, runner)`` for a pass over ``X`` on Dask (a dask array, or a stream with a
     ``scheduler``): the dask array and the :class:`Runner` of ``scheduler``
     (:func:`actkit.runners.runner_for` is the one caller)."""
-    from actkit._device import is_accelerator
-    from actkit.errors import ValidationError
-
     Xd = as_dask(X, scheduler, block_rows)
     if is_accelerator(device):
         raise ValidationError(f"device={device!r} with Dask: the passes run on the workers' CPUs; use device='cpu'")
@@ -67,11 +62,9 @@ def on_dask(X, scheduler=None, block_rows=None, device="cpu"):
 
 # ----------------------------------------------------------------------------- schedulers
 def _active_client():
-    import sys
-
     if "distributed" not in sys.modules:  # no Client can exist without the import
         return None
-    from distributed import default_client
+    from distributed import default_client  # optional dependency (actkit[dask])
 
     try:
         return default_client()
@@ -118,7 +111,7 @@ def use_scheduler(scheduler=None, *, timeout: float = CONNECT_TIMEOUT):
         yield Runner(local=text)
         return
     try:
-        import distributed
+        import distributed  # optional dependency (actkit[dask])
     except ImportError:
         raise ActkitError('the Dask distributed scheduler is not installed; install the extra: '
                           'pip install "actkit[dask]"') from None
@@ -164,11 +157,8 @@ def _check_scheduler(text: str, timeout: float) -> str:
     ``timeout`` seconds; else one-line :class:`~actkit.errors.SchedulerError` (a malformed
     address, nothing listening, or a server that does not speak Dask's protocol, such as an
     HTTP server: ``distributed.Client`` would wait on it without end)."""
-    import asyncio
-    import threading
-
-    from distributed.comm import connect, parse_address
-    from distributed.comm.addressing import parse_host_port
+    from distributed.comm import connect, parse_address  # optional dependency (actkit[dask])
+    from distributed.comm.addressing import parse_host_port  # optional dependency (actkit[dask])
 
     address = text if "://" in text else f"tcp://{text}"
     try:
@@ -244,7 +234,7 @@ def _tree(items, merge_delayed):
 
 
 def _bar(total, desc, progress):
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # tqdm.auto: ~0.2 s at import (measured), only on a pass with a bar
 
     return tqdm(total=total, desc=desc, unit="block", leave=False,
                 disable=None if progress is None else not progress)
@@ -282,8 +272,7 @@ class Runner:
     def task_source(self, X):
         """A source as a task on a worker reads it (``_dask_compare.task_source``: a store
         layer or h5py dataset by path, an array scattered once)."""
-        from actkit.errors import ValidationError
-        from actkit.runners._dask_compare import task_source
+        from actkit.runners._dask_compare import task_source  # the Dask pieces of a task list, only with a scheduler
 
         if is_dask(X):
             raise ValidationError("compare_many with a scheduler takes store layers, h5py datasets or arrays, "
@@ -293,10 +282,9 @@ class Runner:
     def tasks(self, tasks, *, desc="tasks", progress=None):
         """Run ``(fn, args)`` tasks (an arg ``("task", i)``: task i's output) as futures on the
         client, or in order here without one; their results, in order."""
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # tqdm.auto: ~0.2 s at import (measured), only on a pass with a bar
 
-        from actkit.runners._dask_compare import run_futures
-        from actkit.runners._local import run_in_order
+        from actkit.runners._dask_compare import run_futures  # the Dask pieces of a task list, only with a scheduler
 
         with tqdm(total=len(tasks), desc=desc, unit="task", leave=False,
                   disable=None if progress is None else not progress) as bar:
@@ -320,7 +308,7 @@ class Runner:
         -------
         The merged result of all chunks (in row order, as a fixed binary tree).
         """
-        import dask
+        import dask  # optional dependency (actkit[dask])
 
         X = check_chunks(X)
         blocks = X.to_delayed().ravel().tolist()
@@ -351,7 +339,7 @@ class Runner:
                                desc=desc or p.name, progress=progress)
 
     def _distributed(self, parts, merge, bar):
-        from distributed import as_completed
+        from distributed import as_completed  # optional dependency (actkit[dask])
 
         client = self.client
         futures = client.compute(parts)
@@ -387,7 +375,7 @@ class _TaskBar:
     """A local-scheduler callback that ticks ``bar`` for every finished per-chunk task."""
 
     def __init__(self, bar, prefix):
-        from dask.callbacks import Callback
+        from dask.callbacks import Callback  # optional dependency (actkit[dask])
 
         outer = self
 
@@ -437,9 +425,6 @@ def lazy_transform(estimator, X, n_out):
     """Lazy ``estimator.transform`` of every chunk: a dask array (n_rows, n_out).
 
     float32 input gives float32 output, anything else float64 (as the estimators)."""
-    from actkit.errors import ValidationError
-    from actkit.runners._pass import portable
-
     if int(X.shape[1]) != estimator.n_features_in_:
         raise ValidationError(f"X has {X.shape[1]} features, but {type(estimator).__name__} was fitted on "
                               f"{estimator.n_features_in_}")

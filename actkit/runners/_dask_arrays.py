@@ -4,10 +4,12 @@ the file by path in the process that runs it (see :mod:`actkit.runners._dask`)."
 from __future__ import annotations
 
 import os
-import socket
 
 import numpy as np
 
+from actkit import _data
+from actkit._h5 import open_read, where
+from actkit._rows import block_rows as default_block_rows
 from actkit.errors import ActkitError, StoreError
 from actkit.runners._pass import is_chunked
 
@@ -24,16 +26,6 @@ def _require_dask():
 def is_dask(X) -> bool:
     """True for a ``dask.array.Array`` (checked without importing Dask)."""
     return is_chunked(X)
-
-
-def where() -> str:
-    """``worker tcp://...`` on a Dask worker, else ``process PID on HOST``."""
-    try:
-        from distributed import get_worker
-
-        return f"worker {get_worker().address}"
-    except Exception:  # not inside a distributed worker (or distributed not installed)
-        return f"process {os.getpid()} on {socket.gethostname()}"
 
 
 class H5Rows:
@@ -58,8 +50,6 @@ class H5Rows:
         self.dtype = np.dtype(dtype)
 
     def __getitem__(self, key):
-        from actkit._h5 import open_read
-
         try:
             f = open_read(self.path)
         except OSError as exc:
@@ -95,13 +85,11 @@ def from_h5(path, dataset, shape, dtype, block_rows=None, token=""):
 
 def from_rows(src, block_rows=None, token=""):
     """A dask array over ``src``, a picklable row source that opens its file in the process
-    that reads it (:class:`H5Rows`, :class:`actkit._matrix_readers.MatrixRows`): one chunk per
+    that reads it (:class:`H5Rows`, :class:`actkit.matrix_files._readers.MatrixRows`): one chunk per
     ``block_rows`` rows (default: the row block of every streamed pass)."""
     _require_dask()
-    import dask.array as da
-    from dask.base import tokenize
-
-    from actkit._rows import block_rows as default_block_rows
+    import dask.array as da  # optional dependency (actkit[dask])
+    from dask.base import tokenize  # optional dependency (actkit[dask])
 
     rows, d = src.shape
     if block_rows is None:
@@ -155,7 +143,6 @@ def as_dask(X, scheduler=None, block_rows=None):
         return check_chunks(X)
     if scheduler is None:
         return None
-    from actkit import _data
 
     if _data.is_streaming(X):
         return to_dask(X, block_rows)

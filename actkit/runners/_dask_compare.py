@@ -7,33 +7,32 @@ submits the task list, an earlier task's future standing in for its output.
 
 from __future__ import annotations
 
+import h5py
 import numpy as np
+
+from actkit._data import as_input
+from actkit._h5 import open_read
 
 
 class _Ref:
-    """A source as a task can open it: a store layer or an h5py dataset by path."""
+    """A source as a task can open it: a store layer or an h5py dataset by path (a layer
+    names the function that opens its store again, ``Store.reopen``: the runners import
+    nothing of the store)."""
 
-    def __init__(self, kind, path, name):
-        self.kind, self.path, self.name = kind, path, name
+    def __init__(self, kind, path, name, opener=None):
+        self.kind, self.path, self.name, self.opener = kind, path, name, opener
 
     def actkit_reopen(self):
         if self.kind == "layer":
-            import actkit
-
-            return actkit.open_store(self.path)[self.name]
-        from actkit._h5 import open_read
+            return self.opener(self.path)[self.name]
 
         return open_read(self.path)[self.name]
 
 
 def task_source(X, client):
     """``X`` as a task on a worker reads it: a :class:`_Ref`, or the array (scattered)."""
-    import h5py
-
-    from actkit._data import as_input
-
     if hasattr(X, "store") and hasattr(X, "dataset_path"):  # a store layer
-        return _Ref("layer", str(X.store.path), X.name)
+        return _Ref("layer", str(X.store.path), X.name, X.store.reopen)
     if isinstance(X, h5py.Dataset):
         return _Ref("h5", X.file.filename, X.name)
     X = np.asarray(as_input(X))
@@ -43,7 +42,7 @@ def task_source(X, client):
 def run_futures(client, tasks, bar):
     """Submit ``(fn, args)`` tasks to ``client`` (an arg ``("task", i)``: task i's future);
     their results, in order."""
-    from distributed import as_completed
+    from distributed import as_completed  # optional dependency (actkit[dask])
 
     futures = []
     for fn, args in tasks:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -56,8 +57,6 @@ def is_chunked(X) -> bool:
 
 def portable(estimator):
     """A shallow copy without the scheduler (a Client does not travel to workers)."""
-    import copy
-
     est = copy.copy(estimator)
     if hasattr(est, "scheduler"):
         est.scheduler = None

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._data import is_streaming
 from actkit._data import iter_blocks as iter_row_blocks
+from actkit._data import n_features
+from actkit._rows import block_rows
 from actkit._threads import fixed_order_sum
 from actkit.errors import ValidationError
+from actkit.runners import RowPass, is_chunked, run
 
 __all__ = ["RunningMoments", "first_block_shift", "iter_row_blocks", "moments_pass"]
 
@@ -84,9 +88,6 @@ class RunningMoments:
         -------
         self
         """
-        from actkit._data import is_streaming
-        from actkit.runners import is_chunked
-
         if is_streaming(X) or is_chunked(X):  # a source, not a block: one pass on the runner
             return self._add_pass(X, scheduler)  # that actkit.runners.run chooses
         if hasattr(X, "detach"):
@@ -127,10 +128,6 @@ class RunningMoments:
     def _add_pass(self, X, scheduler):
         """Fold every row of a source (a stream or chunked array, shape (n, D)) through
         :func:`moments_pass` on the runner :func:`actkit.runners.run` chooses."""
-        from actkit._data import n_features
-        from actkit._rows import block_rows
-        from actkit.runners import run
-
         d = n_features(X)
         if self.n_features_ is not None and d != self.n_features_:
             raise ValidationError(f"block has {d} features but earlier blocks had {self.n_features_}")
@@ -241,8 +238,6 @@ def moments_pass(rows, *, precision="float64", check_finite=True, collect_rows=N
     ``rows`` rows added in order, partials merged. Result: ``(moments, blocks)``, the blocks
     of the rows ``collect_rows`` (sorted global indices) copied out in the pass, or None.
     ``shift`` (shape (D,)): every partial's fixed shift (default: its first block's)."""
-    from actkit.runners import RowPass
-
     picks = None if collect_rows is None else np.asarray(collect_rows)
     return RowPass(_moments_new, _moments_add, _moments_merge, (precision, check_finite, picks, shift), int(rows),
                    name=name)

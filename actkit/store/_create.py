@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import json
@@ -204,8 +205,6 @@ def _reserve(fd: int, size: int, *, keep_size: bool = False) -> bool:
     if size <= 0:
         return True
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         fallocate = getattr(libc, "fallocate64", None) or libc.fallocate
     except (OSError, AttributeError):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import h5py
 import numpy as np
 
 from actkit._atomic import json_default, write_atomic
@@ -28,8 +29,6 @@ STORAGE_DTYPES = ("float32", "float16", "float64")
 
 
 def h5py_module():
-    import h5py
-
     return h5py
 
 

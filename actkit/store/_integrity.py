@@ -26,7 +26,9 @@ import hashlib
 import json
 from typing import Any, Callable
 
+import h5py
 import numpy as np
+import xxhash
 
 from actkit.errors import StoreError
 
@@ -61,8 +63,6 @@ def attr_value(value: Any, dumps: Callable[[Any], str]):
 def is_variable_length_string(attrs, name: str) -> bool:
     """Whether attribute ``name`` is a variable-length string (stored in the global heap);
     decided from its datatype alone, without reading the value."""
-    import h5py
-
     info = h5py.check_string_dtype(attrs.get_id(name).dtype)
     return info is not None and info.length is None
 
@@ -168,8 +168,6 @@ def new_hash(algo: str):
     """A fresh incremental hasher of ``algo`` (``update(buffer)``, ``digest()``); both
     algorithms release the GIL while hashing."""
     if algo == "xxh3_128":
-        import xxhash
-
         return xxhash.xxh3_128()
     return hashlib.sha256()
 

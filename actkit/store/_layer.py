@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import numpy as np
 
 from actkit._rows import block_rows as default_block_rows
-from actkit.errors import ValidationError
+from actkit.errors import StoreError, ValidationError
 from actkit.store import _integrity as integrity
+from actkit.store._source import Segment, Source
 
 
 class Layer:
@@ -111,20 +113,16 @@ class Layer:
 
         Every chunk's task opens the file by path in the process that runs it (no h5py
         handle is shipped); needs ``pip install "actkit[dask]"``. See ``docs/dask.md``."""
-        import os
-
-        from actkit.runners._dask import from_h5
+        from actkit.runners import chunked_rows, file_rows  # the hand-off to the room above (Dask)
 
         f = self.store.file
         token = (self.store.fingerprint, os.path.getmtime(f.filename))
-        return from_h5(f.filename, self.dataset_path, self.shape, self.dtype, block_rows, token)
+        rows = file_rows(os.path.abspath(f.filename), self.dataset_path, self.shape, self.dtype)
+        return chunked_rows(rows, block_rows, token)
 
     def loader_source(self, verify: bool = True):
         """This layer as the loader reads it (:class:`actkit.store._source.Source`): its file, or
         each shard of a sharded store, with the checksum blocks (a finished store only)."""
-        from actkit.errors import StoreError
-        from actkit.store._source import Segment, Source
-
         store, name = self.store, self.name
         rows, feats = (int(x) for x in self.shape)
         if not store.complete:
@@ -188,7 +186,7 @@ class Layer:
         torchrun ranks, every block checked against its checksum. With ``num_workers`` given,
         an :class:`actkit.loader.DataLoader` over it. See :class:`actkit.loader.ActivationDataset`
         (further keywords) and ``docs/loader.md``."""
-        from actkit.loader import to_torch
+        from actkit.loader import to_torch  # the hand-off to the room above (torch)
 
         return to_torch(self, batch_size, shuffle=shuffle, seed=seed, buffer_rows=buffer_rows, drop_last=drop_last,
                         num_workers=num_workers, **kwargs)

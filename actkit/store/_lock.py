@@ -29,7 +29,7 @@ class WriterLock:
 
     def acquire(self) -> "WriterLock":
         try:
-            import fcntl
+            import fcntl  # POSIX only: absent on Windows
         except ImportError:  # not POSIX: no lock (the single-writer checks of create_store remain)
             return self
         while True:

@@ -10,10 +10,10 @@ import numpy as np
 
 from actkit.errors import LayerError, StoreError, StoreIncompleteError
 from actkit.store import _integrity as integrity
-from actkit.store._format import (READABLE_FORMATS, PARTIAL_SUFFIX, decode_attr, looks_like_hdf5,
-                                  open_read, partial_path,
-                                  progress_path, read_json, unknown_name)
+from actkit.store._format import (PARTIAL_SUFFIX, READABLE_FORMATS, decode_attr, looks_like_hdf5, open_read,
+                                  partial_path, progress_path, read_json, unknown_name)
 from actkit.store._layer import Layer
+from actkit.store._shard_state import check_shards, sharded_progress
 
 
 class Store:
@@ -219,8 +219,6 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                 raise StoreIncompleteError(unfinished_message(path, progress))
             target = partial
         else:
-            from actkit.store._shard_state import sharded_progress
-
             running = sharded_progress(path)  # a torchrun extraction still writing its shards
             if running is not None:
                 raise StoreIncompleteError(running)
@@ -248,7 +246,6 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                 raise StoreIncompleteError(f"store {path} is not marked complete; rerun the command that "
                                            "wrote it")
             if meta.get("shards"):  # layers are virtual datasets over shard stores (see _shards)
-                from actkit.store._shard_state import check_shards
 
                 check_shards(path, meta)
             # sanity: every layer there, with the shape and dtype the checksummed metadata says

@@ -25,14 +25,9 @@ from pathlib import Path
 from typing import Mapping
 
 from actkit.errors import StoreError
-from actkit.store._format import (
-    PARTIAL_SUFFIX,
-    PROGRESS_SUFFIX,
-    open_read,
-    read_json,
-    request_hash,
-    shard_dir,
-)
+from actkit.store import _integrity as integrity
+from actkit.store._create import _existing_request, _partial_request, describe_difference, occupied_error
+from actkit.store._format import PARTIAL_SUFFIX, PROGRESS_SUFFIX, open_read, read_json, request_hash, shard_dir
 
 HASH_DIGITS = 16
 SHARDS = "shards"  # the /meta field listing the shard files
@@ -51,8 +46,6 @@ def shard_files(out, world: int, rhash: str) -> list[Path]:
 def _shard_request(partial: Path) -> dict | None:
     """The whole run's request (``{"request", "compression"}``) recorded in a torchrun
     shard, finished or not (``{"request": {"run": ..., "rank": ...}}``)."""
-    from actkit.store._create import _partial_request
-
     theirs = _partial_request(partial)
     if not theirs or not isinstance(theirs.get("request"), Mapping) or "run" not in theirs["request"]:
         return None
@@ -63,12 +56,6 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
     """``"complete"``, ``"repair"`` or ``"new"`` for a sharded write of ``full_request`` to
     ``out``; raises :class:`StoreError` when ``out`` (or an unfinished sharded run in its
     folder) belongs to another request and ``overwrite`` is off."""
-    from actkit.store._create import (
-        _existing_request,
-        describe_difference,
-        occupied_error,
-    )
-
     out = Path(out)
     rhash = request_hash(full_request)
     if overwrite:
@@ -77,7 +64,6 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
         existing = _existing_request(out)
         if existing is None or existing[0] != rhash:
             raise occupied_error(out, full_request, existing)
-        from actkit.store import _integrity as integrity
 
         with open_read(out) as f:
             meta = integrity.read_meta(f, out)
@@ -166,8 +152,6 @@ def renamed_hint(path: Path, rel: str) -> str | None:
 def shard_list(f) -> list[str] | None:
     """The shard files (relative to the store's folder) of an open store (an h5py file or
     its metadata document), or None."""
-    from actkit.store import _integrity as integrity
-
     meta = f if isinstance(f, Mapping) else integrity.read_meta(f, f.filename)
     return meta.get(SHARDS)
 

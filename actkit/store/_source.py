@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import h5py
 import numpy as np
 
 from actkit.errors import StoreError
@@ -91,7 +92,6 @@ class Source:
             try:
                 layout = ds.id.get_create_plist().get_layout()
                 offset = ds.id.get_offset()
-                import h5py
 
                 if (layout == h5py.h5d.CONTIGUOUS and offset is not None and ds.dtype == np.dtype(self.dtype)
                         and ds.dtype.isnative and ds.shape == (seg.rows, self.features)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -12,8 +13,8 @@ from actkit._faults import fault
 from actkit._rows import block_rows
 from actkit.errors import LayerError, StoreError, ValidationError
 from actkit.store import _integrity as integrity
-from actkit.store._format import (h5py_module, shard_dir, open_h5, open_read, partial_path, progress_path,
-                                  remove_stale_temporaries, write_progress)
+from actkit.store._format import (h5py_module, open_h5, open_read, partial_path, progress_path,
+                                  remove_stale_temporaries, shard_dir, write_progress)
 
 
 class StoreWriter:
@@ -214,8 +215,6 @@ class StoreWriter:
 
 def _remove_replaced_shards(path: Path) -> None:
     """A single store finalised at ``path`` replaced a sharded one: its ``.shards`` folder goes."""
-    import shutil
-
     folder = shard_dir(path)
     if folder.is_dir():
         shutil.rmtree(folder, ignore_errors=True)

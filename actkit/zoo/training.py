@@ -17,6 +17,7 @@ import numpy as np
 
 from actkit.errors import ActkitError
 from actkit._atomic import write_json_atomic
+from actkit._versions import library_versions
 from actkit.zoo import EVAL_IMAGES, EVAL_IMAGES_SEED, HELDOUT_EVERY, IMAGE_SIZE, MAX_HELDOUT_LINES, MODELS, TRAIN_IMAGES, TRAIN_IMAGES_SEED, check_name, zoo_dir
 from actkit.zoo._corpus import build_corpus, split_corpus, train_tokenizer
 from actkit.zoo._families import TRAINERS
@@ -70,8 +71,6 @@ def train_model(name: str, out_dir: str | os.PathLike, *, data: dict, threads: i
         ``torch.set_num_threads`` during training (restored afterwards). One thread is the
         default: on a shared machine two OpenMP threads ran 5x slower than one (spin waits).
     """
-    import torch
-
     family, seed = name.split("-tiny-seed")[0], int(name.rsplit("seed", 1)[1])
     out_dir = Path(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
@@ -97,16 +96,8 @@ def train_model(name: str, out_dir: str | os.PathLike, *, data: dict, threads: i
         "path": name,
         "parameters": n_params(model),
         "weights_sha256": sha256(final / weights.name),
-        "versions": {"torch": torch.__version__, **lib_versions()},
+        "versions": library_versions(("torch", "transformers", "timm", "tokenizers")),
     }
-
-
-def lib_versions() -> dict:
-    import timm
-    import tokenizers
-    import transformers
-
-    return {"transformers": transformers.__version__, "timm": timm.__version__, "tokenizers": tokenizers.__version__}
 
 
 def train_zoo(

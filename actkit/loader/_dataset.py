@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit import _loader_plan as plan
+from actkit.loader import _plan as plan
 from actkit.errors import ActkitError, ValidationError
 
 __all__ = ["ActivationDataset", "DataLoader", "to_torch"]
@@ -221,7 +221,7 @@ class ActivationDataset(_torch_iterable()):
                                       f"num_workers={info.num_workers})")
             ring = windows = None
             if self._worker_buffers:  # under actkit.loader.DataLoader: its shared buffers
-                from actkit._loader_ring import RingWriter, populate
+                from actkit.loader._ring import RingWriter, populate
 
                 mine = self._worker_buffers[info.id]
                 populate([t for w in mine["windows"] for t in w] + mine["ring"] + [mine["ids"], mine["flags"]])
@@ -298,12 +298,12 @@ class ActivationDataset(_torch_iterable()):
 
     def _batch(self, bufs, ids, sel, shared=False, ring=None):
         """The rows ``sel`` of the window, copied out of its (reused) buffer. In a worker they
-        are gathered into the next slot of ``ring`` (see :mod:`actkit._loader_ring`), or, under
+        are gathered into the next slot of ``ring`` (see :mod:`actkit.loader._ring`), or, under
         a plain torch ``DataLoader``, straight into fresh shared memory, which it then passes
         to the main process without a further copy."""
         import torch
 
-        from actkit._loader_ring import shared_empty
+        from actkit.loader._ring import shared_empty
 
         n = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
         out = []
@@ -343,7 +343,7 @@ class DataLoader:
     Each worker opens the files itself and reads only its own windows, into buffers this
     loader allocates once in shared memory and keeps across epochs (two windows, and a ring of
     ``prefetch_factor + 2`` batch slots out of which each batch is copied here; see
-    :mod:`actkit._loader_ring`). Batches come out in the order the dataset defines for
+    :mod:`actkit.loader._ring`). Batches come out in the order the dataset defines for
     ``num_workers`` streams; the dataset counts the batches
     handed out, so ``loader.dataset.state_dict()`` after any batch resumes right after it.
 
@@ -383,7 +383,7 @@ class DataLoader:
         if self.num_workers == 0:  # the dataset runs here and counts itself
             yield from self._loader
             return
-        from actkit import _loader_ring as ring
+        from actkit.loader import _ring as ring
 
         # the workers' shared buffers, kept for the next epoch (fresh ones if an earlier
         # iteration, perhaps abandoned, may still have workers writing into them)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from actkit.errors import ValidationError
-from actkit.store._source import HINT, Segment, Source, SourceRows  # noqa: F401  (the loader's sources)
+from actkit.store import HINT, Segment, Source, SourceRows  # noqa: F401  (the loader's sources)
 
 
 def source_of(layer, verify: bool = True) -> Source:

@@ -5,12 +5,13 @@ representation computes its split-aware moments, diameter rows and the FastICA f
 pair will ask for (``prepared_side``, once), then one task per ordered pair (K^2, the
 diagonal included) computes the cross moments and the held-out errors. :func:`compare_pairs`
 is independent :func:`actkit.compare` calls (e.g. the layer pairs of two stores). A runner
-executes the list (``runner.tasks``): the local runner in order, here, with the sources used
-as they are; the Dask runner as futures, each task opening its store itself
-(``actkit.runners._dask_compare``). Warnings raised in a pair task are raised again here.
+executes the list (``runner.tasks``, the runner :func:`actkit.runners.use_scheduler` picks):
+the local runner in order, here, with the sources used as they are; the Dask runner as
+futures, each task opening its store itself (``actkit.runners._dask_compare``). Warnings
+raised in a pair task are raised again here.
 
-This module imports nothing of :mod:`actkit.alignment`: the caller hands over ``compare``,
-the per-side preparation and the shared setup, so the import graph has no circle.
+What a comparison is lives here, in alignment; the runners only run a list of tasks. The
+caller hands over ``compare``, the per-side preparation and the shared setup.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import warnings
 import numpy as np
 
 from actkit._warn import warn_user
+from actkit.runners import use_scheduler
 
 __all__ = ["compare_many", "compare_pairs"]
 
@@ -53,8 +55,10 @@ def _rewarn(caught):
         warn_user(message, category)
 
 
-def compare_many(setup, widths, *, runner, compare_fn, side_fn, metric="rigid", progress=None, **kwargs):
-    """:func:`actkit.compare_many` as tasks on ``runner`` (``actkit.runners.use_scheduler``).
+def compare_many(setup, widths, *, compare_fn, side_fn, metric="rigid", progress=None, scheduler=None, **kwargs):
+    """:func:`actkit.compare_many` as one task list: one task per representation (its
+    statistics, computed once), then one per ordered pair, on the runner
+    :func:`actkit.runners.use_scheduler` picks for ``scheduler``.
 
     ``setup``: what :func:`actkit.alignment._compare.many_setup` returned for the sources
     (``kwargs`` without ``groups``); ``widths``: their numbers of features; ``compare_fn``:
@@ -62,6 +66,11 @@ def compare_many(setup, widths, *, runner, compare_fn, side_fn, metric="rigid", 
 
     Returns ``(matrix, results)``: matrix of shape (K, K), results a dict (i, j) -> CompareResult.
     """
+    with use_scheduler(scheduler) as runner:
+        return _many(runner, setup, widths, compare_fn, side_fn, metric, progress, kwargs)
+
+
+def _many(runner, setup, widths, compare_fn, side_fn, metric, progress, kwargs):
     kwargs = dict(kwargs)
     sources, groups, eval_mask, sample_rows, diam_rows, dtype, br = setup
     K = len(sources)
@@ -90,9 +99,9 @@ def compare_many(setup, widths, *, runner, compare_fn, side_fn, metric="rigid", 
     return matrix, results
 
 
-def compare_pairs(pairs, *, runner, compare_fn, progress=None, return_warnings=False, **kwargs):
+def compare_pairs(pairs, *, compare_fn, progress=None, return_warnings=False, scheduler=None, **kwargs):
     """Independent ``compare_fn(A, B)`` calls (:func:`actkit.compare`), one task each, in order,
-    on ``runner``.
+    on the runner :func:`actkit.runners.use_scheduler` picks for ``scheduler``.
 
     Returns
     -------
@@ -100,6 +109,11 @@ def compare_pairs(pairs, *, runner, compare_fn, progress=None, return_warnings=F
     (``warnings``: list of (category, message) raised in the task; otherwise they are
     raised again here).
     """
+    with use_scheduler(scheduler) as runner:
+        return _pairs(runner, pairs, compare_fn, progress, return_warnings, kwargs)
+
+
+def _pairs(runner, pairs, compare_fn, progress, return_warnings, kwargs):
     groups = kwargs.pop("groups", None)
     tasks = [(_pair_task, (compare_fn, runner.task_source(A), runner.task_source(B), None, None, groups, kwargs))
              for A, B in pairs]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from actkit.errors import InputError
+from actkit._h5 import where
+from actkit.errors import InputError, StoreError
 
 _SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "BF16": np.uint16}
 _NPY_MAGIC = b"\x93NUMPY"
@@ -49,8 +50,8 @@ class _ParquetReader:
     """A list-of-floats column of a parquet file, read one row group at a time."""
 
     def __init__(self, path, column):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # optional at import: pyarrow only for parquet files
+        import pyarrow.parquet as pq  # optional at import: pyarrow only for parquet files
 
         try:
             self.file = pq.ParquetFile(path)
@@ -79,7 +80,7 @@ class _ParquetReader:
         self.shape = (int(self.starts[-1]), int(first.shape[1]))
 
     def _group(self, g):
-        import pyarrow as pa
+        import pyarrow as pa  # optional at import: pyarrow only for parquet files
 
         if self._cache[0] == g:
             return self._cache[1]
@@ -127,7 +128,7 @@ class _ParquetReader:
 
 
 def _is_float_list(t) -> bool:
-    import pyarrow as pa
+    import pyarrow as pa  # optional at import: pyarrow only for parquet files
 
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
         return False
@@ -251,12 +252,8 @@ class MatrixRows:
         return {k: v for k, v in self.__dict__.items() if k != "_reader"} | {"_reader": None}
 
     def __getitem__(self, key):
-        from actkit.errors import StoreError
-
         if self._reader is None:
             if not Path(self.path).is_file():
-                from actkit.runners._dask import where
-
                 raise StoreError(f"{where()} cannot open embedding file {self.path}: no such file")
             self._reader = open_reader(Path(self.path), self.key, self.column)[0]
             if tuple(self._reader.shape) != self.shape:
