@@ -31,10 +31,10 @@ FLOORS: list = [
         ("errors", ["actkit.errors"],
          "`ActkitError` and its subclasses: a user mistake, one line at the CLI"),
         ("helpers", ["actkit._rows", "actkit._threads", "actkit._device", "actkit._atomic", "actkit._h5",
-                     "actkit._faults", "actkit._progress", "actkit._versions", "actkit._lazy", "actkit._architecture"],
+                     "actkit._faults", "actkit._progress", "actkit._versions", "actkit._lazy", "actkit._architecture", "actkit._warn"],
          "one idea each: row blocks and `sample_rows` (`_rows`), the thread budget, torch devices, atomic "
          "files, opening HDF5 for reading, fault injection for tests, progress bars, library versions, "
-         "lazy attributes, this plan"),
+         "lazy attributes, this plan, warnings that point at the user's line (`_warn`)"),
         ("actkit", ["actkit"],
          "the package: `__version__` and the lazy public names (`_LAZY`, resolved where they are used)"),
     ]),
@@ -63,9 +63,13 @@ FLOORS: list = [
     ("estimators", [
         ("whitening", ["actkit.whitening"], "`Whitener`: PCA / ZCA whitening from streamed moments"),
         ("ica", ["actkit.ica"], "`FastICA` (Picard-O, fixed point), its reduction and its rows rule"),
-        ("dictionary", ["actkit.dictionary"], "`SparseDictionary`: top-k / L1 dictionary learning"),
+        ("dictionary", ["actkit.dictionary"], "`SparseDictionary`: top-k / L1 dictionary learning; `dictionary_stability`"),
+        ("sae", ["actkit.sae"], "the community's sparse autoencoders (SAELens, sparsify) as estimators: "
+         "`load_sae`, `save_sae`, `sae_metrics`"),
     ]),
     ("measuring and comparing", [
+        ("measures", ["actkit.measures"],
+         "the measure protocol (`Measure`, `Moments`, the registry) and one module per similarity measure"),
         ("metrics", ["actkit.metrics"], "CKA, CCA, R^2, Amari, MCC, Hoyer, InfoMEC, softmax distances"),
         ("alignment", ["actkit.alignment"],
          "`align`, `compare`, `compare_many` (and their task lists), maps, splits, `CompareResult`, tables"),

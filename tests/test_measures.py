@@ -189,7 +189,7 @@ def test_parse_measures_spec_strings():
 def test_adding_a_measure_is_one_module(tmp_path, monkeypatch):
     """A new public module of actkit.measures with MEASURES is found by the registry."""
     import actkit.measures as package
-    from actkit.measures import _protocol
+    from actkit.measures import _registry
 
     (tmp_path / "toy_measure.py").write_text(
         "from actkit.measures._protocol import Measure\n"
@@ -197,7 +197,7 @@ def test_adding_a_measure_is_one_module(tmp_path, monkeypatch):
         "MEASURES = (Measure('trace_ratio', 'similarity', 'orthogonal transforms', 'moments',\n"
         "            trace_ratio, paper='-', reference='-'),)\n")
     monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
-    monkeypatch.setattr(_protocol, "_REGISTRY", None)
+    monkeypatch.setattr(_registry, "_REGISTRY", None)
     import sys
     monkeypatch.syspath_prepend(str(tmp_path))
     import importlib
@@ -206,7 +206,7 @@ def test_adding_a_measure_is_one_module(tmp_path, monkeypatch):
     assert "trace_ratio" in available()
     assert actkit.measure(A, B, "trace_ratio") == pytest.approx(
         np.trace(np.cov(A.T)) / np.trace(np.cov(B.T)))
-    monkeypatch.setattr(_protocol, "_REGISTRY", None)
+    monkeypatch.setattr(_registry, "_REGISTRY", None)
 
 
 def test_rsa_ranks_ties_as_scipy_rankdata():

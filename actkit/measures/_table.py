@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actkit.measures._protocol import all_measures
+from actkit.measures._registry import all_measures
 
 __all__ = ["measure_table", "format_measure_table"]
 
