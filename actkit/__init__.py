@@ -42,6 +42,8 @@ _LAZY = {
     "fastica": "actkit.ica",
     "SparseDictionary": "actkit.dictionary",
     "sparse_dictionary": "actkit.dictionary",
+    "dictionary_stability": "actkit.dictionary",
+    "DictionaryStability": "actkit.dictionary",
     "transform_store": "actkit._derived",
     "compare_models": "actkit.pipeline",
     "align": "actkit.alignment",
