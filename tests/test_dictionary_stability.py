@@ -15,25 +15,18 @@ from actkit.cli import main
 from actkit.dictionary._stability import MATCH_COS, match_atoms
 from actkit.errors import ValidationError
 from actkit.metrics import mcc
+from actkit.synthetic.dgp import sparse_measurements
 
 D_FEAT, K_LAT, K_ACTIVE, N_FIT, N_HELD = 20, 40, 3, 3000, 1000
 
 
-def planted(seed=0, gaussian=False):
-    """Rows ``x = s A`` with ``k``-sparse signed latents ``s`` (K_LAT) and a Gaussian
-    measurement matrix ``A`` (K_LAT x D_FEAT, unit rows): spark(A') = D_FEAT + 1 > 2k almost
-    surely. ``gaussian``: Gaussian rows of the same covariance instead."""
-    rng = np.random.default_rng(seed)
-    A = rng.normal(size=(K_LAT, D_FEAT))
-    A /= np.linalg.norm(A, axis=1, keepdims=True)
-    n = N_FIT + N_HELD
-    S = np.zeros((n, K_LAT))
-    idx = np.argsort(rng.random((n, K_LAT)), axis=1)[:, :K_ACTIVE]
-    np.put_along_axis(S, idx, rng.choice([-1.0, 1.0], (n, K_ACTIVE)) * rng.uniform(0.5, 1.5, (n, K_ACTIVE)), 1)
-    X = S @ A
-    if gaussian:
-        X = rng.multivariate_normal(np.zeros(D_FEAT), np.cov(X, rowvar=False), size=n)
-    return X.astype(np.float32), A, S
+def planted(gaussian=False):
+    """Rows ``x = s A`` (``actkit.synthetic.dgp.sparse_measurements``): 3-sparse signed
+    latents (40) through a Gaussian 40 x 20 measurement matrix, spark 21 > 2k; or Gaussian
+    rows of the same covariance."""
+    X, S, A = sparse_measurements(N_FIT + N_HELD, n_latents=K_LAT, n_features=D_FEAT, k=K_ACTIVE,
+                                  gaussian=gaussian, random_state=0)
+    return X, A, S
 
 
 def _fits(X):
