@@ -207,3 +207,15 @@ def test_cli_restarts_mistakes(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and msg in err and "Traceback" not in err
         assert not (tmp_path / "o.h5").exists()
+
+
+def test_match_codes_is_the_mcc_matching():
+    from actkit.dictionary._stability import match_codes
+
+    rng = np.random.default_rng(3)
+    Z = rng.laplace(size=(500, 6))
+    Z[:, 5] = 1.0  # a constant column correlates with nothing
+    W = Z[:, rng.permutation(6)] * rng.choice([-2.0, 3.0], 6) + 0.1 * rng.normal(size=(500, 6))
+    r, c, corr = match_codes(Z, W)
+    assert corr.mean() == pytest.approx(mcc(Z, W), rel=1e-12)
+    assert np.sum(corr > 0.9) == 5

@@ -20,7 +20,7 @@ import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["dictionary_stability", "DictionaryStability", "match_atoms", "MATCH_COS", "HALVES_AGREE",
+__all__ = ["dictionary_stability", "DictionaryStability", "match_atoms", "match_codes", "MATCH_COS", "HALVES_AGREE",
            "FLOOR_MARGIN"]
 
 #: An atom is matched in another fit when its Hungarian partner has ``|cos|`` above this.
@@ -78,6 +78,35 @@ def match_atoms(D1, D2):
     # any threshold); the assignment itself runs in float64 either way
     dt = np.float64 if D1.shape[0] * D2.shape[0] <= 1 << 20 else np.float32
     C = np.abs(D1.astype(dt, copy=False) @ D2.T.astype(dt, copy=False))
+    r, c = linear_sum_assignment(C, maximize=True)
+    return r, c, C[r, c]
+
+
+def match_codes(A1, A2):
+    """One-to-one match of two code matrices' columns on ``|Pearson|`` correlation (Hungarian;
+    a constant column correlates with nothing).
+
+    Parameters
+    ----------
+    A1 : ndarray of shape (n, K1)
+    A2 : ndarray of shape (n, K2)
+        Codes of the same ``n`` rows (inputs).
+
+    Returns
+    -------
+    rows, cols : ndarray of shape (min(K1, K2),)
+    corr : ndarray of shape (min(K1, K2),)
+        ``|Pearson|`` of each matched pair.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    Z = []
+    for M in (A1, A2):
+        M = np.asarray(M, dtype=np.float64)
+        M = M - M.mean(axis=0)
+        nrm = np.linalg.norm(M, axis=0)
+        Z.append(M / np.where(nrm > 0, nrm, np.inf))
+    C = np.abs(Z[0].T @ Z[1])
     r, c = linear_sum_assignment(C, maximize=True)
     return r, c, C[r, c]
 
