@@ -27,7 +27,7 @@ def register(sub) -> None:
         description="Compare the representations of two (or more) models on the same inputs: "
                     "held-out errors of the permutation, rigid, linear and ICA alignments "
                     "(Nelson et al., Table 1), ICA efficiency, linear CKA and mean CCA.")
-    p.add_argument("sources", nargs="+", metavar="STORE_OR_MODEL",
+    p.add_argument("sources", nargs="*", metavar="STORE_OR_MODEL",
                    help="two or more stores (.h5) or embedding files (.npy, .safetensors, .parquet); "
                         "with --inputs, two or more models")
     p.add_argument("--key", help="tensor of .safetensors embedding files (needed when one holds several)")
@@ -43,8 +43,18 @@ def register(sub) -> None:
     p.add_argument("--max-samples", type=int, help="with --inputs: use the first N inputs (default: all)")
     p.add_argument("--batch-size", type=int, default=32, help="with --inputs: batch size")
     p.add_argument("--device", default="cpu",
-                   help="torch device of the FastICA fits and, with --inputs, of the extraction "
-                        "(e.g. cuda)")
+                   help="torch device of the FastICA fits, of the row-based measures (--measures) "
+                        "and, with --inputs, of the extraction (e.g. cuda)")
+    p.add_argument("--measures", metavar="NAMES",
+                   help="more measures, each a column of the table and a key of --json: comma-"
+                        "separated names with optional parameters, e.g. procrustes,rsa,mutual_knn:k=5,"
+                        "shape_metric:alpha=0.5 (see --list-measures and docs/measures.md)")
+    p.add_argument("--list-measures", action="store_true",
+                   help="print every measure (name, kind, invariances, out of core or sampled, "
+                        "parameters, reference) and exit")
+    p.add_argument("--max-rows", type=int, default=10000, metavar="N",
+                   help="rows of the seeded sample (whole input samples) of the row-based measures "
+                        "(default 10000)")
     p.add_argument("--work-dir", help="with --inputs: keep the extracted stores here "
                                       "(default: a temporary folder, deleted afterwards)")
     p.add_argument("--json", metavar="OUT.json", help="write the results (to_dict) as JSON")
@@ -177,8 +187,19 @@ def _softmax(args, store_a, store_b, path_a, path_b):
 def run(args) -> int:
     from actkit.errors import ActkitError
 
+    if args.list_measures:
+        from actkit.measures import format_measure_table
+
+        print(format_measure_table())
+        return 0
     if len(args.sources) < 2:
         raise ActkitError("compare needs at least two stores (or two models with --inputs)")
+    if args.measures:
+        from actkit.measures import parse_measures
+
+        parse_measures(args.measures)        # an unknown name or a bad parameter: before any work
+        if args.max_rows < 2:
+            raise ActkitError(f"--max-rows must be an integer >= 2, got {args.max_rows}")
     methods = _split_list(args.methods or ",".join(_ALL_METHODS))
     _check_outputs(args)
     if args.softmax_labels:
@@ -227,6 +248,7 @@ def _compare_kwargs(args, methods):
                 ica_restarts=args.ica_restarts, ica_method=args.ica_method, ica_seed=args.ica_seed,
                 ica_n_components=args.ica_n_components, ica_tol=args.ica_tol,
                 diameter_max_rows=args.diameter_max_rows or None, device=args.device,
+                measures=args.measures or None, max_rows=args.max_rows,
                 progress=False if args.quiet else None)
 
 

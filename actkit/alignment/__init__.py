@@ -33,6 +33,7 @@ from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._compare import DIAMETER_MAX_ROWS, align, compare, compare_many
 from actkit.alignment._diameter import diameter
 from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, ica_rows
+from actkit.alignment._measure import measure
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import split
@@ -42,6 +43,7 @@ __all__ = [
     "align",
     "compare",
     "compare_many",
+    "measure",
     "CompareResult",
     "Alignment",
     "PermutationAlignment",

@@ -90,6 +90,9 @@ class CompareResult:
         The caveats of this result, one line each (FastICA did not converge, too few rows per
         ICA component, ...); ``compare`` also warns each once. The CLI and the demo print
         them as ``note:`` lines.
+    measures : dict of str -> MeasureValue
+        The measures asked for with ``compare(measures=...)`` (:mod:`actkit.measures`), in
+        that order: ``value``, ``params``, ``rows`` (a sampled measure's rows, else None).
     """
 
     errors: dict
@@ -102,6 +105,7 @@ class CompareResult:
     alignments: dict = field(repr=False)
     info: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    measures: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready dict: one key per method error, metrics, sizes and conventions."""
@@ -120,6 +124,12 @@ class CompareResult:
         out["ica_matched_corr_min"] = _f(mc.min()) if mc.size else None
         out["ica_matched_corr_undefined"] = undefined
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
+        if self.measures:
+            out["measures"] = list(self.measures)
+            for name, rec in self.measures.items():
+                out[name] = _f(rec.value)
+                if rec.rows is not None:
+                    out[f"{name}_rows"] = int(rec.rows)
         out["notes"] = [str(x) for x in self.notes]   # every caveat the table prints
         out.update(CONVENTIONS)
         return out
