@@ -12,7 +12,7 @@ import pytest
 
 import actkit
 from actkit.cli import main
-from actkit.dictionary._stability import MATCH_COS, match_atoms
+from actkit.dictionary._stability import match_atoms
 from actkit.errors import ValidationError
 from actkit.metrics import mcc
 from actkit.synthetic.dgp import sparse_measurements
