@@ -29,10 +29,11 @@ def planted(gaussian=False):
     return X, A, S
 
 
-def _fits(X):
+def _fits(X, max_iter=100):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning of the Gaussian control
-        return [actkit.SparseDictionary(K_LAT, k=K_ACTIVE, random_state=s).fit(X[:N_FIT]) for s in range(5)]
+        return [actkit.SparseDictionary(K_LAT, k=K_ACTIVE, random_state=s, max_iter=max_iter).fit(X[:N_FIT])
+                for s in range(5)]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,9 @@ def sparse_case():
 @pytest.fixture(scope="module")
 def gaussian_case():
     X, A, S = planted(gaussian=True)
-    return X, A, S, _fits(X)
+    # its fits never converge (100 epochs: 45 s on the shared machine); 40 keep the test fast
+    # (docs/dictionary.md's study runs the control at the default 100: the same verdict)
+    return X, A, S, _fits(X, max_iter=40)
 
 
 def test_five_seeds_recover_the_planted_atoms(sparse_case):
