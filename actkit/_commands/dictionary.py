@@ -74,7 +74,8 @@ def _run(args, runner) -> int:
         sd = fits[stab.best]
         report = {**stab.to_dict(), "seeds": [args.seed + r for r in range(args.restarts)],
                   "best_seed": args.seed + stab.best}
-        settings["restarts"] = args.restarts
+        if args.restarts > 1:  # the written store is another one only with restarts (not with --json)
+            settings["restarts"] = args.restarts
         sd.stability_ = report
         if not args.quiet:
             print(stab.summary())
