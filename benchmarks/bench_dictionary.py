@@ -17,8 +17,8 @@ Usage::
 
 ``--stability`` (issue 34) times only ``actkit.dictionary_stability`` of 5 fits x 4,096
 atoms of 768 features (target: under 30 s on 2 cores), on atom matrices of two kinds:
-*unrelated* (5 independent random dictionaries: no structure, the Hungarian solver's worst
-case) and *shared* (5 noisy copies of one dictionary in which 80% of the atoms recur).
+*unrelated* (5 independent random dictionaries: no structure, the slower case for the
+Hungarian solver) and *shared* (5 noisy copies of one dictionary in which 80% of the atoms recur).
 Fitting the dictionaries is not timed.
 """
 
