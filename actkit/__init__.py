@@ -44,6 +44,8 @@ _LAZY = {
     "fastica": "actkit.ica",
     "SparseDictionary": "actkit.dictionary",
     "sparse_dictionary": "actkit.dictionary",
+    "dictionary_stability": "actkit.dictionary",
+    "DictionaryStability": "actkit.dictionary",
     "transform_store": "actkit._derived",
     "load_sae": "actkit.sae",
     "save_sae": "actkit.sae",

@@ -56,6 +56,8 @@ def _describe(estimator):
         kind, param_attrs, result_attrs = _KINDS[name]
         params = {key: getattr(estimator, attr) for key, attr in param_attrs.items()}
         results = {key: cast(getattr(estimator, attr)) for key, (attr, cast) in result_attrs.items()}
+        if getattr(estimator, "stability_", None) is not None:  # actkit dictionary --restarts
+            results["stability"] = estimator.stability_
         return kind, params, results
     # any other fitted transformer: its fitted array attributes
     params = {k.rstrip("_"): v for k, v in vars(estimator).items()

@@ -22,6 +22,11 @@ sae-eval`` runs) of a 16,384-latent TopK SAE (k=32, SAELens ``topk`` folder) ove
 wall times (target <= 1.5)::
 
     python benchmarks/bench_dictionary.py --sae-eval [--rows 100000] [--latents 16384]
+``--stability`` (issue 34) times only ``actkit.dictionary_stability`` of 5 fits x 4,096
+atoms of 768 features (target: under 30 s on 2 cores), on atom matrices of two kinds:
+*unrelated* (5 independent random dictionaries: no structure, the slower case for the
+Hungarian solver) and *shared* (5 noisy copies of one dictionary in which 80% of the atoms recur).
+Fitting the dictionaries is not timed.
 """
 
 from __future__ import annotations
@@ -205,6 +210,43 @@ def bench_sae_eval(rows=100_000, d_in=768, d_sae=16_384, k=32, block_rows=None, 
     return out
 
 
+def stability_atoms(kind, n_fits=5, n_atoms=4096, d=768, seed=0):
+    """``n_fits`` atom matrices (n_atoms x d): independent random ones (``"unrelated"``) or noisy
+    copies of one dictionary with 80% of the atoms shared, the rest random (``"shared"``)."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n_atoms, d))
+    out = []
+    for _ in range(n_fits):
+        if kind == "unrelated":
+            D = rng.normal(size=(n_atoms, d))
+        else:
+            D = base + 0.1 * rng.normal(size=(n_atoms, d))  # |cos| ~ 0.995 with the shared atom
+            fresh = rng.random(n_atoms) < 0.2
+            D[fresh] = rng.normal(size=(int(fresh.sum()), d))
+            D = D[rng.permutation(n_atoms)]
+        out.append(D.astype(np.float32))
+    return out
+
+
+def bench_stability(n_fits=5, n_atoms=4096, d=768):
+    """Wall and CPU seconds of ``dictionary_stability`` on each kind of atom matrices."""
+    import os
+
+    from actkit import dictionary_stability
+
+    rows = []
+    for kind in ("unrelated", "shared"):
+        dicts = stability_atoms(kind, n_fits, n_atoms, d)
+        t, c = time.perf_counter(), time.process_time()
+        st = dictionary_stability(dicts)
+        rows.append({"method": f"dictionary_stability {n_fits} fits x {n_atoms} atoms x {d} ({kind})",
+                     "seconds": round(time.perf_counter() - t, 2), "cpu_seconds": round(time.process_time() - c, 2),
+                     "share_matched": round(st.to_dict()["share_matched"], 3), "identifiable": st.identifiable,
+                     "load_1min": round(os.getloadavg()[0], 2)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="BLAS threads for every method alike")
@@ -221,6 +263,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=1, help="--sae-eval: interleaved repeats of both sides (mean)")
     p.add_argument("--sweep", action="store_true",
                    help="only actkit: recovery and CPU time after 6, 9, 12 warm-up epochs (max_iter)")
+    p.add_argument("--stability", action="store_true",
+                   help="only dictionary_stability of 5 fits x 4,096 atoms (issue 34; target < 30 s on 2 cores)")
     args = p.parse_args(argv)
     if args.threads:
         from threadpoolctl import threadpool_limits
@@ -229,6 +273,8 @@ def main(argv=None):
         print(f"# BLAS threads limited to {args.threads} for all methods", flush=True)
     if args.sae_eval:
         return [bench_sae_eval(args.rows, d_sae=args.latents, repeats=args.repeats)]
+    if args.stability:
+        return bench_stability()
     X, D = planted()
     print("# 50000 x 128, 256 atoms, 5 active per row", flush=True)
     if args.sweep:

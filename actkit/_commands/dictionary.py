@@ -1,8 +1,13 @@
-"""``actkit dictionary STORE --layer L --out OUT.h5 --n-components K [--k N | --code l1 --alpha A]``
+"""``actkit dictionary STORE --layer L --out OUT.h5 --n-components K [--k N | --code l1 --alpha A]
+[--restarts R] [--json OUT.json]``
 
 Sparse dictionary learning on one layer (streaming passes), then the sparse code of every
 row written to a new store with the ``dictionary`` (n_components x features, unit-norm atoms).
-Only parsing and calls to :class:`actkit.SparseDictionary`.
+With ``--restarts R`` the dictionary is fitted R times (seeds ``--seed`` + r), the fit of
+lowest reconstruction error is written, and :func:`actkit.dictionary_stability` of the R
+fits is printed and recorded in the output's provenance (``fit.stability``) and ``--json``.
+Only parsing and calls to :class:`actkit.SparseDictionary` and
+:func:`actkit.dictionary_stability`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ def register(sub) -> None:
     p.add_argument("--n-epochs", type=int, default=1, help="passes over all rows after the warm-up")
     p.add_argument("--seed", type=int, default=0, help="random_state of the dictionary (initial atoms, row subsample)")
     p.add_argument("--device", default="cpu", help="torch device of the code/statistics steps, e.g. cuda")
+    p.add_argument("--restarts", type=int, default=1,
+                   help="fit R times (seeds --seed, ..., --seed + R - 1), keep the fit of lowest reconstruction "
+                        "error and report whether the fits find the same atoms (dictionary_stability)")
+    p.add_argument("--json", metavar="OUT.json", help="write the stability report (to_dict) as JSON")
     p.set_defaults(func=run)
 
 
@@ -33,7 +42,9 @@ def run(args) -> int:
 
 
 def _run(args, runner) -> int:
-    from actkit import SparseDictionary
+    import os
+
+    from actkit import SparseDictionary, dictionary_stability
     from actkit.errors import InputError
 
     store, layer = open_layer(args)
@@ -41,14 +52,38 @@ def _run(args, runner) -> int:
         raise InputError(f"--n-components must be positive, got {args.n_components}")
     if args.k is not None and not 1 <= args.k <= args.n_components:
         raise InputError(f"--k={args.k} must be between 1 and --n-components={args.n_components}")
+    if args.restarts < 1:
+        raise InputError(f"--restarts must be at least 1, got {args.restarts}")
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder):
+            raise InputError(f"cannot write {args.json}: folder {folder} does not exist")
+        if os.path.isdir(args.json):
+            raise InputError(f"{args.json} is a directory; give a file name")
     kw = {"batch_size": args.block_rows} if args.block_rows else {}
-    sd = SparseDictionary(args.n_components, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
-                          n_epochs=args.n_epochs, random_state=args.seed, device=args.device, verbose=not args.quiet,
-                          scheduler=runner, **kw).fit(layer)
-    write_derived(
-        args, layer, sd,
-        settings={"n_components": args.n_components, "code": args.code, "k": args.k, "alpha": args.alpha,
-                  "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed,
-                  "device": args.device},
-    )
+    fits = [SparseDictionary(args.n_components, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
+                             n_epochs=args.n_epochs, random_state=args.seed + r, device=args.device,
+                             verbose=not args.quiet, scheduler=runner, **kw).fit(layer)
+            for r in range(args.restarts)]
+    settings = {"n_components": args.n_components, "code": args.code, "k": args.k, "alpha": args.alpha,
+                "positive": args.positive, "n_epochs": args.n_epochs, "seed": args.seed, "device": args.device}
+    sd = fits[0]
+    report = None
+    if args.restarts > 1 or args.json:
+        stab = dictionary_stability(fits)
+        sd = fits[stab.best]
+        report = {**stab.to_dict(), "seeds": [args.seed + r for r in range(args.restarts)],
+                  "best_seed": args.seed + stab.best}
+        if args.restarts > 1:  # the written store is another one only with restarts (not with --json)
+            settings["restarts"] = args.restarts
+        sd.stability_ = report
+        if not args.quiet:
+            print(stab.summary())
+            print(f"  writing fit {stab.best} (seed {report['best_seed']}, reconstruction error "
+                  f"{sd.reconstruction_error_:.4g}) to {args.out}")
+    write_derived(args, layer, sd, settings=settings)
+    if args.json:
+        from actkit._atomic import write_json_atomic
+
+        write_json_atomic(args.json, report, indent=2, allow_nan=False)
     return 0

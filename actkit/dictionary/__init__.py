@@ -23,9 +23,11 @@ Two levels share one implementation: :class:`SparseDictionary` and :func:`sparse
 
 Layout: ``_coding`` (numpy codes), ``_torch`` (torch codes and epoch), ``_epoch`` (one
 epoch and the dictionary step), ``_estimator`` (:class:`SparseDictionary`,
-:func:`sparse_dictionary`).
+:func:`sparse_dictionary`), ``_stability`` (:func:`dictionary_stability`: do restarts find the
+same atoms?).
 """
 
 from actkit.dictionary._estimator import SparseDictionary, sparse_dictionary
+from actkit.dictionary._stability import DictionaryStability, dictionary_stability
 
-__all__ = ["SparseDictionary", "sparse_dictionary"]
+__all__ = ["SparseDictionary", "sparse_dictionary", "dictionary_stability", "DictionaryStability"]

@@ -15,6 +15,8 @@ can be written into the result files.
                                (Nielsen et al., Thm 3.1 / Cor 3.2)
 ``radial_classification``      2-D inputs labelled by angular sector (Nielsen et al.)
 ``mutual_coherence``           max |cos| between columns of a measurement matrix
+``sparse_measurements``        k-sparse latents through a random measurement matrix (planted
+                               dictionary; Zhou & Klindt), or a Gaussian control
 =============================  ==========================================================
 """
 
@@ -38,6 +40,7 @@ __all__ = [
     "kl_counterexample",
     "KL_PERMUTATION",
     "radial_classification",
+    "sparse_measurements",
 ]
 
 
@@ -405,3 +408,38 @@ def radial_classification(n_samples, *, n_classes=6, noise=0.1, random_state=Non
     t_noisy = np.mod(t + noise * rng.standard_normal(n_samples), 2 * np.pi)
     y = np.minimum((t_noisy / (2 * np.pi) * n_classes).astype(np.int64), n_classes - 1)
     return X, y
+
+
+def sparse_measurements(n_samples, *, n_latents=40, n_features=20, k=3, gaussian=False, random_state=None):
+    """Planted dictionary: ``x = s A`` with k-sparse latents ``s`` and a random measurement
+    matrix (Zhou & Klindt's compressed-sensing setting, observed directly).
+
+    ``A`` (n_latents x n_features, unit rows: the planted atoms) has i.i.d. Gaussian entries,
+    so every ``n_features`` of its rows are linearly independent almost surely: spark =
+    n_features + 1, and the spark condition spark > 2k holds for ``k <= n_features / 2``.
+    Each row of ``s`` has a uniformly random support of size ``k`` with values ``± U(0.5,
+    1.5)`` (random signs). ``gaussian=True`` is the control: Gaussian rows with the sparse
+    rows' sample covariance (same second moments, no sparse structure).
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), float32
+    S : ndarray of shape (n_samples, n_latents)
+        The latents (of the sparse rows, also for the control, whose rows they do not generate).
+    A : ndarray of shape (n_latents, n_features)
+    """
+    for v, name in ((n_samples, "n_samples"), (n_latents, "n_latents"), (n_features, "n_features"), (k, "k")):
+        _check_positive_int(v, name)
+    if k > n_latents:
+        raise ValidationError(f"k={k} exceeds n_latents={n_latents}")
+    rng = check_random_state(random_state)
+    A = rng.normal(size=(n_latents, n_features))
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    S = np.zeros((n_samples, n_latents))
+    idx = np.argsort(rng.random_sample((n_samples, n_latents)), axis=1)[:, :k]
+    values = rng.choice([-1.0, 1.0], (n_samples, k)) * rng.uniform(0.5, 1.5, (n_samples, k))
+    np.put_along_axis(S, idx, values, 1)
+    X = S @ A
+    if gaussian:
+        X = rng.multivariate_normal(np.zeros(n_features), np.cov(X, rowvar=False), size=n_samples)
+    return X.astype(np.float32), S, A
