@@ -28,6 +28,7 @@ same atoms?).
 """
 
 from actkit.dictionary._estimator import SparseDictionary, sparse_dictionary
-from actkit.dictionary._stability import DictionaryStability, dictionary_stability
+from actkit.dictionary._stability import DictionaryStability, dictionary_stability, match_atoms, match_codes
 
-__all__ = ["SparseDictionary", "sparse_dictionary", "dictionary_stability", "DictionaryStability"]
+__all__ = ["SparseDictionary", "sparse_dictionary", "dictionary_stability", "DictionaryStability", "match_atoms",
+           "match_codes"]

@@ -54,7 +54,7 @@ def dictionary_from_rows(A, B, n_components=None, k=None, match="codes", thresho
     -------
     float in [0, 1]
     """
-    from actkit.dictionary._stability import match_atoms, match_codes
+    from actkit.dictionary import match_atoms, match_codes  # late: the registry imports every measure module, most never need the dictionary estimators
 
     a = A.detach().cpu().numpy().astype(np.float32)
     b = B.detach().cpu().numpy().astype(np.float32)
