@@ -1,0 +1,168 @@
+"""The rows of a compared pair, grouped by input sample, for resampling: :class:`Samples`.
+
+One streaming pass gathers both sides' rows (float64, in row order: the same bits from a store,
+an array or Dask workers), orders them by input sample and centres each side by its exact mean.
+Everything the resampling needs derives from these rows in a fixed order at one BLAS thread:
+
+* per-sample row counts ``n_s`` and sums ``u_s = sum_{i in s} a_i``, ``v_s`` (G x D);
+* the weighted moments of a bootstrap resample (sample ``s`` taken ``w_s`` times),
+  ``N = w.n``, ``S_ab(w) = sum_s w_s A_s^T B_s - u(w) v(w)^T / N``, either from the
+  per-sample scatter blocks ``A_s^T A_s, B_s^T B_s, A_s^T B_s`` (kept when
+  ``G (Da^2 + Db^2 + Da Db)`` floats fit :data:`BLOCK_BYTES`; one small GEMM per batch of
+  resamples) or, beyond that, from the rows weighted by ``w`` (three products per resample);
+* the cross scatter of a permutation ``pi`` of the input samples of B
+  (``sum_s A_s^T B_pi(s)`` less the unchanged outer product of the totals): one product of
+  the rows; the side scatters do not change.
+
+Memory: the rows, ``n (Da + Db)`` float64 (20,000 x 384 per side: 123 MB), plus the blocks
+when kept. A permutation needs B's samples in another order than the file's, hence the rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from actkit._data import iter_blocks
+from actkit.errors import ValidationError
+
+#: per-sample scatter blocks are kept (for the bootstrap) up to this many bytes
+BLOCK_BYTES = 1 << 30
+
+#: fewest input samples a resampling accepts
+MIN_SAMPLES = 10
+
+
+@dataclass
+class Moments:
+    """Second moments of paired rows (float64): what a moment-based measure reads.
+
+    Attributes: ``n`` (rows), ``mean_a`` (Da,), ``mean_b`` (Db,), centred scatters
+    ``Saa`` (Da, Da), ``Sbb`` (Db, Db) and the centred cross scatter ``Sab`` (Da, Db)
+    (sums over rows, not divided by ``n``).
+    """
+
+    n: float
+    mean_a: np.ndarray
+    mean_b: np.ndarray
+    Saa: np.ndarray
+    Sbb: np.ndarray
+    Sab: np.ndarray
+
+
+class Samples:
+    """Rows of A and B ordered by input sample (float64, each side centred by its mean).
+
+    Parameters
+    ----------
+    A : ndarray of shape (n_rows, Da)
+    B : ndarray of shape (n_rows, Db)
+    groups : array-like of shape (n_rows,) or None
+        Input-sample id of each row (None: each row its own sample).
+    """
+
+    def __init__(self, A, B, groups=None):
+        A = np.asarray(A, dtype=np.float64)
+        B = np.asarray(B, dtype=np.float64)
+        n = A.shape[0]
+        if groups is None:
+            inv = np.arange(n)
+        else:
+            groups = np.asarray(groups)
+            if groups.shape != (n,):
+                raise ValidationError(f"groups must have one entry per row ({n}), got shape {groups.shape}")
+            inv = np.unique(groups, return_inverse=True)[1].ravel()
+        order = np.argsort(inv, kind="stable")
+        self.sample_of_row = inv[order]
+        self.n_s = np.bincount(self.sample_of_row)
+        self.G = self.n_s.size
+        self.offsets = np.concatenate([[0], np.cumsum(self.n_s)])
+        self.position = np.arange(n) - self.offsets[self.sample_of_row]
+        self.n = n
+        self.mean_a, self.mean_b = A.mean(axis=0), B.mean(axis=0)
+        self.A = A[order] - self.mean_a
+        self.B = B[order] - self.mean_b
+        self.da, self.db = A.shape[1], B.shape[1]
+        self.u = np.add.reduceat(self.A, self.offsets[:-1], axis=0)      # (G, Da)
+        self.v = np.add.reduceat(self.B, self.offsets[:-1], axis=0)
+        self._blocks = None
+        self._full = None
+
+    # ------------------------------------------------------------------ observed
+    def moments(self) -> Moments:
+        """The moments of all rows (weights 1)."""
+        if self._full is None:
+            self._full = Moments(float(self.n), self.mean_a, self.mean_b, self.A.T @ self.A,
+                                 self.B.T @ self.B, self.A.T @ self.B)
+        return self._full
+
+    def check_resamplable(self):
+        if self.G < MIN_SAMPLES:
+            raise ValidationError(f"resampling (permutations, bootstrap) needs at least {MIN_SAMPLES} input "
+                                  f"samples, got {self.G}")
+
+    # ------------------------------------------------------------------ bootstrap
+    def blocks_fit(self) -> bool:
+        return 8 * self.G * (self.da ** 2 + self.db ** 2 + self.da * self.db) <= BLOCK_BYTES
+
+    def blocks(self):
+        """Per-sample scatter blocks (G, Da*Da), (G, Db*Db), (G, Da*Db) about the means."""
+        if self._blocks is None:
+            G, o = self.G, self.offsets
+            out = [np.empty((G, self.da * self.da)), np.empty((G, self.db * self.db)),
+                   np.empty((G, self.da * self.db))]
+            for s in range(G):
+                a, b = self.A[o[s]:o[s + 1]], self.B[o[s]:o[s + 1]]
+                out[0][s] = (a.T @ a).ravel()
+                out[1][s] = (b.T @ b).ravel()
+                out[2][s] = (a.T @ b).ravel()
+            self._blocks = out
+        return self._blocks
+
+    def weighted_moments(self, W):
+        """Moments of bootstrap resamples: ``W`` (k, G) sample multiplicities; a list of k
+        :class:`Moments`."""
+        W = np.asarray(W, dtype=np.float64)
+        N = W @ self.n_s
+        U, V = W @ self.u, W @ self.v
+        if self.blocks_fit():
+            Paa, Pbb, Pab = (W @ P for P in self.blocks())
+        else:
+            wr = W[:, self.sample_of_row]
+            Paa = np.stack([(self.A.T * w) @ self.A for w in wr]).reshape(len(W), -1)
+            Pbb = np.stack([(self.B.T * w) @ self.B for w in wr]).reshape(len(W), -1)
+            Pab = np.stack([(self.A.T * w) @ self.B for w in wr]).reshape(len(W), -1)
+        out = []
+        for k in range(len(W)):
+            u, v, nk = U[k], V[k], N[k]
+            out.append(Moments(float(nk), self.mean_a + u / nk, self.mean_b + v / nk,
+                               Paa[k].reshape(self.da, self.da) - np.outer(u, u) / nk,
+                               Pbb[k].reshape(self.db, self.db) - np.outer(v, v) / nk,
+                               Pab[k].reshape(self.da, self.db) - np.outer(u, v) / nk))
+        return out
+
+    # ------------------------------------------------------------------ permutations
+    def row_order(self, perm):
+        """Rows of B paired with A's rows when sample ``s`` of A meets sample ``perm[s]`` of B
+        (``perm`` maps samples to samples of the same length)."""
+        return self.offsets[perm][self.sample_of_row] + self.position
+
+    def permuted_cross(self, perm):
+        """Centred cross scatter (Da, Db) of A against B with its samples permuted: one
+        product of the rows (the totals, hence the centring, do not change)."""
+        return self.A.T @ self.B[self.row_order(perm)]
+
+    def permuted_moments(self, perm) -> Moments:
+        m = self.moments()
+        return Moments(m.n, m.mean_a, m.mean_b, m.Saa, m.Sbb, self.permuted_cross(perm))
+
+
+def gather_pair(A, B, *, block_rows=None, progress=None):
+    """Both sources' rows as float64 arrays in row order, read once in paired blocks."""
+    parts_a, parts_b = [], []
+    for xa in iter_blocks(A, block_rows=block_rows, dtype=np.float64):
+        parts_a.append(np.array(xa, dtype=np.float64))
+    for xb in iter_blocks(B, block_rows=block_rows, dtype=np.float64):
+        parts_b.append(np.array(xb, dtype=np.float64))
+    return np.concatenate(parts_a), np.concatenate(parts_b)
