@@ -24,6 +24,7 @@ from actkit.alignment._maps import (LinearAlignment, PermutationAlignment, Rigid
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._sides import Pair, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
+from actkit.alignment._uncertainty import check_request, error_records, similarity_records
 from actkit.errors import ValidationError
 from actkit.metrics import canonical_correlations
 from actkit.metrics._similarity import rank_cut
@@ -70,7 +71,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
             alpha=0.0, ica_n_components=None, ica_max_rows="auto", ica_max_iter=200,
             ica_tol=1e-4, ica_restarts=5, ica_method="best", ica_seed=0,
             diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None,
-            progress=None, device="cpu", threads=None, _sides=None) -> CompareResult:
+            progress=None, device="cpu", threads=None, permutations=0, bootstrap=0,
+            confidence=0.95, interval="basic", _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
 
     Parameters
@@ -137,6 +139,20 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     threads : int, optional
         CPU threads (BLAS, torch and actkit's own); default: ``OMP_NUM_THREADS``, else the
         CPUs this process may run on (:mod:`actkit._threads`). The result does not depend on it.
+    permutations : int, default=0
+        Permutation null of linear CKA and mean CCA: the input samples of B shuffled against
+        those of A (whole samples, among samples of equal length), seeded by
+        ``random_state``; ``<name>_p``, ``<name>_null_mean``, ``<name>_null_sd``.
+    bootstrap : int, default=0
+        Bootstrap resamples of the input samples (with replacement): ``<name>_ci_low`` /
+        ``<name>_ci_high`` for linear CKA, mean CCA and (over the held-out samples, maps and
+        diam(B_eval) fixed) each alignment error.
+    confidence : float, default=0.95
+        Level of the bootstrap intervals, in (0, 1).
+    interval : {"basic", "percentile"}, default="basic"
+        Bootstrap interval (docs/compare.md, "Uncertainty"). Resampling needs at least 10
+        input samples; ``res.measures[name]`` holds each measure's
+        :class:`~actkit.inference.MeasureRecord`.
 
     Returns
     -------
@@ -165,6 +181,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
                          f"must be activations of the same inputs, row for row")
     groups = groups_for(A, B, groups)
     eval_mask, n_groups = split(n, groups, eval_fraction, random_state)
+    check_request(permutations, bootstrap, confidence, interval, n_groups)
     fit_rows = np.flatnonzero(~eval_mask)
     eval_rows = np.flatnonzero(eval_mask)
     ica = ICAAlignment(n_components=ica_n_components, random_state=ica_seed,
@@ -218,7 +235,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     if "ica" in alignments:
         extra, classic_keys = ica_maps(alignments["ica"])
         maps.update(extra)
-    sums = pair.eval_errors(maps)
+    sums = pair.eval_errors(maps, keep=methods if bootstrap else ())
     errors = {name: s / eval_rows.size / diam_b for name, s in sums.items()
               if isinstance(name, str)}
 
@@ -286,6 +303,23 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         order_a = np.concatenate([r, np.setdiff1d(np.arange(corr.shape[0]), r)])
         src_corr = corr[order_a][:, np.concatenate([cc, rest])]
         src_corr[: r.size, : r.size] *= h.signs_[None, :]
+    records, extra = {}, {}
+    if permutations or bootstrap:
+        records, extra = similarity_records(
+            A, B, groups, permutations=permutations, bootstrap=bootstrap, confidence=confidence,
+            interval=interval, random_state=random_state, eps=cca_eps, dtype=pair.dtype,
+            block_rows=pair.block_rows)
+        for name, value in (("linear_cka", cka), ("mean_cca", mcca)):
+            records[name].value = float(value)
+        if bootstrap:
+            eval_groups = eval_rows if groups is None else np.asarray(groups)[eval_rows]
+            rec_err, _ = error_records(
+                {k: np.concatenate(v) for k, v in pair.row_errors.items() if k in errors},
+                eval_groups, diam_b, errors, bootstrap=bootstrap, confidence=confidence,
+                interval=interval, random_state=random_state)
+            records.update(rec_err)
+        extra.update(permutations=int(permutations), bootstrap=int(bootstrap),
+                     confidence=float(confidence), interval=interval)
     t_end = time.perf_counter()
 
     info = {
@@ -322,6 +356,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "compute_dtype": str(pair.dtype),
         "seconds_moments": round(t_moments - t0, 3), "seconds_fit": round(t_fit - t_moments, 3),
         "seconds_errors": round(t_err - t_fit, 3), "seconds_total": round(t_end - t0, 3),
+        **{k: v for k, v in extra.items() if v is not None},
     }
     for key, X in (("layer_a", A), ("layer_b", B)):
         if hasattr(X, "name") and isinstance(getattr(X, "name"), str):
@@ -329,7 +364,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     return CompareResult(errors=errors, ica_efficiency=eff, linear_cka=cka,
                          linear_cka_debiased=cka_d, mean_cca=mcca, matched_correlations=matched,
                          source_correlation=src_corr, alignments=alignments, info=info,
-                         notes=notes)
+                         notes=notes, measures=records)
 
 
 def _closed_form_rows(alignments, pair, notes):

@@ -64,6 +64,16 @@ CONVENTIONS = {
 }
 
 
+RESAMPLING_CONVENTION = (
+    "unit: the input sample (groups). <name>_p: permutation p-value (1 + #{null at least as "
+    "similar}) / (1 + N), one-sided toward more similar; null: B's input samples shuffled "
+    "against A's, whole samples, among samples of equal length (permutation_exchangeable: the "
+    "share shuffled), rng np.random.default_rng([random_state, 1]). <name>_ci_low/_ci_high: "
+    "bootstrap of the input samples with replacement (rng [random_state, 2]; alignment errors: "
+    "the held-out samples, rng [random_state, 3], fitted maps and diam(B_eval) fixed), basic "
+    "(2t - q_hi, 2t - q_lo) or percentile interval at the given confidence (docs/compare.md, "
+    "Uncertainty)")
+
 
 @dataclass
 class CompareResult:
@@ -90,6 +100,9 @@ class CompareResult:
         The caveats of this result, one line each (FastICA did not converge, too few rows per
         ICA component, ...); ``compare`` also warns each once. The CLI and the demo print
         them as ``note:`` lines.
+    measures : dict of str -> MeasureRecord
+        With ``permutations`` or ``bootstrap``: each resampled measure's record (value,
+        p-value, null mean and sd, bootstrap interval; :class:`actkit.inference.MeasureRecord`).
     """
 
     errors: dict
@@ -102,6 +115,7 @@ class CompareResult:
     alignments: dict = field(repr=False)
     info: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    measures: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready dict: one key per method error, metrics, sizes and conventions."""
@@ -119,9 +133,13 @@ class CompareResult:
         out["ica_matched_corr_median"] = _f(np.median(mc)) if mc.size else None
         out["ica_matched_corr_min"] = _f(mc.min()) if mc.size else None
         out["ica_matched_corr_undefined"] = undefined
+        for rec in self.measures.values():
+            out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in rec.keys().items()})
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
         out["notes"] = [str(x) for x in self.notes]   # every caveat the table prints
         out.update(CONVENTIONS)
+        if self.measures:
+            out["convention_resampling"] = RESAMPLING_CONVENTION
         return out
 
     def __str__(self):

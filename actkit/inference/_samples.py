@@ -60,9 +60,11 @@ class Samples:
     B : ndarray of shape (n_rows, Db)
     groups : array-like of shape (n_rows,) or None
         Input-sample id of each row (None: each row its own sample).
+    product_dtype : {float64, float32}, default=float64
+        dtype of the permutations' cross products (float32 for float32 sources).
     """
 
-    def __init__(self, A, B, groups=None):
+    def __init__(self, A, B, groups=None, *, product_dtype=np.float64):
         A = np.asarray(A, dtype=np.float64)
         B = np.asarray(B, dtype=np.float64)
         n = A.shape[0]
@@ -88,6 +90,13 @@ class Samples:
         self.v = np.add.reduceat(self.B, self.offsets[:-1], axis=0)
         self._blocks = None
         self._full = None
+        # the permutations' cross products: float32 rows give float32 products (2x faster;
+        # relative error ~1e-6 of the entries, far below the spread of the null)
+        self.product_dtype = np.dtype(product_dtype)
+        if self.product_dtype == np.float64:
+            self._pa, self._pb = self.A, self.B
+        else:
+            self._pa, self._pb = self.A.astype(self.product_dtype), self.B.astype(self.product_dtype)
 
     # ------------------------------------------------------------------ observed
     def moments(self) -> Moments:
@@ -151,7 +160,7 @@ class Samples:
     def permuted_cross(self, perm):
         """Centred cross scatter (Da, Db) of A against B with its samples permuted: one
         product of the rows (the totals, hence the centring, do not change)."""
-        return self.A.T @ self.B[self.row_order(perm)]
+        return np.asarray(self._pa.T @ self._pb[self.row_order(perm)], dtype=np.float64)
 
     def permuted_moments(self, perm) -> Moments:
         m = self.moments()
