@@ -46,6 +46,20 @@ def moment_measures(eps):
     return {"linear_cka": (cka, "similarity"), "mean_cca": (mean_cca, "similarity")}
 
 
+def map_measure(name, params=None, dtype="float64"):
+    """``(compute(moments), kind)`` of a moment-based measure by name (a one-line error
+    naming the valid ones otherwise)."""
+    from actkit.metrics._similarity import rank_cut
+
+    known = moment_measures(rank_cut(dtype))
+    if name not in known:
+        raise ValidationError(f"unknown or not moment-based measure {name!r} for a layer map; "
+                              f"choose one of {', '.join(known)}")
+    if params:
+        raise ValidationError(f"measure {name} has no parameters, got {', '.join(params)}")
+    return known[name]
+
+
 def similarity_records(A, B, groups, *, permutations, bootstrap, confidence, interval, random_state,
                        eps, dtype, block_rows=None):
     """:class:`MeasureRecord` of linear CKA and mean CCA, and info keys."""
