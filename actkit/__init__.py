@@ -12,6 +12,7 @@ The public API (everything a user needs fits on one screen)::
     actkit.align(A, B, method=...)                      # permutation | rigid | linear | ica
     actkit.compare(A, B)                                # every alignment + similarity metric
     actkit.compare_many([A, B, C], metric=...)          # pairwise matrix -> (matrix, results)
+    actkit.measure(A, B, "procrustes")                  # one measure (actkit.measures.available())
     actkit.compare_models(model_a, model_b, inputs, layers=[...])  # extract both, then compare
     actkit.evaluate_postprocessing(X, y, control=...)   # Base / PCA / PCA+ICA / PCA+Rand downstream
     actkit.RunningMoments, actkit.CrossMoments          # mergeable streaming moments
@@ -48,6 +49,7 @@ _LAZY = {
     "compare": "actkit.alignment",
     "compare_many": "actkit.alignment",
     "compare_layers": "actkit.alignment",
+    "measure": "actkit.alignment",
     "CompareResult": "actkit.alignment",
     "PermutationAlignment": "actkit.alignment",
     "RigidAlignment": "actkit.alignment",
@@ -61,7 +63,7 @@ _LAZY = {
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)
-_MODULES = ("metrics", "alignment", "report", "store", "stats", "errors", "zoo", "pipeline", "matrix_files",
+_MODULES = ("metrics", "measures", "alignment", "report", "store", "stats", "errors", "zoo", "pipeline", "matrix_files",
             "evaluation", "loader", "sweep")
 
 __getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY, _MODULES)

@@ -34,6 +34,7 @@ from actkit.alignment._compare import DIAMETER_MAX_ROWS, align, compare, compare
 from actkit.alignment._diameter import diameter
 from actkit.alignment._layer_map import LayerMap, compare_layers
 from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, ica_rows
+from actkit.alignment._measure import measure
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import split
@@ -45,6 +46,7 @@ __all__ = [
     "compare_many",
     "compare_layers",
     "LayerMap",
+    "measure",
     "CompareResult",
     "Alignment",
     "PermutationAlignment",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -13,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from actkit._device import check_device
 from actkit._progress import heartbeat
 from actkit._rows import sample_rows
-from actkit._threads import follows_thread_policy, small_linalg
+from actkit._threads import follows_thread_policy
 from actkit.alignment._diameter import diameter
 from actkit.alignment._ica_map import ICAAlignment, source_sd
 from actkit.alignment._ica_report import fit_notes, ica_maps, ica_measures
@@ -24,10 +25,11 @@ from actkit.alignment._maps import (LinearAlignment, PermutationAlignment, Rigid
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._sides import Pair, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
-from actkit.alignment._uncertainty import check_request, error_records, similarity_records
+from actkit.alignment._uncertainty import attach_records, check_request, uncertainty
 from actkit.errors import ValidationError
-from actkit.metrics import canonical_correlations
-from actkit.metrics._similarity import rank_cut
+from actkit.alignment._measures_run import (evaluate_asked, finish_measures, pair_moments,
+                                             resolve_measures, similarity_columns)
+from actkit.measures import rank_cut
 
 DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
@@ -70,7 +72,7 @@ def align(A, B, method="rigid", **params):
 def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=METHODS,
             alpha=0.0, ica_n_components=None, ica_max_rows="auto", ica_max_iter=200,
             ica_tol=1e-4, ica_restarts=5, ica_method="best", ica_seed=0,
-            diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None,
+            diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None, measures=None, max_rows=10000,
             progress=None, device="cpu", threads=None, permutations=0, bootstrap=0,
             confidence=0.95, interval="basic", _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
@@ -129,6 +131,15 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         None: always exact (O(n_eval^2 D) without outlying rows).
     block_rows : int, optional
         Rows per streamed block (default about 32 MiB).
+    measures : sequence, optional
+        More measures of :mod:`actkit.measures` (docs/measures.md), each under its name in
+        ``to_dict()`` and a column of the table: names, ``"mutual_knn:k=5"`` strings or
+        ``(name, params)`` pairs. Moment-based ones use every row (from the same pass),
+        row-based ones a seeded sample of whole input samples of at most ``max_rows`` rows
+        on ``device`` (``to_dict()``: ``<name>_rows``). ``linear_r2`` is fitted on the fit
+        rows and scored on the held-out rows of this split.
+    max_rows : int, default=10000
+        Rows of the sample of the row-based measures.
     progress : bool, optional
         Show progress bars. Default (None): bars on a terminal, else a log line a minute on
         stderr for each pass and each long map fit (:mod:`actkit._progress`); False: none.
@@ -139,20 +150,14 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     threads : int, optional
         CPU threads (BLAS, torch and actkit's own); default: ``OMP_NUM_THREADS``, else the
         CPUs this process may run on (:mod:`actkit._threads`). The result does not depend on it.
-    permutations : int, default=0
-        Permutation null of linear CKA and mean CCA: the input samples of B shuffled against
-        those of A (whole samples, among samples of equal length), seeded by
-        ``random_state``; ``<name>_p``, ``<name>_null_mean``, ``<name>_null_sd``.
-    bootstrap : int, default=0
-        Bootstrap resamples of the input samples (with replacement): ``<name>_ci_low`` /
-        ``<name>_ci_high`` for linear CKA, mean CCA and (over the held-out samples, maps and
-        diam(B_eval) fixed) each alignment error.
+    permutations, bootstrap : int, default=0
+        Permutation null (B's input samples shuffled against A's, whole samples) and bootstrap
+        resamples (input samples with replacement; the errors: held-out samples, maps and
+        diam(B_eval) fixed) of every moment-based measure, seeded by ``random_state``: keys
+        ``<name>_p``, ``_null_mean``, ``_null_sd``, ``_ci_low``, ``_ci_high``; at least 10
+        input samples (docs/compare.md, "Uncertainty").
     confidence : float, default=0.95
-        Level of the bootstrap intervals, in (0, 1).
     interval : {"basic", "percentile"}, default="basic"
-        Bootstrap interval (docs/compare.md, "Uncertainty"). Resampling needs at least 10
-        input samples; ``res.measures[name]`` holds each measure's
-        :class:`~actkit.inference.MeasureRecord`.
 
     Returns
     -------
@@ -180,6 +185,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         raise ValidationError(f"A and B have different row counts ({n} and {n_rows(B)}); they "
                          f"must be activations of the same inputs, row for row")
     groups = groups_for(A, B, groups)
+    chosen = resolve_measures(measures, methods, (n_features(A, "A"), n_features(B, "B")), n, max_rows)
     eval_mask, n_groups = split(n, groups, eval_fraction, random_state)
     check_request(permutations, bootstrap, confidence, interval, n_groups)
     fit_rows = np.flatnonzero(~eval_mask)
@@ -268,23 +274,15 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
                          "share of permutation - rigid (compare ica with linear)", UserWarning)
     t_err = time.perf_counter()
 
-    # the similarity statistics and their chance levels at one BLAS thread: the Frobenius norms
-    # are BLAS dot products, which a 2-thread OpenBLAS sums in another order (the last bit of
-    # linear_cka_chance changed with the thread count at D = 256)
-    with small_linalg():
-        all_pm = pair.fit_pm.copy().merge(pair.eval_pm)
-        cka = all_pm.cka()
-        cka_d = all_pm.cka(debiased=True) if n >= 4 else float("nan")
-        cca_eps = rank_cut(pair.dtype)
-        sxx, syy = all_pm.scatter_xx(), all_pm.scatter_yy()
-        rho = canonical_correlations(sxx, syy, all_pm.scatter_xy(), eps=cca_eps)
-        mcca = float(rho.mean()) if rho.size else float("nan")
-        sxy_chance = chance_cross_scatter(A, B, random_state, block_rows=pair.block_rows,
-                                          progress=progress)
-        den_cka = np.linalg.norm(sxx) * np.linalg.norm(syy)
-        cka_chance = float(np.sum(sxy_chance ** 2) / den_cka) if den_cka > 0 else float("nan")
-        rho_chance = canonical_correlations(sxx, syy, sxy_chance, eps=cca_eps)
-        mcca_chance = float(rho_chance.mean()) if rho_chance.size else float("nan")
+    # the similarity statistics and their chance levels, each through its measure
+    # (actkit.measures) from the moments of all rows; the chance levels swap only Sab
+    moments = pair_moments(pair)
+    sims, rho_size = similarity_columns(moments, n)
+    sxy_chance = chance_cross_scatter(A, B, random_state, block_rows=pair.block_rows,
+                                      progress=progress)
+    chance = similarity_columns(replace(moments, Sab=sxy_chance), n, debiased=False)[0]
+    asked = evaluate_asked(chosen, A, B, moments, groups=groups, max_rows=max_rows,
+                           random_state=random_state, device=device, methods=alignments)
 
     matched = np.zeros(0)
     src_corr = None
@@ -303,23 +301,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         order_a = np.concatenate([r, np.setdiff1d(np.arange(corr.shape[0]), r)])
         src_corr = corr[order_a][:, np.concatenate([cc, rest])]
         src_corr[: r.size, : r.size] *= h.signs_[None, :]
-    records, extra = {}, {}
-    if permutations or bootstrap:
-        records, extra = similarity_records(
-            A, B, groups, permutations=permutations, bootstrap=bootstrap, confidence=confidence,
-            interval=interval, random_state=random_state, eps=cca_eps, dtype=pair.dtype,
-            block_rows=pair.block_rows)
-        for name, value in (("linear_cka", cka), ("mean_cca", mcca)):
-            records[name].value = float(value)
-        if bootstrap:
-            eval_groups = eval_rows if groups is None else np.asarray(groups)[eval_rows]
-            rec_err, _ = error_records(
-                {k: np.concatenate(v) for k, v in pair.row_errors.items() if k in errors},
-                eval_groups, diam_b, errors, bootstrap=bootstrap, confidence=confidence,
-                interval=interval, random_state=random_state)
-            records.update(rec_err)
-        extra.update(permutations=int(permutations), bootstrap=int(bootstrap),
-                     confidence=float(confidence), interval=interval)
+    records, resampling_info = uncertainty(
+        A, B, groups, chosen, pair, {**sims, **asked}, errors, eval_rows, diam_b,
+        permutations=permutations, bootstrap=bootstrap, confidence=confidence,
+        interval=interval, random_state=random_state)
     t_end = time.perf_counter()
 
     info = {
@@ -348,23 +333,25 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "efficiency_denominator": den, "efficiency_denominator_se": den_se,
         "efficiency_noise": efficiency_noise(den_se),
         "ica_device": str(device) if "ica" in alignments else None,
-        "cca_n_components": int(rho.size), "rank_cut": float(cca_eps),
-        "linear_cka_chance": cka_chance, "mean_cca_chance": mcca_chance,
+        "cca_n_components": int(rho_size), "rank_cut": float(rank_cut(pair.dtype)),
+        "linear_cka_chance": chance["linear_cka"], "mean_cca_chance": chance["mean_cca"],
         "chance_window_rows": int(chance_window(pair.a.d, pair.b.d)),
         "diameter": float(diam_b), "diameter_method": diam_method,
         "diameter_rows": int(diam_rows.size),
         "compute_dtype": str(pair.dtype),
         "seconds_moments": round(t_moments - t0, 3), "seconds_fit": round(t_fit - t_moments, 3),
         "seconds_errors": round(t_err - t_fit, 3), "seconds_total": round(t_end - t0, 3),
-        **{k: v for k, v in extra.items() if v is not None},
+        **resampling_info,
     }
     for key, X in (("layer_a", A), ("layer_b", B)):
         if hasattr(X, "name") and isinstance(getattr(X, "name"), str):
             info[key] = X.name
-    return CompareResult(errors=errors, ica_efficiency=eff, linear_cka=cka,
-                         linear_cka_debiased=cka_d, mean_cca=mcca, matched_correlations=matched,
-                         source_correlation=src_corr, alignments=alignments, info=info,
-                         notes=notes, measures=records)
+    res = CompareResult(errors=errors, ica_efficiency=eff, linear_cka=sims["linear_cka"],
+                        linear_cka_debiased=sims["linear_cka_debiased"], mean_cca=sims["mean_cca"],
+                        matched_correlations=matched, source_correlation=src_corr,
+                        alignments=alignments, info=info, notes=notes)
+    res = finish_measures(res, chosen, asked)
+    return attach_records(res, records)
 
 
 def _closed_form_rows(alignments, pair, notes):

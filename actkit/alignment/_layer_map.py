@@ -200,7 +200,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
     widths = sum(X.shape[1] for X in src_a) * sum(X.shape[1] for X in src_b) * 8
     rows_per_pass = K if widths <= MAP_BYTES else 1
     matrix = np.full((len(la), len(lb)), np.nan)
-    from actkit.inference import Moments
+    from actkit.measures import Moments
 
     for r0 in range(0, K, rows_per_pass):
         rows = list(range(r0, min(K, r0 + rows_per_pass)))
@@ -210,9 +210,8 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         for (i, jj), xy in cross.items():
             ka, kb = where[i], where[jj]
             u, v = sums[ka], sums[kb]
-            m = Moments(float(nn), shifts[ka] + u / nn, shifts[kb] + v / nn,
-                        sq[ka] - np.outer(u, u) / nn, sq[kb] - np.outer(v, v) / nn,
-                        xy - np.outer(u, v) / nn)
+            m = Moments.from_sums(nn, u, v, sq[ka], sq[kb], xy, shift_a=shifts[ka],
+                                  shift_b=shifts[kb], dtype=dtype)
             matrix[rows[i], jj - len(sa)] = compute(m)
     p = None
     if permutations:
@@ -228,7 +227,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
 
         for i, Xa in enumerate(src_a):
             for j, Xb in enumerate(src_b):
-                s = Samples(rows_of(Xa), rows_of(Xb), groups)
+                s = Samples(rows_of(Xa), rows_of(Xb), groups, dtype=dtype)
                 rec, _ = infer(s, {measure: (compute, kind)}, permutations=permutations,
                                random_state=random_state)
                 p[i, j] = rec[measure].p

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from actkit.alignment._uncertainty import uncertainty_keys
+
 METHODS = ("permutation", "rigid", "linear", "ica")
 
 # the measures a pairwise matrix can hold (``compare_many(metric=...)``)
@@ -100,9 +102,12 @@ class CompareResult:
         The caveats of this result, one line each (FastICA did not converge, too few rows per
         ICA component, ...); ``compare`` also warns each once. The CLI and the demo print
         them as ``note:`` lines.
-    measures : dict of str -> MeasureRecord
-        With ``permutations`` or ``bootstrap``: each resampled measure's record (value,
-        p-value, null mean and sd, bootstrap interval; :class:`actkit.inference.MeasureRecord`).
+    measures : dict of str -> MeasureValue
+        The measures asked for with ``compare(measures=...)`` (:mod:`actkit.measures`), in
+        that order: ``value``, ``params``, ``rows`` (a sampled measure's rows, else None);
+        with ``permutations`` or ``bootstrap`` also every resampled measure (the table's CKA
+        and CCA, the alignment errors) with ``p``, ``null_mean``, ``null_sd``, ``ci_low``,
+        ``ci_high`` (docs/compare.md, "Uncertainty").
     """
 
     errors: dict
@@ -133,9 +138,15 @@ class CompareResult:
         out["ica_matched_corr_median"] = _f(np.median(mc)) if mc.size else None
         out["ica_matched_corr_min"] = _f(mc.min()) if mc.size else None
         out["ica_matched_corr_undefined"] = undefined
-        for rec in self.measures.values():
-            out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in rec.keys().items()})
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
+        if self.measures:
+            out["measures"] = list(self.measures)
+            for name, rec in self.measures.items():
+                out[name] = _f(rec.value)
+                if rec.rows is not None:
+                    out[f"{name}_rows"] = int(rec.rows)
+                out.update({k: (_f(v) if isinstance(v, float) else v)
+                            for k, v in uncertainty_keys(rec).items()})
         out["notes"] = [str(x) for x in self.notes]   # every caveat the table prints
         out.update(CONVENTIONS)
         if self.measures:

@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from actkit.errors import ValidationError
-from actkit.inference import MIN_SAMPLES, MeasureRecord, Samples, bootstrap_interval, infer
-from actkit.inference._cka import bootstrap_cka, gram_fits
-from actkit.inference._samples import gather_pair
+from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_interval,
+                              gather_pair, gram_fits, infer)
 
 
 def check_request(permutations, bootstrap, confidence, interval, n_groups):
@@ -30,45 +29,86 @@ def check_request(permutations, bootstrap, confidence, interval, n_groups):
                               f"input samples, got {n_groups}")
 
 
-def moment_measures(eps):
-    """The moment-based measures of compare's table: name -> (compute(moments), kind)."""
-    from actkit.metrics import canonical_correlations
+#: the table's moment-based columns, resampled whenever resampling is asked
+TABLE_MEASURES = ("linear_cka", "linear_cka_debiased", "mean_cca")
 
-    def cka(m):
-        num = np.sum(m.Sab * m.Sab)
-        den = np.sqrt(np.sum(m.Saa * m.Saa)) * np.sqrt(np.sum(m.Sbb * m.Sbb))
-        return float(num / den) if den > 0 else float("nan")
 
-    def mean_cca(m):
-        rho = canonical_correlations(m.Saa, m.Sbb, m.Sab, eps=eps)
-        return float(rho.mean()) if rho.size else float("nan")
+def resampled_measures(chosen):
+    """``name -> (compute(moments), kind)`` of the moment-based measures to resample: the
+    table's (:data:`TABLE_MEASURES`) and the asked-for ones (``chosen``: [(Measure,
+    params)]) except those scored on held-out rows (``linear_r2``), and the names of the
+    asked-for ones left out (row-based, held-out)."""
+    from actkit.measures import get_measure
 
-    return {"linear_cka": (cka, "similarity"), "mean_cca": (mean_cca, "similarity")}
+    todo = [(get_measure(k), {}) for k in TABLE_MEASURES]
+    todo += [(m, p) for m, p in chosen if m.name not in TABLE_MEASURES]
+    out, skipped = {}, []
+    for m, params in todo:
+        if m.source == "moments" and not m.needs_split:
+            out[m.name] = (_bound(m, params), m.kind)
+        elif m.source != "alignment":
+            skipped.append(m.name)
+    return out, skipped
+
+
+def _bound(m, params):
+    def compute(moments):
+        return float(m.compute(moments, **params))
+    return compute
 
 
 def map_measure(name, params=None, dtype="float64"):
-    """``(compute(moments), kind)`` of a moment-based measure by name (a one-line error
-    naming the valid ones otherwise)."""
-    from actkit.metrics._similarity import rank_cut
+    """``(compute(moments), kind)`` of a moment-based measure by name (one-line errors naming
+    the valid ones otherwise)."""
+    from actkit.measures import available, get_measure
 
-    known = moment_measures(rank_cut(dtype))
-    if name not in known:
-        raise ValidationError(f"unknown or not moment-based measure {name!r} for a layer map; "
-                              f"choose one of {', '.join(known)}")
-    if params:
-        raise ValidationError(f"measure {name} has no parameters, got {', '.join(params)}")
-    return known[name]
+    m = get_measure(name)
+    if m.source != "moments" or m.needs_split:
+        ok = [k for k in available() if get_measure(k).source == "moments" and not get_measure(k).needs_split]
+        raise ValidationError(f"a layer map needs a moment-based measure; {name} is not: choose one "
+                              f"of {', '.join(ok)}")
+    return _bound(m, m.validate(params)), m.kind
 
 
-def similarity_records(A, B, groups, *, permutations, bootstrap, confidence, interval, random_state,
-                       eps, dtype, block_rows=None):
-    """:class:`MeasureRecord` of linear CKA and mean CCA, and info keys."""
+def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confidence, interval,
+                       random_state, dtype, block_rows=None):
+    """:class:`MeasureRecord` of each moment-based measure (:func:`resampled_measures`) and
+    info keys (``resampling_skipped``: asked-for measures without resampling)."""
+    measures, skipped = resampled_measures(chosen)
     rows_a, rows_b = gather_pair(A, B, block_rows=block_rows)
-    samples = Samples(rows_a, rows_b, groups, product_dtype=dtype)
+    samples = Samples(rows_a, rows_b, groups, product_dtype=dtype, dtype=str(np.dtype(dtype)))
     fast = {"linear_cka": bootstrap_cka} if gram_fits(samples, bootstrap) else {}
-    return infer(samples, moment_measures(eps), permutations=permutations, bootstrap=bootstrap,
-                 confidence=confidence, random_state=random_state, interval=interval,
-                 fast_bootstrap=fast)
+    records, info = infer(samples, measures, permutations=permutations, bootstrap=bootstrap,
+                          confidence=confidence, random_state=random_state, interval=interval,
+                          fast_bootstrap=fast)
+    if skipped:
+        info["resampling_skipped"] = skipped
+    return records, info
+
+
+def attach_records(res, records):
+    """Every record into ``res.measures`` (an asked-for measure's entry gains the fields)."""
+    from actkit.alignment._measures_run import MeasureValue
+
+    for name, rec in records.items():
+        mv = res.measures.get(name)
+        if mv is None:
+            mv = res.measures[name] = MeasureValue(name, float(rec.value), {}, None)
+        for key in ("kind", "p", "null_mean", "null_sd", "ci_low", "ci_high", "permutations",
+                    "bootstrap", "confidence", "interval"):
+            setattr(mv, key, getattr(rec, key))
+    return res
+
+
+def uncertainty_keys(mv):
+    """The ``to_dict()`` keys of a record's uncertainty (those measured)."""
+    out = {}
+    if getattr(mv, "permutations", 0):
+        out.update({f"{mv.name}_p": mv.p, f"{mv.name}_null_mean": mv.null_mean,
+                    f"{mv.name}_null_sd": mv.null_sd})
+    if getattr(mv, "bootstrap", 0):
+        out.update({f"{mv.name}_ci_low": mv.ci_low, f"{mv.name}_ci_high": mv.ci_high})
+    return out
 
 
 def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidence, interval,
@@ -93,3 +133,28 @@ def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidenc
         rec.ci_low, rec.ci_high = bootstrap_interval(values, errors[name], confidence, interval)
         out[name] = rec
     return out, G
+
+
+def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *, permutations,
+                bootstrap, confidence, interval, random_state):
+    """compare's resampling: the records of the moment-based measures (``values``: the
+    values compare reports) and of the held-out errors, and the info keys."""
+    if not (permutations or bootstrap):
+        return {}, {}
+    records, extra = similarity_records(
+        A, B, groups, chosen, permutations=permutations, bootstrap=bootstrap,
+        confidence=confidence, interval=interval, random_state=random_state, dtype=pair.dtype,
+        block_rows=pair.block_rows)
+    for name, value in values.items():
+        if name in records:
+            records[name].value = float(value)      # the value compare reports
+    if bootstrap:
+        eval_groups = eval_rows if groups is None else np.asarray(groups)[eval_rows]
+        rec_err, _ = error_records(
+            {k: np.concatenate(v) for k, v in pair.row_errors.items() if k in errors},
+            eval_groups, diam_b, errors, bootstrap=bootstrap, confidence=confidence,
+            interval=interval, random_state=random_state)
+        records.update(rec_err)
+    extra.update(permutations=int(permutations), bootstrap=int(bootstrap),
+                 confidence=float(confidence), interval=interval)
+    return records, {k: v for k, v in extra.items() if v is not None}

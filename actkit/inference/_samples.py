@@ -20,8 +20,6 @@ when kept. A permutation needs B's samples in another order than the file's, hen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from actkit._data import iter_blocks
@@ -32,23 +30,6 @@ BLOCK_BYTES = 1 << 30
 
 #: fewest input samples a resampling accepts
 MIN_SAMPLES = 10
-
-
-@dataclass
-class Moments:
-    """Second moments of paired rows (float64): what a moment-based measure reads.
-
-    Attributes: ``n`` (rows), ``mean_a`` (Da,), ``mean_b`` (Db,), centred scatters
-    ``Saa`` (Da, Da), ``Sbb`` (Db, Db) and the centred cross scatter ``Sab`` (Da, Db)
-    (sums over rows, not divided by ``n``).
-    """
-
-    n: float
-    mean_a: np.ndarray
-    mean_b: np.ndarray
-    Saa: np.ndarray
-    Sbb: np.ndarray
-    Sab: np.ndarray
 
 
 class Samples:
@@ -62,9 +43,11 @@ class Samples:
         Input-sample id of each row (None: each row its own sample).
     product_dtype : {float64, float32}, default=float64
         dtype of the permutations' cross products (float32 for float32 sources).
+    dtype : str, default="float64"
+        The sources' dtype, passed on to the measures (:class:`actkit.measures.Moments`).
     """
 
-    def __init__(self, A, B, groups=None, *, product_dtype=np.float64):
+    def __init__(self, A, B, groups=None, *, product_dtype=np.float64, dtype="float64"):
         A = np.asarray(A, dtype=np.float64)
         B = np.asarray(B, dtype=np.float64)
         n = A.shape[0]
@@ -88,6 +71,19 @@ class Samples:
         self.da, self.db = A.shape[1], B.shape[1]
         self.u = np.add.reduceat(self.A, self.offsets[:-1], axis=0)      # (G, Da)
         self.v = np.add.reduceat(self.B, self.offsets[:-1], axis=0)
+        self.dtype = str(np.dtype(dtype))
+        # the debiased CKA's row-norm terms (CrossMoments' names), per sample, about the means
+        self.dx = np.einsum("ij,ij->i", self.A, self.A)
+        self.dy = np.einsum("ij,ij->i", self.B, self.B)
+        starts = self.offsets[:-1]
+
+        def per(x):
+            return np.add.reduceat(x, starts, axis=0)
+
+        self.raw = {"sum_dx": per(self.dx), "sum_dy": per(self.dy), "sum_dx2": per(self.dx ** 2),
+                    "sum_dy2": per(self.dy ** 2), "sum_dxdy": per(self.dx * self.dy),
+                    "x_dx": per(self.A * self.dx[:, None]), "x_dy": per(self.A * self.dy[:, None]),
+                    "y_dx": per(self.B * self.dx[:, None]), "y_dy": per(self.B * self.dy[:, None])}
         self._blocks = None
         self._full = None
         # the permutations' cross products: float32 rows give float32 products (2x faster;
@@ -99,11 +95,19 @@ class Samples:
             self._pa, self._pb = self.A.astype(self.product_dtype), self.B.astype(self.product_dtype)
 
     # ------------------------------------------------------------------ observed
-    def moments(self) -> Moments:
-        """The moments of all rows (weights 1)."""
+    def _moments(self, n, u, v, aa, bb, ab, raw):
+        from actkit.measures import Moments
+
+        return Moments.from_sums(n, u, v, aa, bb, ab, shift_a=self.mean_a, shift_b=self.mean_b,
+                                 dtype=self.dtype, raw_norms=raw)
+
+    def moments(self):
+        """The :class:`actkit.measures.Moments` of all rows (weights 1)."""
         if self._full is None:
-            self._full = Moments(float(self.n), self.mean_a, self.mean_b, self.A.T @ self.A,
-                                 self.B.T @ self.B, self.A.T @ self.B)
+            self._sides = (self.A.T @ self.A, self.B.T @ self.B)
+            self._full = self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0),
+                                       *self._sides, self.A.T @ self.B,
+                                       {k: v.sum(axis=0) for k, v in self.raw.items()})
         return self._full
 
     def check_resamplable(self):
@@ -131,7 +135,7 @@ class Samples:
 
     def weighted_moments(self, W):
         """Moments of bootstrap resamples: ``W`` (k, G) sample multiplicities; a list of k
-        :class:`Moments`."""
+        :class:`actkit.measures.Moments`."""
         W = np.asarray(W, dtype=np.float64)
         N = W @ self.n_s
         U, V = W @ self.u, W @ self.v
@@ -142,14 +146,11 @@ class Samples:
             Paa = np.stack([(self.A.T * w) @ self.A for w in wr]).reshape(len(W), -1)
             Pbb = np.stack([(self.B.T * w) @ self.B for w in wr]).reshape(len(W), -1)
             Pab = np.stack([(self.A.T * w) @ self.B for w in wr]).reshape(len(W), -1)
-        out = []
-        for k in range(len(W)):
-            u, v, nk = U[k], V[k], N[k]
-            out.append(Moments(float(nk), self.mean_a + u / nk, self.mean_b + v / nk,
-                               Paa[k].reshape(self.da, self.da) - np.outer(u, u) / nk,
-                               Pbb[k].reshape(self.db, self.db) - np.outer(v, v) / nk,
-                               Pab[k].reshape(self.da, self.db) - np.outer(u, v) / nk))
-        return out
+        raw = {k: W @ v for k, v in self.raw.items()}
+        return [self._moments(float(N[k]), U[k], V[k], Paa[k].reshape(self.da, self.da),
+                              Pbb[k].reshape(self.db, self.db), Pab[k].reshape(self.da, self.db),
+                              {key: val[k] for key, val in raw.items()})
+                for k in range(len(W))]
 
     # ------------------------------------------------------------------ permutations
     def row_order(self, perm):
@@ -162,9 +163,17 @@ class Samples:
         product of the rows (the totals, hence the centring, do not change)."""
         return np.asarray(self._pa.T @ self._pb[self.row_order(perm)], dtype=np.float64)
 
-    def permuted_moments(self, perm) -> Moments:
-        m = self.moments()
-        return Moments(m.n, m.mean_a, m.mean_b, m.Saa, m.Sbb, self.permuted_cross(perm))
+    def permuted_moments(self, perm):
+        """:class:`actkit.measures.Moments` with B's samples permuted: the side scatters and
+        means as they are, the cross scatter (and the debiased CKA's pairing terms) anew."""
+        self.moments()
+        r = self.row_order(perm)
+        dy = self.dy[r]
+        raw = {k: v.sum(axis=0) for k, v in self.raw.items()}
+        raw.update(sum_dxdy=self.dx @ dy, x_dy=self.A.T @ dy, y_dx=self.B[r].T @ self.dx)
+        ab = np.asarray(self._pa.T @ self._pb[r], dtype=np.float64)
+        return self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides,
+                             ab, raw)
 
 
 def gather_pair(A, B, *, block_rows=None, progress=None):

@@ -1,4 +1,6 @@
-"""Representation similarity: linear CKA (plain and debiased), mean CCA, linear R^2.
+"""Representation similarity: linear CKA (plain and debiased), mean CCA, linear R^2, on
+arrays in memory. Each delegates to its measure (:mod:`actkit.measures`: ``linear_cka``,
+``linear_cka_debiased``, ``mean_cca``, ``linear_r2``), where it is computed, once.
 
 Formulas follow ``docs/definitions.md`` §3. Everything here works in *feature space*:
 CKA and CCA are computed from the (D x D) second moments of the two representations, never
@@ -11,50 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit._threads import small_linalg
+from actkit.errors import ValidationError
+from actkit.measures import Moments, canonical_correlations, held_out_mask, rank_cut
+from actkit.measures.cca import mean_cca_from_moments
+from actkit.measures.cka import debiased_cka_from_moments, linear_cka_from_moments
+from actkit.measures.regression import linear_r2_from_moments
 from actkit.metrics._inputs import check_pair
 from actkit.stats import CrossMoments
-from actkit.whitening import whitening_from_moments
-from actkit.errors import ValidationError
 
 __all__ = ["linear_cka", "mean_cca", "linear_r2", "canonical_correlations", "rank_cut"]
-
-
-def rank_cut(dtype):
-    """Directions whose variance is below this x the largest are dropped by the linear map
-    and by mean CCA: 1e-6 for float32 rows (as the ICA whitening: below it, float32 rounding
-    of the activations, which differs between machines, decides the result; e.g. the
-    direction a LayerNorm output has none of), 1e-10 for float64 rows."""
-    return 1e-6 if np.dtype(dtype) == np.float32 else 1e-10
-
-
-def canonical_correlations(sxx, syy, sxy, *, n_components=None, eps=1e-10):
-    """Canonical correlations from scatter matrices, sorted decreasing, shape (k,)."""
-    with small_linalg():
-        return _canonical_correlations(sxx, syy, sxy, n_components, eps)
-
-
-def _whitener(S, eps):
-    """PCA whitening ``W`` (rank, p) of a scatter matrix, or None without variance."""
-    if not np.max(np.diag(S), initial=0.0) > 0:
-        return None
-    return whitening_from_moments(np.zeros(S.shape[0]), S, method="pca", eps=eps,
-                                  warn=False)["whitening"]
-
-
-def _canonical_correlations(sxx, syy, sxy, n_components, eps):
-    Wx, Wy = _whitener(sxx, eps), _whitener(syy, eps)
-    if Wx is None or Wy is None:
-        return np.zeros(0)
-    k = min(Wx.shape[0], Wy.shape[0])
-    if n_components is not None:
-        if n_components < 1:
-            raise ValidationError(f"n_components must be >= 1, got {n_components}")
-        k = min(k, int(n_components))
-    if k == 0:
-        return np.zeros(0)
-    rho = np.linalg.svd(Wx @ sxy @ Wy.T, compute_uv=False)[:k]
-    return np.clip(rho, 0.0, 1.0)
 
 
 def linear_cka(X, Y, *, debiased=False):
@@ -86,8 +53,10 @@ def linear_cka(X, Y, *, debiased=False):
     1.0
     """
     X, Y = check_pair(X, Y)
-    m = CrossMoments(debiased_terms=debiased).add(X, Y)
-    return m.cka(debiased=debiased)
+    if debiased and X.shape[0] < 4:
+        raise ValidationError("debiased CKA needs at least 4 rows")
+    m = Moments.from_cross(CrossMoments(debiased_terms=debiased).add(X, Y))
+    return debiased_cka_from_moments(m) if debiased else linear_cka_from_moments(m)
 
 
 def mean_cca(X, Y, *, n_components=None, eps=None):
@@ -119,9 +88,7 @@ def mean_cca(X, Y, *, n_components=None, eps=None):
         eps = rank_cut(np.result_type(X.dtype, Y.dtype))
     m = CrossMoments(debiased_terms=False).add(X.astype(np.float64, copy=False),
                                                Y.astype(np.float64, copy=False))
-    rho = canonical_correlations(m.scatter_xx(), m.scatter_yy(), m.scatter_xy(),
-                                 n_components=n_components, eps=eps)
-    return float(rho.mean()) if rho.size else float("nan")
+    return mean_cca_from_moments(Moments.from_cross(m), n_components=n_components, eps=eps)
 
 
 def linear_r2(Z, S, *, alpha=0.0, test_fraction=0.5, random_state=0, per_latent=False):
@@ -155,20 +122,12 @@ def linear_r2(Z, S, *, alpha=0.0, test_fraction=0.5, random_state=0, per_latent=
     n_test = int(round(n * test_fraction))
     if n_test < 2 or n - n_test < 2:
         raise ValidationError(f"too few rows ({n}) for a fit/test split")
-    perm = np.random.default_rng(random_state).permutation(n)
-    test, fit = perm[:n_test], perm[n_test:]
-    Zf, Sf = Z[fit].astype(np.float64), S[fit].astype(np.float64)
-    mz, ms = Zf.mean(0), Sf.mean(0)
-    Zc = Zf - mz
-    G = Zc.T @ Zc
-    if alpha:
-        G = G + alpha * np.eye(G.shape[0])
-    W = np.linalg.lstsq(G, Zc.T @ (Sf - ms), rcond=None)[0]
-    pred = (Z[test].astype(np.float64) - mz) @ W + ms
-    St = S[test].astype(np.float64)
-    sse = ((St - pred) ** 2).sum(0)
-    sst = ((St - St.mean(0)) ** 2).sum(0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r2 = np.where(sst > 0, 1.0 - sse / sst, np.where(sse > 0, 0.0, 1.0))
-    score = float(r2.mean())
-    return (score, r2) if per_latent else score
+    test = held_out_mask(n, None, test_fraction, random_state)
+
+    def moments(rows):
+        return Moments.from_cross(CrossMoments(debiased_terms=False).add(
+            Z[rows].astype(np.float64), S[rows].astype(np.float64)))
+
+    m = moments(~test)
+    m = m.with_parts(m, moments(test))
+    return linear_r2_from_moments(m, alpha=alpha, per_latent=per_latent)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit._threads import fixed_order_sum, small_linalg
+from actkit._threads import fixed_order_sum
 from actkit.errors import ValidationError
 from actkit.stats._running import RunningMoments, first_block_shift
 
@@ -20,7 +20,8 @@ class CrossMoments:
     The sibling of :class:`RunningMoments` for paired rows ``(x_i, y_i)``: it accumulates, in
     float64 from blocks of rows (each block's products are computed in the block's own dtype,
     so float32 data runs float32 GEMMs), everything that linear CKA (plain and debiased),
-    CCA, Procrustes and least squares need: ``n``, the column sums, the scatter matrices
+    CCA, Procrustes and least squares need (the measures take it as
+    :meth:`actkit.measures.Moments.from_cross`): ``n``, the column sums, the scatter matrices
     ``X^T X``, ``Y^T Y``, ``X^T Y``, and the row-norm terms of the debiased HSIC estimator.
     Rows are shifted (:func:`first_block_shift`) before any product, which keeps float32
     products accurate for data far from the origin (every quantity derived here is shift
@@ -207,46 +208,6 @@ class CrossMoments:
     def scatter_xy(self):
         """Centred cross scatter ``sum_i (x_i - mx)(y_i - my)^T``, shape (p, q)."""
         return self.xy - np.outer(self.sx, self.sy) / self.n
-
-    def cka(self, debiased=False):
-        """Linear CKA of the accumulated rows (see :func:`actkit.metrics.linear_cka`)."""
-        with small_linalg():  # norms are BLAS dots: one thread, the same bits at any budget
-            return self._cka(debiased)
-
-    def _cka(self, debiased):
-        if not debiased:
-            sxy = self.scatter_xy()
-            num = np.sum(sxy * sxy)
-            den = np.linalg.norm(self.scatter_xx()) * np.linalg.norm(self.scatter_yy())
-            return float(num / den) if den > 0 else float("nan")
-        if not self.debiased_terms:
-            raise ValidationError("debiased CKA needs CrossMoments(debiased_terms=True)")
-        n = self.n
-        if n < 4:
-            raise ValidationError("debiased CKA needs at least 4 rows")
-        hxy = self._hsic_u(self.xy, self.sx, self.sy, self.sum_dx, self.sum_dy,
-                           self.sum_dxdy, self.x_dy, self.y_dx)
-        hxx = self._hsic_u(self.xx, self.sx, self.sx, self.sum_dx, self.sum_dx,
-                           self.sum_dx2, self.x_dx, self.x_dx)
-        hyy = self._hsic_u(self.yy, self.sy, self.sy, self.sum_dy, self.sum_dy,
-                           self.sum_dy2, self.y_dy, self.y_dy)
-        den = np.sqrt(hxx * hyy) if hxx > 0 and hyy > 0 else 0.0
-        return float(hxy / den) if den > 0 else float("nan")
-
-    def _hsic_u(self, xy, sx, sy, sdx, sdy, sdxdy, x_dy, y_dx):
-        """Unbiased HSIC (Song et al. 2012) of linear kernels, from feature moments.
-
-        With K = X X^T, L = Y Y^T and tilde = zero diagonal:
-        tr(K~L~) = |X^T Y|_F^2 - sum_i dx_i dy_i; 1^T K~ 1 = |s_x|^2 - sum_i dx_i;
-        1^T K~ L~ 1 = s_x^T X^T Y s_y - s_x . sum_i x_i dy_i - s_y . sum_i y_i dx_i
-        + sum_i dx_i dy_i.
-        """
-        n = self.n
-        tr = np.sum(xy * xy) - sdxdy
-        k1 = sx @ sx - sdx
-        l1 = sy @ sy - sdy
-        kl1 = sx @ xy @ sy - sx @ x_dy - sy @ y_dx + sdxdy
-        return (tr + k1 * l1 / ((n - 1) * (n - 2)) - 2.0 * kl1 / (n - 2)) / (n * (n - 3))
 
     def __repr__(self) -> str:
         return f"CrossMoments(n={self.n})"
