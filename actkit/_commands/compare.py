@@ -335,6 +335,11 @@ def _run_stores(args, paths, methods, display=None):
     with contextlib.ExitStack() as stack:
         stores = [stack.enter_context(open_source(p, key=args.key, column=args.column, strict=False,
                                                   verify=args.verify)) for p in paths]
+        if args.layer_matrix:
+            fa, fb = (getattr(st, "inputs_fingerprint", "") for st in stores)
+            if fa and fb and fa != fb:
+                raise InputError(f"--layer-matrix: {paths[0]} and {paths[1]} share no inputs (their "
+                                 f"inputs fingerprints differ): a layer map needs the same inputs")
         _check_stores(stores, paths)
         if len(stores) > 2:
             # only the matrix of --metric is reported: fit nothing else (no FastICA for rigid)
