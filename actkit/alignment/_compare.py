@@ -304,7 +304,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     records, resampling_info = uncertainty(
         A, B, groups, chosen, pair, {**sims, **asked}, errors, eval_rows, diam_b,
         permutations=permutations, bootstrap=bootstrap, confidence=confidence,
-        interval=interval, random_state=random_state)
+        interval=interval, random_state=random_state, max_rows=max_rows, device=device)
     t_end = time.perf_counter()
 
     info = {

@@ -34,21 +34,29 @@ TABLE_MEASURES = ("linear_cka", "linear_cka_debiased", "mean_cca")
 
 
 def resampled_measures(chosen):
-    """``name -> (compute(moments), kind)`` of the moment-based measures to resample: the
-    table's (:data:`TABLE_MEASURES`) and the asked-for ones (``chosen``: [(Measure,
-    params)]) except those scored on held-out rows (``linear_r2``), and the names of the
-    asked-for ones left out (row-based, held-out)."""
+    """``name -> (compute(moments), kind)`` of the moment-based measures to resample (the
+    table's, :data:`TABLE_MEASURES`, and the asked-for ones, ``chosen``: [(Measure,
+    params)]), ``name -> (compute(a, b), kind)`` of the asked-for row-based ones, and the
+    names left out (scored on held-out rows: ``linear_r2``)."""
     from actkit.measures import get_measure
 
     todo = [(get_measure(k), {}) for k in TABLE_MEASURES]
     todo += [(m, p) for m, p in chosen if m.name not in TABLE_MEASURES]
-    out, skipped = {}, []
+    out, rows, skipped = {}, {}, []
     for m, params in todo:
         if m.source == "moments" and not m.needs_split:
             out[m.name] = (_bound(m, params), m.kind)
+        elif m.source == "rows":
+            rows[m.name] = (_bound_rows(m, params), m.kind)
         elif m.source != "alignment":
             skipped.append(m.name)
-    return out, skipped
+    return out, rows, skipped
+
+
+def _bound_rows(m, params):
+    def compute(a, b):
+        return float(m.compute(a, b, **params))
+    return compute
 
 
 def _bound(m, params):
@@ -71,16 +79,25 @@ def map_measure(name, params=None, dtype="float64"):
 
 
 def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confidence, interval,
-                       random_state, dtype, block_rows=None):
+                       random_state, dtype, block_rows=None, max_rows=10000, device="cpu"):
     """:class:`MeasureRecord` of each moment-based measure (:func:`resampled_measures`) and
-    info keys (``resampling_skipped``: asked-for measures without resampling)."""
-    measures, skipped = resampled_measures(chosen)
+    each asked-for row-based one (on its row sample), and info keys
+    (``resampling_skipped``: asked-for measures without resampling)."""
+    measures, by_rows, skipped = resampled_measures(chosen)
     rows_a, rows_b = gather_pair(A, B, block_rows=block_rows)
     samples = Samples(rows_a, rows_b, groups, product_dtype=dtype, dtype=str(np.dtype(dtype)))
     fast = {"linear_cka": bootstrap_cka} if gram_fits(samples, bootstrap) else {}
     records, info = infer(samples, measures, permutations=permutations, bootstrap=bootstrap,
                           confidence=confidence, random_state=random_state, interval=interval,
                           fast_bootstrap=fast)
+    if by_rows:
+        from actkit.inference import infer_rows
+        from actkit.measures import rows_of
+
+        a, b, rows = rows_of(A, B, groups, max_rows, random_state, device)
+        ids = rows if groups is None else np.asarray(groups)[rows]
+        records.update(infer_rows(a, b, ids, by_rows, permutations=permutations, bootstrap=bootstrap,
+                                  confidence=confidence, random_state=random_state, interval=interval))
     if skipped:
         info["resampling_skipped"] = skipped
     return records, info
@@ -136,7 +153,7 @@ def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidenc
 
 
 def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *, permutations,
-                bootstrap, confidence, interval, random_state):
+                bootstrap, confidence, interval, random_state, max_rows=10000, device="cpu"):
     """compare's resampling: the records of the moment-based measures (``values``: the
     values compare reports) and of the held-out errors, and the info keys."""
     if not (permutations or bootstrap):
@@ -144,7 +161,7 @@ def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *
     records, extra = similarity_records(
         A, B, groups, chosen, permutations=permutations, bootstrap=bootstrap,
         confidence=confidence, interval=interval, random_state=random_state, dtype=pair.dtype,
-        block_rows=pair.block_rows)
+        block_rows=pair.block_rows, max_rows=max_rows, device=device)
     for name, value in values.items():
         if name in records:
             records[name].value = float(value)      # the value compare reports
