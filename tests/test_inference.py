@@ -268,3 +268,15 @@ def test_row_based_measures_resample_their_row_sample():
                              permutations=5, bootstrap=6)
     d = res.to_dict()
     assert d["rbf_cka_p"] == rec.p and d["rbf_cka_ci_low"] == pytest.approx(rec.ci_low, abs=1e-12)
+
+
+def test_permutation_products_on_a_torch_device_equal_numpy():
+    """``device``: the permutations' cross products run in torch on that device (here the
+    CPU, the only one every machine has) and give the numpy path's values."""
+    A, B, g = _pair(G=20, seed=8, unequal=True)
+    here, torch_cpu = Samples(A, B, g), Samples(A, B, g, device="cpu")
+    for perm in permutation_draws(here.n_s, 3, 0)[0]:
+        np.testing.assert_allclose(torch_cpu.permuted_cross(perm), here.permuted_cross(perm),
+                                   rtol=1e-12, atol=1e-12)
+        assert get_measure("linear_cka_debiased").compute(torch_cpu.permuted_moments(perm)) == \
+            pytest.approx(get_measure("linear_cka_debiased").compute(here.permuted_moments(perm)), abs=1e-12)

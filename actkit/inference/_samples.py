@@ -45,9 +45,12 @@ class Samples:
         dtype of the permutations' cross products (float32 for float32 sources).
     dtype : str, default="float64"
         The sources' dtype, passed on to the measures (:class:`actkit.measures.Moments`).
+    device : str, optional
+        Torch device of the permutations' cross products (e.g. ``"cuda"``); None: numpy on
+        the CPU.
     """
 
-    def __init__(self, A, B, groups=None, *, product_dtype=np.float64, dtype="float64"):
+    def __init__(self, A, B, groups=None, *, product_dtype=np.float64, dtype="float64", device=None):
         A = np.asarray(A, dtype=np.float64)
         B = np.asarray(B, dtype=np.float64)
         n = A.shape[0]
@@ -93,6 +96,15 @@ class Samples:
             self._pa, self._pb = self.A, self.B
         else:
             self._pa, self._pb = self.A.astype(self.product_dtype), self.B.astype(self.product_dtype)
+        self._device = None
+        if device is not None:
+            import torch
+
+            from actkit._device import resolve_device
+
+            self._device = resolve_device(device)
+            self._pa = torch.from_numpy(np.ascontiguousarray(self._pa)).to(self._device)
+            self._pb = torch.from_numpy(np.ascontiguousarray(self._pb)).to(self._device)
 
     # ------------------------------------------------------------------ observed
     def _moments(self, n, u, v, aa, bb, ab, raw):
@@ -161,7 +173,15 @@ class Samples:
     def permuted_cross(self, perm):
         """Centred cross scatter (Da, Db) of A against B with its samples permuted: one
         product of the rows (the totals, hence the centring, do not change)."""
-        return np.asarray(self._pa.T @ self._pb[self.row_order(perm)], dtype=np.float64)
+        return self._product(self.row_order(perm))
+
+    def _product(self, r):
+        if self._device is None:
+            return np.asarray(self._pa.T @ self._pb[r], dtype=np.float64)
+        import torch
+
+        idx = torch.as_tensor(r, device=self._device)
+        return (self._pa.T @ self._pb[idx]).to(torch.float64).cpu().numpy()
 
     def permuted_moments(self, perm):
         """:class:`actkit.measures.Moments` with B's samples permuted: the side scatters and
@@ -171,7 +191,7 @@ class Samples:
         dy = self.dy[r]
         raw = {k: v.sum(axis=0) for k, v in self.raw.items()}
         raw.update(sum_dxdy=self.dx @ dy, x_dy=self.A.T @ dy, y_dx=self.B[r].T @ self.dx)
-        ab = np.asarray(self._pa.T @ self._pb[r], dtype=np.float64)
+        ab = self._product(r)
         return self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides,
                              ab, raw)
 
