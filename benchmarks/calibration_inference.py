@@ -136,7 +136,7 @@ def main(argv=None):
     ax[1].set_xticks(x, labels, fontsize=7)
     ax[1].set(ylim=(0, 1.02), ylabel="coverage of the population CKA",
               title="95% bootstrap intervals (input samples)")
-    ax[1].legend(fontsize=7)
+    ax[1].legend(fontsize=7, loc="lower left", framealpha=0.9)
     ms = list(spread)
     ax[2].loglog(ms, [spread[m] for m in ms], "o-")
     ax[2].set(xlabel="bootstrap resamples M", ylabel="SD of the lower end over seeds",

@@ -27,7 +27,7 @@ def register(sub) -> None:
         description="Compare the representations of two (or more) models on the same inputs: "
                     "held-out errors of the permutation, rigid, linear and ICA alignments "
                     "(Nelson et al., Table 1), ICA efficiency, linear CKA and mean CCA.")
-    p.add_argument("sources", nargs="+", metavar="STORE_OR_MODEL",
+    p.add_argument("sources", nargs="*", metavar="STORE_OR_MODEL",
                    help="two or more stores (.h5) or embedding files (.npy, .safetensors, .parquet); "
                         "with --inputs, two or more models")
     p.add_argument("--key", help="tensor of .safetensors embedding files (needed when one holds several)")
@@ -43,8 +43,18 @@ def register(sub) -> None:
     p.add_argument("--max-samples", type=int, help="with --inputs: use the first N inputs (default: all)")
     p.add_argument("--batch-size", type=int, default=32, help="with --inputs: batch size")
     p.add_argument("--device", default="cpu",
-                   help="torch device of the FastICA fits and, with --inputs, of the extraction "
-                        "(e.g. cuda)")
+                   help="torch device of the FastICA fits, of the row-based measures (--measures) "
+                        "and, with --inputs, of the extraction (e.g. cuda)")
+    p.add_argument("--measures", metavar="NAMES",
+                   help="more measures, each a column of the table and a key of --json: comma-"
+                        "separated names with optional parameters, e.g. procrustes,rsa,mutual_knn:k=5,"
+                        "shape_metric:alpha=0.5 (see --list-measures and docs/measures.md)")
+    p.add_argument("--list-measures", action="store_true",
+                   help="print every measure (name, kind, invariances, out of core or sampled, "
+                        "parameters, reference) and exit")
+    p.add_argument("--max-rows", type=int, default=10000, metavar="N",
+                   help="rows of the seeded sample (whole input samples) of the row-based measures "
+                        "(default 10000)")
     p.add_argument("--work-dir", help="with --inputs: keep the extracted stores here "
                                       "(default: a temporary folder, deleted afterwards)")
     p.add_argument("--json", metavar="OUT.json", help="write the results (to_dict) as JSON")
@@ -109,9 +119,6 @@ def register(sub) -> None:
                         "layer of B (a store against itself: the self-similarity map); prints "
                         "the matrix, --plot draws it, --json writes it; with --permutations, "
                         "cells with p > 0.05 are marked")
-    p.add_argument("--measures", default=None, metavar="NAME",
-                   help="with --layer-matrix: the measure of the map (linear_cka or mean_cca; "
-                        "default linear_cka)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--verify", action="store_true",
                    help="check the stores against their checksums first (reads every row once)")
@@ -199,8 +206,19 @@ def _softmax(args, store_a, store_b, path_a, path_b):
 def run(args) -> int:
     from actkit.errors import ActkitError
 
+    if args.list_measures:
+        from actkit.measures import format_measure_table
+
+        print(format_measure_table())
+        return 0
     if len(args.sources) < 2:
         raise ActkitError("compare needs at least two stores (or two models with --inputs)")
+    if args.measures:
+        from actkit.measures import parse_measures
+
+        parse_measures(args.measures)        # an unknown name or a bad parameter: before any work
+        if args.max_rows < 2:
+            raise ActkitError(f"--max-rows must be an integer >= 2, got {args.max_rows}")
     methods = _split_list(args.methods or ",".join(_ALL_METHODS))
     _resampling_args(args)
     if args.layer_matrix and len(args.sources) != 2:
@@ -255,6 +273,7 @@ def _compare_kwargs(args, methods):
                 ica_restarts=args.ica_restarts, ica_method=args.ica_method, ica_seed=args.ica_seed,
                 ica_n_components=args.ica_n_components, ica_tol=args.ica_tol,
                 diameter_max_rows=args.diameter_max_rows or None, device=args.device,
+                measures=args.measures or None, max_rows=args.max_rows,
                 progress=False if args.quiet else None, permutations=args.permutations,
                 bootstrap=args.bootstrap, confidence=args.confidence, interval=args.interval)
 
@@ -425,11 +444,14 @@ def _run_layer_matrix(args, store_a, store_b, display):
         _split_list(args.layers) if args.layers else None)
     layers_b = _split_list(args.layer_b) if args.layer_b else (
         _split_list(args.layers) if args.layers else None)
-    names = _split_list(args.measures or "linear_cka")
-    if len(names) != 1:
-        raise InputError(f"--layer-matrix draws one measure; --measures gave {len(names)}: "
-                         f"{', '.join(names)}")
-    lm = actkit.compare_layers(store_a, store_b, measure=names[0], layers_a=layers_a,
+    from actkit.measures import parse_measures
+
+    chosen = parse_measures(args.measures or "linear_cka")
+    if len(chosen) != 1:
+        raise InputError(f"--layer-matrix draws one measure; --measures gave {len(chosen)}: "
+                         f"{', '.join(m.name for m, _ in chosen)}")
+    (m, params), = chosen
+    lm = actkit.compare_layers(store_a, store_b, measure=m.name, **params, layers_a=layers_a,
                                layers_b=layers_b, permutations=args.permutations,
                                random_state=args.seed, progress=False if args.quiet else None)
     print(f"{display[0]} (rows) x {display[1]} (columns)")

@@ -150,14 +150,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     threads : int, optional
         CPU threads (BLAS, torch and actkit's own); default: ``OMP_NUM_THREADS``, else the
         CPUs this process may run on (:mod:`actkit._threads`). The result does not depend on it.
-    permutations, bootstrap : int, default=0
-        Permutation null (B's input samples shuffled against A's, whole samples) and bootstrap
-        resamples (input samples with replacement; the errors: held-out samples, maps and
-        diam(B_eval) fixed) of every moment-based measure, seeded by ``random_state``: keys
-        ``<name>_p``, ``_null_mean``, ``_null_sd``, ``_ci_low``, ``_ci_high``; at least 10
-        input samples (docs/compare.md, "Uncertainty").
-    confidence : float, default=0.95
-    interval : {"basic", "percentile"}, default="basic"
+    permutations, bootstrap, confidence, interval : int, int, float, str; default 0, 0, 0.95, "basic"
+        Permutation p-values and bootstrap intervals by input sample of every measure (the
+        errors: bootstrap of the held-out samples, maps fixed), seeded by ``random_state``:
+        ``<name>_p|_null_mean|_null_sd|_ci_low|_ci_high`` (docs/compare.md, "Uncertainty").
 
     Returns
     -------
@@ -423,7 +419,8 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     sources : list of array-like, each of shape (n_rows, n_features_k)
     labels : list of str, optional
     metric : str, default="rigid"
-        One of the measures of :meth:`CompareResult.to_dict`: a method error
+        Any measure of :func:`actkit.measures.available` (docs/measures.md), or one of the
+        values of :meth:`CompareResult.to_dict`: a method error
         (``"permutation"``, ``"rigid"``, ``"linear"``, ``"ica"``), ``"ica_efficiency"``,
         ``"linear_cka"``, ``"linear_cka_debiased"``, ``"mean_cca"``,
         ``"ica_matched_corr_mean"`` / ``_median`` / ``_min`` or ``"diameter"``; the matrix
@@ -445,7 +442,15 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     results : dict of (i, j) -> CompareResult
     """
     if metric not in MATRIX_METRICS:
-        raise ValidationError(f"unknown metric {metric!r}; use one of {', '.join(MATRIX_METRICS)}")
+        from actkit.measures import available
+
+        names, spec = available(), metric
+        metric = metric.partition(":")[0]           # "mutual_knn:k=5": the key is its name
+        if metric not in names:
+            raise ValidationError(f"unknown metric {metric!r}; use one of "
+                                  f"{', '.join(dict.fromkeys([*MATRIX_METRICS, *names]))}")
+        asked = list(kwargs.get("measures") or [])
+        kwargs["measures"] = asked + [spec] if metric not in _measure_names(asked) else asked
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
     from actkit.alignment._ica_map import prepared_side
     from actkit.runners import compare_many as as_tasks
@@ -453,6 +458,12 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     setup = many_setup(list(sources), kwargs)
     return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,
                     metric=metric, progress=progress, scheduler=scheduler, **kwargs)
+
+
+def _measure_names(asked):
+    from actkit.measures import parse_measures
+
+    return [m.name for m, _ in parse_measures(asked)]
 
 
 def many_setup(sources, kwargs):

@@ -241,7 +241,8 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     """A Table-1-style text table: one row per compared pair.
 
     Columns: permutation, rigid, linear (held-out mean l2 error / diam(B)), ICA with its
-    efficiency in parentheses (as in Nelson et al., Table 1), linear CKA and mean CCA. The
+    efficiency in parentheses (as in Nelson et al., Table 1), linear CKA and mean CCA, then
+    each measure asked for with ``compare(measures=...)`` under its name. The
     ICA cell (:func:`ica_cell`) adds ``±`` the spread over the restarts where it shows at
     the printed precision, ``(–)`` for an undefined efficiency and ``*`` for a fit that did
     not converge; a footnote line under the table explains each mark used.
@@ -278,7 +279,8 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     """
     results = list(results)
     labels = row_labels(results, labels)
-    header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA"]
+    extra = measure_columns(results)
+    header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA", *extra]
     rows = []
     for lab, r in zip(labels, results):
         rows.append([lab, closed_form_cell(r, "permutation", digits, compact),
@@ -287,7 +289,9 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
                      ica_cell(r, *((digits, 1) if not _ran_ica(_dict(r)) else
                                    (digits if ica_digits is None else ica_digits, eff_step))),
                      similarity_cell(r, "linear_cka", digits, compact),
-                     similarity_cell(r, "mean_cca", digits, compact)])
+                     similarity_cell(r, "mean_cca", digits, compact),
+                     *(_fmt(value_of(r, name), digits) + ("" if compact else uncertainty_text(r, name))
+                       for name in extra)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(header)]
     def line(cells):
@@ -298,6 +302,20 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     out += [line(row) for row in rows]
     out += table_footnotes(results, [row[4] for row in rows], compact)
     return "\n".join(out)
+
+
+#: measures the table always shows (as the columns above)
+_SHOWN = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "linear_cka", "mean_cca")
+
+
+def measure_columns(results):
+    """The asked-for measures (``compare(measures=...)``) not already a column, in order."""
+    out = []
+    for r in results:
+        for name in _dict(r).get("measures") or ():
+            if name not in _SHOWN and name not in out:
+                out.append(name)
+    return out
 
 
 def format_matrix(matrix, labels: Sequence[str] | None = None, *, metric: str = "",

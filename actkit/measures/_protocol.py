@@ -187,7 +187,7 @@ class Measure:
             value = params.get(p.name, p.default)
             try:
                 out[p.name] = p.check(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise ValidationError(f"measure {self.name}: {p.name} must be {p.valid}, "
                                       f"got {value!r}") from None
         return out
@@ -316,7 +316,7 @@ def _registry() -> dict:
                 if m.name in found:
                     raise RuntimeError(f"two measures named {m.name}")
                 found[m.name] = m
-        order = sorted(found.values(), key=lambda m: (getattr(m, "order", 0), _rank(m.name)))
+        order = sorted(found.values(), key=lambda m: _rank(m.name))
         _REGISTRY = {m.name: m for m in order}
     return _REGISTRY
 

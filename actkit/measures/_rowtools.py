@@ -7,7 +7,7 @@ import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["sample_by_groups", "pairwise_sq_distances", "row_blocks", "knn_indices"]
+__all__ = ["sample_by_groups", "pairwise_sq_distances", "row_blocks", "check_k"]
 
 #: rows of one block of an (n x n) computation
 BLOCK = 1024
@@ -46,28 +46,14 @@ def sample_by_groups(n, groups, max_rows, random_state):
 def pairwise_sq_distances(X):
     """Squared Euclidean distances between the rows of ``X`` (n, d), shape (n, n), as
     Kornblith et al. form them (``|x|^2 + |y|^2 - 2 x.y``)."""
-    dots = X @ X.T
-    sq = dots.diagonal().clone()
-    return -2 * dots + sq[:, None] + sq[None, :]
+    d = X @ X.T
+    sq = d.diagonal().clone()
+    return d.mul_(-2).add_(sq[:, None]).add_(sq[None, :])
 
 
 def row_blocks(n, size=BLOCK):
     """``(start, stop)`` of consecutive blocks of ``size`` rows."""
     return [(a, min(n, a + size)) for a in range(0, n, size)]
-
-
-def knn_indices(X, k):
-    """Indices (n, k) of each row's ``k`` nearest rows by inner product, itself excluded
-    (rows are L2-normalised by the caller, so this is cosine similarity)."""
-    import torch
-
-    n = X.shape[0]
-    out = []
-    for a, b in row_blocks(n):
-        sim = X[a:b] @ X.T
-        sim[torch.arange(b - a), torch.arange(a, b)] = -float("inf")
-        out.append(torch.topk(sim, k, dim=1).indices)
-    return torch.cat(out)
 
 
 def check_k(params, widths, n_rows):

@@ -11,7 +11,7 @@ import numpy as np
 from actkit._threads import small_linalg
 from actkit.errors import ValidationError
 from actkit.measures._protocol import Measure, float_param
-from actkit.measures._rowtools import pairwise_sq_distances, row_blocks
+from actkit.measures._rowtools import pairwise_sq_distances
 
 __all__ = ["linear_cka_from_moments", "debiased_cka_from_moments", "rbf_cka_from_rows", "MEASURES"]
 
@@ -55,19 +55,17 @@ def debiased_cka_from_moments(m):
 def _rbf_gram(X, sigma):
     """Kornblith et al.'s ``gram_rbf``: exp(-d^2 / (2 sigma^2 median(d^2))), the median over
     all n^2 squared distances (the zero diagonal included), as their notebook takes it."""
-    import torch
-
     d2 = pairwise_sq_distances(X)
-    return torch.exp(-d2 / (2.0 * sigma ** 2 * _median(d2)))
+    return d2.mul_(-1.0 / (2.0 * sigma ** 2 * _median(d2))).exp_()
 
 
 def _median(t):
-    """np.median of a large tensor (mean of the two middle values at even size)."""
+    """np.median of a tensor (the mean of the two middle values at even size)."""
+    if t.device.type == "cpu":
+        return float(np.median(t.numpy()))
     flat = t.reshape(-1)
     n = flat.numel()
-    lo = flat.kthvalue((n + 1) // 2).values
-    hi = flat.kthvalue(n // 2 + 1).values
-    return (lo + hi) / 2
+    return float((flat.kthvalue((n + 1) // 2).values + flat.kthvalue(n // 2 + 1).values) / 2)
 
 
 def rbf_cka_from_rows(A, B, sigma=0.8):
@@ -80,10 +78,11 @@ def rbf_cka_from_rows(A, B, sigma=0.8):
 
 def _centred_dot(K, L):
     """<HKH, HLH>_F = sum K L - (2/n) (K1).(L1) + (1'K1)(1'L1)/n^2 for symmetric K, L."""
+    import torch
+
     n = K.shape[0]
     rk, rl = K.sum(1), L.sum(1)
-    s = sum((K[a:b] * L[a:b]).sum() for a, b in row_blocks(n))
-    return s - 2.0 / n * (rk @ rl) + rk.sum() * rl.sum() / n ** 2
+    return torch.dot(K.reshape(-1), L.reshape(-1)) - 2.0 / n * (rk @ rl) + rk.sum() * rl.sum() / n ** 2
 
 
 _LINEAR_INV = "orthogonal transforms, isotropic scaling, translation"
