@@ -228,8 +228,10 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         for i, Xa in enumerate(src_a):
             for j, Xb in enumerate(src_b):
                 s = Samples(rows_of(Xa), rows_of(Xb), groups, dtype=dtype)
-                rec, _ = infer(s, {measure: (compute, kind)}, permutations=permutations,
-                               random_state=random_state)
+                rec, inf = infer(s, {measure: (compute, kind)}, permutations=permutations,
+                                 random_state=random_state)
                 p[i, j] = rec[measure].p
     info = {"n_rows": int(n), "permutations": int(permutations)}
+    if permutations:
+        info["permutation_exchangeable"] = inf["permutation_exchangeable"]
     return LayerMap(matrix, la, lb, measure, p, info)
