@@ -221,6 +221,8 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
             return out
 
         if bootstrap:
+            if slow and samples.blocks_fit():
+                samples.blocks()        # once, before the workers share them
             for k in fast_bootstrap:
                 if k in names and hasattr(fast_bootstrap[k], "prepare"):
                     fast_bootstrap[k].prepare(samples, bootstrap)
