@@ -80,7 +80,7 @@ def main(argv=None):
           f"samples, float32; threads {args.threads}; load before {os.getloadavg()[0]:.2f}")
     with use_threads(args.threads):
         t0 = time.perf_counter()
-        s = Samples(A, B, g, product_dtype=np.float32, dtype="float32")
+        s = Samples(A, B, g, product_dtype=np.float32, dtype="float32", norms=False)
         fast = {"linear_cka": bootstrap_cka} if gram_fits(s, args.bootstrap) else {}
         t1 = time.perf_counter()
         rp, _ = infer(s, cka, permutations=args.permutations, random_state=0)

@@ -86,7 +86,8 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
     measures, by_rows, skipped = resampled_measures(chosen)
     rows_a, rows_b = gather_pair(A, B, block_rows=block_rows)
     samples = Samples(rows_a, rows_b, groups, product_dtype=dtype, dtype=str(np.dtype(dtype)),
-                      device=None if str(device) == "cpu" else device)
+                      device=None if str(device) == "cpu" else device,
+                      norms="linear_cka_debiased" in measures)
     fast = {"linear_cka": bootstrap_cka} if gram_fits(samples, bootstrap) else {}
     records, info = infer(samples, measures, permutations=permutations, bootstrap=bootstrap,
                           confidence=confidence, random_state=random_state, interval=interval,

@@ -48,9 +48,12 @@ class Samples:
     device : str, optional
         Torch device of the permutations' cross products (e.g. ``"cuda"``); None: numpy on
         the CPU.
+    norms : bool, default=True
+        Also carry the debiased CKA's row-norm terms (``Moments.norms``).
     """
 
-    def __init__(self, A, B, groups=None, *, product_dtype=np.float64, dtype="float64", device=None):
+    def __init__(self, A, B, groups=None, *, product_dtype=np.float64, dtype="float64", device=None,
+                 norms=True):
         A = np.asarray(A, dtype=np.float64)
         B = np.asarray(B, dtype=np.float64)
         n = A.shape[0]
@@ -83,7 +86,8 @@ class Samples:
         def per(x):
             return np.add.reduceat(x, starts, axis=0)
 
-        self.raw = {"sum_dx": per(self.dx), "sum_dy": per(self.dy), "sum_dx2": per(self.dx ** 2),
+        self.norms = bool(norms)
+        self.raw = {} if not norms else {"sum_dx": per(self.dx), "sum_dy": per(self.dy), "sum_dx2": per(self.dx ** 2),
                     "sum_dy2": per(self.dy ** 2), "sum_dxdy": per(self.dx * self.dy),
                     "x_dx": per(self.A * self.dx[:, None]), "x_dy": per(self.A * self.dy[:, None]),
                     "y_dx": per(self.B * self.dx[:, None]), "y_dy": per(self.B * self.dy[:, None])}
@@ -111,7 +115,7 @@ class Samples:
         from actkit.measures import Moments
 
         return Moments.from_sums(n, u, v, aa, bb, ab, shift_a=self.mean_a, shift_b=self.mean_b,
-                                 dtype=self.dtype, raw_norms=raw)
+                                 dtype=self.dtype, raw_norms=raw if self.norms else None)
 
     def moments(self):
         """The :class:`actkit.measures.Moments` of all rows (weights 1)."""
@@ -188,9 +192,12 @@ class Samples:
         means as they are, the cross scatter (and the debiased CKA's pairing terms) anew."""
         self.moments()
         r = self.row_order(perm)
-        dy = self.dy[r]
         raw = {k: v.sum(axis=0) for k, v in self.raw.items()}
-        raw.update(sum_dxdy=self.dx @ dy, x_dy=self.A.T @ dy, y_dx=self.B[r].T @ self.dx)
+        if self.norms:
+            inv = np.empty_like(r)
+            inv[r] = np.arange(r.size)      # sum_i b_r(i) dx_i = sum_j b_j dx_inv(j): no gather of B
+            dy = self.dy[r]
+            raw.update(sum_dxdy=self.dx @ dy, x_dy=self.A.T @ dy, y_dx=self.B.T @ self.dx[inv])
         ab = self._product(r)
         return self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides,
                              ab, raw)
