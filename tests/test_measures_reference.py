@@ -334,3 +334,12 @@ def test_linear_r2_equals_sklearn_on_the_held_out_half():
     ref = r2_score(B[test], LinearRegression().fit(A[fit], B[fit]).predict(A[test]))
     assert abs(_m(A, B, "linear_r2", random_state=3) - ref) < TOL
     assert abs(actkit.metrics.linear_r2(A, B, random_state=3) - ref) < TOL
+
+
+def test_linear_cka_equals_pypi_repsim_gretton():
+    """PyPI repsim's linear CKA (Gretton's biased HSIC) is the same number; its "song"
+    estimator is not Kornblith et al.'s debiased CKA (docs/measures.md), so it is not used."""
+    import repsim
+
+    A, B = _pair(13)
+    assert abs(_m(A, B, "linear_cka") - repsim.cka([A, B], kernel_type="linear", estimator="gretton")[0, 1]) < TOL

@@ -257,12 +257,15 @@ class Moments:
             :class:`~actkit.stats.CrossMoments`' debiased terms about the same shifts
             (``sum_dx, sum_dy, sum_dx2, sum_dy2, sum_dxdy, x_dx, x_dy, y_dx, y_dy``).
         """
+        from actkit._threads import small_linalg
+
         n = float(n)
         sa, sb = np.asarray(sum_a, np.float64), np.asarray(sum_b, np.float64)
         Saa = aa - np.outer(sa, sa) / n
         Sbb = bb - np.outer(sb, sb) / n
         Sab = ab - np.outer(sa, sb) / n
-        norms = None if raw_norms is None else _norms_about_means(n, sa, sb, aa, bb, ab, raw_norms)
+        with small_linalg():      # BLAS dots at one thread: the same bits at any budget
+            norms = None if raw_norms is None else _norms_about_means(n, sa, sb, aa, bb, ab, raw_norms)
         return cls(n, np.asarray(shift_a, np.float64) + sa / n, np.asarray(shift_b, np.float64) + sb / n,
                    Saa, Sbb, Sab, str(np.dtype(dtype)), norms)
 
