@@ -55,6 +55,7 @@ _LAZY = {
     "align": "actkit.alignment",
     "compare": "actkit.alignment",
     "compare_many": "actkit.alignment",
+    "compare_layers": "actkit.alignment",
     "measure": "actkit.alignment",
     "CompareResult": "actkit.alignment",
     "PermutationAlignment": "actkit.alignment",

@@ -23,7 +23,7 @@ from actkit._versions import library_versions  # noqa: F401  (re-exported: actki
 from actkit.alignment import format_matrix, format_table, ica_summary, row_labels, value_of
 
 __all__ = ["format_table", "format_matrix", "ica_summary", "plot_compare", "plot_captions", "source_cut", "plot_errors",
-           "plot_source_correlation", "plot_matrix", "plot_postprocessing"]
+           "plot_source_correlation", "plot_matrix", "plot_postprocessing", "plot_layer_map", "save_layer_map"]
 
 _METHODS = ("permutation", "rigid", "linear", "ica")
 # ``library_versions``: installed versions of actkit and the libraries that shape its numbers
@@ -145,6 +145,45 @@ def plot_matrix(matrix, labels=None, *, metric="", ax=None):
                         color="k" if dark else "w")
     ax.set_title(metric)
     return ax
+
+
+def plot_layer_map(layer_map, *, title=None, ax=None):
+    """Heat map of :func:`actkit.compare_layers`: layers of A down, of B across, each cell's
+    value printed; with p-values, cells with p > 0.05 hatched and marked ``n.s.``."""
+    plt = _plt()
+    M = np.asarray(layer_map.matrix, dtype=float)
+    ra, rb = M.shape
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.6 + 0.55 * rb, 1.2 + 0.5 * ra))
+    im = ax.imshow(M, cmap="viridis", interpolation="nearest", aspect="auto")
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04).set_label(layer_map.measure, fontsize=8)
+    ax.set_xticks(range(rb))
+    ax.set_xticklabels(layer_map.layers_b, rotation=40, ha="right", fontsize=7)
+    ax.set_yticks(range(ra))
+    ax.set_yticklabels(layer_map.layers_a, fontsize=7)
+    ax.set_xlabel("layer of B", fontsize=8)
+    ax.set_ylabel("layer of A", fontsize=8)
+    p = layer_map.p
+    for i in range(ra):
+        for j in range(rb):
+            if not np.isfinite(M[i, j]):
+                continue
+            dark = im.norm(M[i, j]) > 0.6
+            ns = p is not None and np.isfinite(p[i, j]) and p[i, j] > 0.05
+            ax.text(j, i, f"{M[i, j]:.2f}" + ("\nn.s." if ns else ""), ha="center", va="center",
+                    fontsize=6, color="k" if dark else "w")
+            if ns:
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//",
+                                           edgecolor="0.6", lw=0))
+    ax.set_title(title or layer_map.measure, fontsize=9)
+    ax.figure.tight_layout()
+    return ax
+
+
+def save_layer_map(layer_map, path, *, title=None):
+    """Write :func:`plot_layer_map` to ``path`` (PNG, atomically)."""
+    ax = plot_layer_map(layer_map, title=title)
+    return _save(ax.figure, path)
 
 
 def _save(fig, path):

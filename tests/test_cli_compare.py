@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -203,3 +204,47 @@ def test_softmax_distances_from_stores(tmp_path, capsys):
     s3 = _store(tmp_path / "s3.h5", {"final_hidden": f}, index)      # no unembedding saved
     assert "unembedding" in _error(capsys, "compare", s1, s3, "--softmax-labels", "0,1,2,3,4",
                                    "--methods", "rigid", "--quiet")
+
+
+def test_resampling_flags_table_and_one_line_mistakes(stores, capsys, tmp_path):
+    """Issue 32: ``value [low, high] p...`` by default with resampling, ``--compact`` hides it;
+    bad values are one line naming the flag (no usage dump)."""
+    tmp, a, b, c, index = stores
+    js = tmp_path / "r.json"
+    code, out, _ = _run(capsys, "compare", a, b, "--layer-a", "l1", "--methods", "permutation,rigid",
+                        "--permutations", "19", "--bootstrap", "20", "--json", js, "--quiet")
+    assert code == 0
+    assert re.search(r"\d\.\d{3} \[\d\.\d{2,3}, \d\.\d{2,3}\] p=0\.050", out), out
+    d = json.loads(js.read_text())
+    assert d["linear_cka_p"] == 0.05 and d["rigid_ci_low"] <= d["rigid"] + 0.05
+    code, out, _ = _run(capsys, "compare", a, b, "--layer-a", "l1", "--methods", "rigid",
+                        "--permutations", "19", "--compact", "--quiet")
+    assert code == 0 and " p=" not in out
+    for argv, flag in ((["--permutations", "-3"], "--permutations"), (["--permutations", "x"], "--permutations"),
+                       (["--bootstrap", "1.5"], "--bootstrap"), (["--confidence", "1"], "--confidence"),
+                       (["--confidence", "abc"], "--confidence")):
+        assert flag in _error(capsys, "compare", a, b, "--quiet", *argv)
+    few = _store(tmp_path / "few_a.h5", {"l1": np.ones((20, 3)) + np.arange(60).reshape(20, 3) ** 2},
+                 np.stack([np.arange(20) // 4, np.arange(20) % 4], 1), fingerprint="few")
+    few_b = _store(tmp_path / "few_b.h5", {"l1": np.arange(60.0).reshape(20, 3) % 7},
+                   np.stack([np.arange(20) // 4, np.arange(20) % 4], 1), fingerprint="few")
+    assert "at least 10 input samples" in _error(capsys, "compare", few, few_b, "--methods", "rigid",
+                                                 "--bootstrap", "5", "--quiet")
+    other = _store(tmp_path / "other.h5", {"l1": np.ones((480, 6)).cumsum(0)}, index, fingerprint="other")
+    assert "share no inputs" in _error(capsys, "compare", a, other, "--layer-matrix", "--quiet")
+
+
+def test_layer_matrix_prints_plots_and_writes_json(stores, capsys, tmp_path):
+    tmp, a, b, _, _ = stores
+    png, js = tmp_path / "map.png", tmp_path / "map.json"
+    code, out, _ = _run(capsys, "compare", a, b, "--layer-matrix", "--measures", "linear_cka",
+                        "--plot", png, "--json", js, "--permutations", "19", "--quiet")
+    assert code == 0
+    assert out.splitlines()[1].split() == ["linear_cka", "l1", "l2"]
+    data = json.loads(js.read_text())
+    assert data["layers_a"] == data["layers_b"] == ["l1", "l2"] and len(data["p"]) == 2
+    ref = actkit.measure(actkit.open_store(a)["l2"], actkit.open_store(b)["l2"], "linear_cka")
+    assert data["matrix"][1][1] == pytest.approx(ref, abs=1e-9)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, _ = _run(capsys, "compare", a, a, "--layer-matrix", "--quiet")
+    assert code == 0 and "1.000" in out

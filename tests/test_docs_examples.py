@@ -56,6 +56,10 @@ _LONG = {
         "quick modes",
     ("docs/compare.md", "python benchmarks/bench_compare.py --methods permutation,rigid,linear --baseline"):
         "benchmarks at their default sizes take minutes; their numbers are in docs/compare.md",
+    ("docs/compare.md", "python benchmarks/bench_inference.py"):
+        "1,000 permutations + 1,000 bootstrap resamples of linear CKA on 20,000 x 384, with the "
+        "reference recomputation (minutes); its numbers are in docs/compare.md, \"Uncertainty\"; "
+        "tests/test_inference.py checks the same machinery on small data",
     ("docs/compare.md", "python benchmarks/study_ica_real.py prepare"):
         "fine-tunes and extracts all-MiniLM-L6-v2 per token (~45 min on 2 busy cores), then the ICA "
         "study (hours at full width); its numbers are in docs/compare.md, \"ICA on real activations\"",

@@ -100,6 +100,25 @@ def register(sub) -> None:
                    help="also compute the softmax-model distances (d_KL, d_LLV, d_SVD) from the "
                         "stores' 'final_hidden' layer and 'unembedding' parameter, restricted "
                         "to these label (token) ids: comma-separated, or a file of ids")
+    p.add_argument("--permutations", default="0", metavar="N",
+                   help="permutation p-values of CKA and CCA: N shuffles of B's input samples "
+                        "against A's (whole samples; seeded by --seed; default 0: none)")
+    p.add_argument("--bootstrap", default="0", metavar="M",
+                   help="bootstrap intervals: M resamples of the input samples (errors: of the "
+                        "held-out samples, maps fixed; default 0: none)")
+    p.add_argument("--confidence", default="0.95", metavar="C",
+                   help="level of the bootstrap intervals, in (0, 1) (default 0.95)")
+    p.add_argument("--interval", default="basic", metavar="{basic,percentile}",
+                   help="bootstrap interval: basic (default; carries CKA's finite-sample bias) or "
+                        "percentile (docs/compare.md, Uncertainty)")
+    p.add_argument("--compact", action="store_true",
+                   help="print values only, without the intervals and p-values of --bootstrap / "
+                        "--permutations (the JSON keeps them)")
+    p.add_argument("--layer-matrix", action="store_true",
+                   help="two stores: the map of a measure between every layer of A and every "
+                        "layer of B (a store against itself: the self-similarity map); prints "
+                        "the matrix, --plot draws it, --json writes it; with --permutations, "
+                        "cells with p > 0.05 are marked")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--verify", action="store_true",
                    help="check the stores against their checksums first (reads every row once)")
@@ -201,6 +220,12 @@ def run(args) -> int:
         if args.max_rows < 2:
             raise ActkitError(f"--max-rows must be an integer >= 2, got {args.max_rows}")
     methods = _split_list(args.methods or ",".join(_ALL_METHODS))
+    _resampling_args(args)
+    if args.layer_matrix and len(args.sources) != 2:
+        raise InputError("--layer-matrix compares exactly two stores (the same one twice for the "
+                         "self-similarity map)")
+    if args.layer_matrix and args.inputs:
+        raise InputError("--layer-matrix compares two stores; extract them first (actkit extract)")
     _check_outputs(args)
     if args.softmax_labels:
         _labels_ids(args.softmax_labels)      # refuse bad ids before any work
@@ -249,7 +274,27 @@ def _compare_kwargs(args, methods):
                 ica_n_components=args.ica_n_components, ica_tol=args.ica_tol,
                 diameter_max_rows=args.diameter_max_rows or None, device=args.device,
                 measures=args.measures or None, max_rows=args.max_rows,
-                progress=False if args.quiet else None)
+                progress=False if args.quiet else None, permutations=args.permutations,
+                bootstrap=args.bootstrap, confidence=args.confidence, interval=args.interval)
+
+
+def _resampling_args(args):
+    """``--permutations``, ``--bootstrap``, ``--confidence``, ``--interval`` checked (one line
+    naming the flag) and converted in place."""
+    for flag in ("permutations", "bootstrap"):
+        text = str(getattr(args, flag)).strip()
+        if not text.isdigit():
+            raise InputError(f"--{flag} must be a non-negative integer, got {text!r}")
+        setattr(args, flag, int(text))
+    try:
+        conf = float(args.confidence)
+    except ValueError:
+        conf = float("nan")
+    if not 0 < conf < 1:
+        raise InputError(f"--confidence must be a number in (0, 1), got {args.confidence!r}")
+    args.confidence = conf
+    if args.interval not in ("basic", "percentile"):
+        raise InputError(f"--interval must be basic or percentile, got {args.interval!r}")
 
 
 def _alpha_arg(text):
@@ -309,6 +354,11 @@ def _run_stores(args, paths, methods, display=None):
     with contextlib.ExitStack() as stack:
         stores = [stack.enter_context(open_source(p, key=args.key, column=args.column, strict=False,
                                                   verify=args.verify)) for p in paths]
+        if args.layer_matrix:
+            fa, fb = (getattr(st, "inputs_fingerprint", "") for st in stores)
+            if fa and fb and fa != fb:
+                raise InputError(f"--layer-matrix: {paths[0]} and {paths[1]} share no inputs (their "
+                                 f"inputs fingerprints differ): a layer map needs the same inputs")
         _check_stores(stores, paths)
         if len(stores) > 2:
             # only the matrix of --metric is reported: fit nothing else (no FastICA for rigid)
@@ -337,6 +387,8 @@ def _run_stores(args, paths, methods, display=None):
             return 0
 
         store_a, store_b = stores
+        if args.layer_matrix:
+            return _run_layer_matrix(args, store_a, store_b, display)
         pairs = _layer_pairs(args, store_a, store_b)
         # before any alignment: bad label ids are refused before minutes of work
         sm = _softmax(args, store_a, store_b, paths[0], paths[1]) if args.softmax_labels else None
@@ -361,7 +413,8 @@ def _run_stores(args, paths, methods, display=None):
             results.append(res)
             labels.append(la if la == lb else f"{la} -> {lb}")
         print(format_table(results, labels, title=f"{display[0]} -> {display[1]}  "
-                                                  f"(held-out error / diam(B))"))
+                                                  f"(held-out error / diam(B))",
+                           compact=args.compact))
         for line in ica_summary(results, labels):
             print(line)
         payload = {}
@@ -380,6 +433,36 @@ def _run_stores(args, paths, methods, display=None):
             for line in plot_captions(results, labels):
                 print(line)
         return 0
+
+
+def _run_layer_matrix(args, store_a, store_b, display):
+    """``--layer-matrix``: :func:`actkit.compare_layers`, printed, drawn, written."""
+    import actkit
+    from actkit.report import save_layer_map
+
+    layers_a = _split_list(args.layer_a) if args.layer_a else (
+        _split_list(args.layers) if args.layers else None)
+    layers_b = _split_list(args.layer_b) if args.layer_b else (
+        _split_list(args.layers) if args.layers else None)
+    from actkit.measures import parse_measures
+
+    chosen = parse_measures(args.measures or "linear_cka")
+    if len(chosen) != 1:
+        raise InputError(f"--layer-matrix draws one measure; --measures gave {len(chosen)}: "
+                         f"{', '.join(m.name for m, _ in chosen)}")
+    (m, params), = chosen
+    lm = actkit.compare_layers(store_a, store_b, measure=m.name, **params, layers_a=layers_a,
+                               layers_b=layers_b, permutations=args.permutations,
+                               random_state=args.seed, progress=False if args.quiet else None)
+    print(f"{display[0]} (rows) x {display[1]} (columns)")
+    print(lm)
+    if args.json:
+        d = lm.to_dict()
+        d["store_a"], d["store_b"] = str(display[0]), str(display[1])
+        _write_json(args.json, d)
+    if args.plot:
+        save_layer_map(lm, args.plot, title=f"{lm.measure}: {display[0]} x {display[1]}")
+    return 0
 
 
 def _run_models(args, methods):

@@ -32,6 +32,7 @@ Layout (one idea a file): ``_inputs`` (row sources), ``_assignment`` (signed per
 from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._compare import DIAMETER_MAX_ROWS, align, compare, compare_many
 from actkit.alignment._diameter import diameter
+from actkit.alignment._layer_map import LayerMap, compare_layers
 from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, ica_rows
 from actkit.alignment._measure import measure
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
@@ -44,6 +45,8 @@ __all__ = [
     "align",
     "compare",
     "compare_many",
+    "compare_layers",
+    "LayerMap",
     "measure",
     "compare_pairs",
     "CompareResult",

@@ -26,6 +26,7 @@ from actkit.alignment._maps import (LinearAlignment, PermutationAlignment, Rigid
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._sides import Pair, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
+from actkit.alignment._uncertainty import attach_records, check_request, uncertainty
 from actkit.errors import ValidationError
 from actkit.alignment._measures_run import (evaluate_asked, finish_measures, pair_moments,
                                              resolve_measures, similarity_columns)
@@ -73,7 +74,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
             alpha=0.0, ica_n_components=None, ica_max_rows="auto", ica_max_iter=200,
             ica_tol=1e-4, ica_restarts=5, ica_method="best", ica_seed=0,
             diameter_max_rows=DIAMETER_MAX_ROWS, block_rows=None, measures=None, max_rows=10000,
-            progress=None, device="cpu", threads=None, _sides=None) -> CompareResult:
+            progress=None, device="cpu", threads=None, permutations=0, bootstrap=0,
+            confidence=0.95, interval="basic", _sides=None) -> CompareResult:
     """Fit every alignment on a fit split of the rows and score it on the held-out split.
 
     Parameters
@@ -149,6 +151,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     threads : int, optional
         CPU threads (BLAS, torch and actkit's own); default: ``OMP_NUM_THREADS``, else the
         CPUs this process may run on (:mod:`actkit._threads`). The result does not depend on it.
+    permutations, bootstrap, confidence, interval : int, int, float, str; default 0, 0, 0.95, "basic"
+        Permutation p-values and bootstrap intervals by input sample of every measure (the
+        errors: bootstrap of the held-out samples, maps fixed), seeded by ``random_state``:
+        ``<name>_p|_null_mean|_null_sd|_ci_low|_ci_high`` (docs/compare.md, "Uncertainty").
 
     Returns
     -------
@@ -178,6 +184,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     groups = groups_for(A, B, groups)
     chosen = resolve_measures(measures, methods, (n_features(A, "A"), n_features(B, "B")), n, max_rows)
     eval_mask, n_groups = split(n, groups, eval_fraction, random_state)
+    check_request(permutations, bootstrap, confidence, interval, n_groups)
     fit_rows = np.flatnonzero(~eval_mask)
     eval_rows = np.flatnonzero(eval_mask)
     ica = ICAAlignment(n_components=ica_n_components, random_state=ica_seed,
@@ -231,7 +238,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     if "ica" in alignments:
         extra, classic_keys = ica_maps(alignments["ica"])
         maps.update(extra)
-    sums = pair.eval_errors(maps)
+    sums = pair.eval_errors(maps, keep=methods if bootstrap else ())
     errors = {name: s / eval_rows.size / diam_b for name, s in sums.items()
               if isinstance(name, str)}
 
@@ -291,6 +298,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         order_a = np.concatenate([r, np.setdiff1d(np.arange(corr.shape[0]), r)])
         src_corr = corr[order_a][:, np.concatenate([cc, rest])]
         src_corr[: r.size, : r.size] *= h.signs_[None, :]
+    records, resampling_info = uncertainty(
+        A, B, groups, chosen, pair, {**sims, **asked}, errors, eval_rows, diam_b,
+        permutations=permutations, bootstrap=bootstrap, confidence=confidence,
+        interval=interval, random_state=random_state, max_rows=max_rows, device=device)
     t_end = time.perf_counter()
 
     info = {
@@ -327,6 +338,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         "compute_dtype": str(pair.dtype),
         "seconds_moments": round(t_moments - t0, 3), "seconds_fit": round(t_fit - t_moments, 3),
         "seconds_errors": round(t_err - t_fit, 3), "seconds_total": round(t_end - t0, 3),
+        **resampling_info,
     }
     for key, X in (("layer_a", A), ("layer_b", B)):
         if hasattr(X, "name") and isinstance(getattr(X, "name"), str):
@@ -335,7 +347,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
                         linear_cka_debiased=sims["linear_cka_debiased"], mean_cca=sims["mean_cca"],
                         matched_correlations=matched, source_correlation=src_corr,
                         alignments=alignments, info=info, notes=notes)
-    return finish_measures(res, chosen, asked)
+    res = finish_measures(res, chosen, asked)
+    return attach_records(res, records)
 
 
 def _closed_form_rows(alignments, pair, notes):

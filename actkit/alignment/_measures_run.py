@@ -24,12 +24,27 @@ class MeasureValue:
         The parameters it ran with (defaults filled).
     rows : int or None
         Rows of the sample a row-based measure used (None: every row, from the moments).
+    kind, p, null_mean, null_sd, ci_low, ci_high, permutations, bootstrap, confidence, interval
+        With resampling (:class:`actkit.inference.MeasureRecord`; docs/compare.md,
+        "Uncertainty"): the permutation p-value, the null's mean and sd, the bootstrap
+        interval; None (0) where not measured.
     """
 
     name: str
     value: float
     params: dict
     rows: int | None = None
+    # with compare(permutations=, bootstrap=) (actkit.alignment._uncertainty.attach_records)
+    kind: str | None = None
+    p: float | None = None
+    null_mean: float | None = None
+    null_sd: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    permutations: int = 0
+    bootstrap: int = 0
+    confidence: float | None = None
+    interval: str | None = None
 
 
 def resolve_measures(measures, methods, widths, n, max_rows):

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from actkit.alignment._uncertainty import uncertainty_keys
+
 METHODS = ("permutation", "rigid", "linear", "ica")
 
 # the measures a pairwise matrix can hold (``compare_many(metric=...)``)
@@ -64,6 +66,16 @@ CONVENTIONS = {
 }
 
 
+RESAMPLING_CONVENTION = (
+    "unit: the input sample (groups). <name>_p: permutation p-value (1 + #{null at least as "
+    "similar}) / (1 + N), one-sided toward more similar; null: B's input samples shuffled "
+    "against A's, whole samples, among samples of equal length (permutation_exchangeable: the "
+    "share shuffled), rng np.random.default_rng([random_state, 1]). <name>_ci_low/_ci_high: "
+    "bootstrap of the input samples with replacement (rng [random_state, 2]; alignment errors: "
+    "the held-out samples, rng [random_state, 3], fitted maps and diam(B_eval) fixed), basic "
+    "(2t - q_hi, 2t - q_lo) or percentile interval at the given confidence (docs/compare.md, "
+    "Uncertainty)")
+
 
 @dataclass
 class CompareResult:
@@ -92,7 +104,10 @@ class CompareResult:
         them as ``note:`` lines.
     measures : dict of str -> MeasureValue
         The measures asked for with ``compare(measures=...)`` (:mod:`actkit.measures`), in
-        that order: ``value``, ``params``, ``rows`` (a sampled measure's rows, else None).
+        that order: ``value``, ``params``, ``rows`` (a sampled measure's rows, else None);
+        with ``permutations`` or ``bootstrap`` also every resampled measure (the table's CKA
+        and CCA, the alignment errors) with ``p``, ``null_mean``, ``null_sd``, ``ci_low``,
+        ``ci_high`` (docs/compare.md, "Uncertainty").
     """
 
     errors: dict
@@ -130,8 +145,12 @@ class CompareResult:
                 out[name] = _f(rec.value)
                 if rec.rows is not None:
                     out[f"{name}_rows"] = int(rec.rows)
+                out.update({k: (_f(v) if isinstance(v, float) else v)
+                            for k, v in uncertainty_keys(rec).items()})
         out["notes"] = [str(x) for x in self.notes]   # every caveat the table prints
         out.update(CONVENTIONS)
+        if self.measures:
+            out["convention_resampling"] = RESAMPLING_CONVENTION
         return out
 
     def __str__(self):

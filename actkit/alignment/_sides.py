@@ -182,12 +182,14 @@ class Pair:
         side.shift = first_block_shift(first)
         return side.shift
 
-    def eval_errors(self, alignments):
-        """Sum over eval rows of ||h(a_i) - b_i|| for each alignment."""
+    def eval_errors(self, alignments, keep=()):
+        """Sum over eval rows of ||h(a_i) - b_i|| for each alignment; the per-row errors of
+        permutation, rigid and those named in ``keep`` stay in ``row_errors``."""
         em = self.eval_mask
         sums = dict.fromkeys(alignments, 0.0)
-        # per-row errors of these two: the noise of the ICA efficiency's denominator
-        self.row_errors = {k: [] for k in ("permutation", "rigid") if k in alignments}
+        # per-row errors of these two: the noise of the ICA efficiency's denominator (and
+        # of those the bootstrap resamples)
+        self.row_errors = {k: [] for k in alignments if k in ("permutation", "rigid") or k in keep}
         start = 0
         with progress_bar(self.n, "compare: held-out errors", self.progress) as bar:
             for xa, xb in zip(blocks(self.A, self.block_rows, self.dtype),

@@ -108,24 +108,48 @@ UNIDENTIFIABLE_CELL = "not identifiable"
 FEW_ROWS_MARK = "\u2020"
 
 
-def closed_form_cell(r, name, digits=3):
+def closed_form_cell(r, name, digits=3, compact=False):
     """A permutation, rigid or linear error, marked where its map had too few fit rows."""
     cell = _fmt(value_of(r, name), digits)
     if _dict(r).get(f"{name}_fit_rows_ok") is False:
         cell += FEW_ROWS_MARK
-    return cell
+    return cell if compact else cell + uncertainty_text(r, name)
 
 
-def similarity_cell(r, name, digits=3):
-    """CKA or CCA with its chance level in brackets (``<name>_chance``) where measured."""
+def similarity_cell(r, name, digits=3, compact=False):
+    """CKA or CCA with its chance level in brackets (``<name>_chance``) where measured; with
+    resampling (and not ``compact``) its interval and p-value instead."""
     cell = _fmt(value_of(r, name), digits)
+    extra = "" if compact else uncertainty_text(r, name)
+    if extra and cell != "-":
+        return cell + extra
     chance = _dict(r).get(f"{name}_chance")
     if chance is not None and cell != "-":
         cell += f" [{_fmt(float(chance), digits)}]"
     return cell
 
 
-def table_footnotes(results, cells=()):
+def _resampled(d):
+    return bool(d.get("permutations") or d.get("bootstrap"))
+
+
+def uncertainty_text(r, name):
+    """`` [0.69, 0.73] p<0.001``: the bootstrap interval (``<name>_ci_low/_ci_high``, two
+    decimals, three where two would print the same ends) and the permutation p-value
+    (``<name>_p``) of a measure, those measured; ``""`` without."""
+    d = _dict(r)
+    out = ""
+    lo, hi = d.get(f"{name}_ci_low"), d.get(f"{name}_ci_high")
+    if lo is not None and hi is not None:
+        places = 2 if f"{lo:.2f}" != f"{hi:.2f}" else 3
+        out += f" [{_no_minus_zero(f'{lo:.{places}f}')}, {_no_minus_zero(f'{hi:.{places}f}')}]"
+    p = d.get(f"{name}_p")
+    if p is not None:
+        out += " p<0.001" if p < 0.001 else f" p={p:.3f}"
+    return out
+
+
+def table_footnotes(results, cells=(), compact=False):
     """One line per mark :func:`format_table` printed (``–``, ``*``, ``±``; ``cells``: the
     printed ICA cells)."""
     ds = [_dict(r) for r in results]
@@ -142,8 +166,19 @@ def table_footnotes(results, cells=()):
     if any(d.get(f"{m}_fit_rows_ok") is False for d in ds for m in ("rigid", "linear")):
         notes.append(f"{FEW_ROWS_MARK}: too few fit rows for this map (rigid: 5 max(Da, Db), "
                      f"linear: 10 Da); its error is unreliable")
-    if any(d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None
-           for d in ds):
+    if any(_resampled(d) for d in ds) and not compact:
+        d = next(d for d in ds if _resampled(d))
+        parts = []
+        if d.get("bootstrap"):
+            parts.append(f"[low, high]: {100 * d.get('confidence', 0.95):g}% bootstrap interval "
+                         f"({d.get('interval', 'basic')}) over {d['bootstrap']} resamples of the "
+                         "input samples (errors: of the held-out samples, maps fixed)")
+        if d.get("permutations"):
+            parts.append(f"p: permutation p-value, {d['permutations']} shuffles of B's input samples "
+                         "against A's (one-sided, more similar)")
+        notes.extend(parts)
+    if any((d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None)
+           and (compact or not _resampled(d)) for d in ds):
         notes.append("[ ]: chance level: the same CKA / CCA with the rows of B permuted (seeded); "
                      "a value near it is noise")
     if any("\u00b1" in cell for cell in cells):
@@ -202,7 +237,7 @@ def row_labels(results, labels):
 
 def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 3,
                  title: str | None = None, ica_digits: int | None = None,
-                 eff_step: int = 1) -> str:
+                 eff_step: int = 1, compact: bool = False) -> str:
     """A Table-1-style text table: one row per compared pair.
 
     Columns: permutation, rigid, linear (held-out mean l2 error / diam(B)), ICA with its
@@ -225,6 +260,9 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
         a paper's numbers) keep ``digits``.
     eff_step : int, default=1
         Measured efficiencies are printed in percent rounded to multiples of this.
+    compact : bool, default=False
+        Hide the bootstrap intervals and p-values of a resampled result (``value [low,
+        high] p<0.001`` otherwise; the chance levels then show as without resampling).
 
     Returns
     -------
@@ -245,12 +283,15 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA", *extra]
     rows = []
     for lab, r in zip(labels, results):
-        rows.append([lab, _fmt(value_of(r, "permutation"), digits), closed_form_cell(r, "rigid", digits),
-                     closed_form_cell(r, "linear", digits),
+        rows.append([lab, closed_form_cell(r, "permutation", digits, compact),
+                     closed_form_cell(r, "rigid", digits, compact),
+                     closed_form_cell(r, "linear", digits, compact),
                      ica_cell(r, *((digits, 1) if not _ran_ica(_dict(r)) else
                                    (digits if ica_digits is None else ica_digits, eff_step))),
-                     similarity_cell(r, "linear_cka", digits), similarity_cell(r, "mean_cca", digits),
-                     *(_fmt(value_of(r, name), digits) for name in extra)])
+                     similarity_cell(r, "linear_cka", digits, compact),
+                     similarity_cell(r, "mean_cca", digits, compact),
+                     *(_fmt(value_of(r, name), digits) + ("" if compact else uncertainty_text(r, name))
+                       for name in extra)])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(header)]
     def line(cells):
@@ -259,7 +300,7 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     out = [] if title is None else [title]
     out += [line(header), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in rows]
-    out += table_footnotes(results, [row[4] for row in rows])
+    out += table_footnotes(results, [row[4] for row in rows], compact)
     return "\n".join(out)
 
 

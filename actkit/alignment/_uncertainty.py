@@ -1,0 +1,179 @@
+"""compare's uncertainty: permutation p-values and bootstrap intervals by input sample.
+
+* the moment-based similarities (linear CKA, mean CCA): :func:`actkit.inference.infer` on
+  the pair's rows gathered by input sample (one more pass over the rows);
+* the alignment errors: a bootstrap over the **held-out** input samples with the fitted maps
+  held fixed: each resample re-weights the per-sample sums of ``||h(a_i) - b_i||`` and of the
+  rows; ``diam(B_eval)`` is **not** re-estimated (it is a maximum over pairs of rows, whose
+  bootstrap is degenerate): it stays the scale of every resample. No permutation test for
+  them (their chance level is not a question of pairing alone: the maps were fitted on the
+  pairing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit.errors import ValidationError
+from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_interval,
+                              gather_pair, gram_fits, infer)
+
+
+def check_request(permutations, bootstrap, confidence, interval, n_groups):
+    """Every argument checked before any pass over the rows."""
+    from actkit.inference import check_resampling
+
+    check_resampling(permutations, bootstrap, confidence, interval)
+    if (permutations or bootstrap) and n_groups < MIN_SAMPLES:
+        raise ValidationError(f"resampling (permutations, bootstrap) needs at least {MIN_SAMPLES} "
+                              f"input samples, got {n_groups}")
+
+
+#: the table's moment-based columns, resampled whenever resampling is asked
+TABLE_MEASURES = ("linear_cka", "linear_cka_debiased", "mean_cca")
+
+
+def resampled_measures(chosen):
+    """``name -> (compute(moments), kind)`` of the moment-based measures to resample (the
+    table's, :data:`TABLE_MEASURES`, and the asked-for ones, ``chosen``: [(Measure,
+    params)]), ``name -> (compute(a, b), kind)`` of the asked-for row-based ones, and the
+    names left out (scored on held-out rows: ``linear_r2``)."""
+    from actkit.measures import get_measure
+
+    todo = [(get_measure(k), {}) for k in TABLE_MEASURES]
+    todo += [(m, p) for m, p in chosen if m.name not in TABLE_MEASURES]
+    out, rows, skipped = {}, {}, []
+    for m, params in todo:
+        if m.source == "moments" and not m.needs_split:
+            out[m.name] = (_bound(m, params), m.kind)
+        elif m.source == "rows":
+            rows[m.name] = (_bound_rows(m, params), m.kind)
+        elif m.source != "alignment":
+            skipped.append(m.name)
+    return out, rows, skipped
+
+
+def _bound_rows(m, params):
+    def compute(a, b):
+        return float(m.compute(a, b, **params))
+    return compute
+
+
+def _bound(m, params):
+    def compute(moments):
+        return float(m.compute(moments, **params))
+    return compute
+
+
+def map_measure(name, params=None, dtype="float64"):
+    """``(compute(moments), kind)`` of a moment-based measure by name (one-line errors naming
+    the valid ones otherwise)."""
+    from actkit.measures import available, get_measure
+
+    m = get_measure(name)
+    if m.source != "moments" or m.needs_split:
+        ok = [k for k in available() if get_measure(k).source == "moments" and not get_measure(k).needs_split]
+        raise ValidationError(f"a layer map needs a moment-based measure; {name} is not: choose one "
+                              f"of {', '.join(ok)}")
+    return _bound(m, m.validate(params)), m.kind
+
+
+def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confidence, interval,
+                       random_state, dtype, block_rows=None, max_rows=10000, device="cpu"):
+    """:class:`MeasureRecord` of each moment-based measure (:func:`resampled_measures`) and
+    each asked-for row-based one (on its row sample), and info keys
+    (``resampling_skipped``: asked-for measures without resampling)."""
+    measures, by_rows, skipped = resampled_measures(chosen)
+    rows_a, rows_b = gather_pair(A, B, block_rows=block_rows)
+    samples = Samples(rows_a, rows_b, groups, product_dtype=dtype, dtype=str(np.dtype(dtype)),
+                      device=None if str(device) == "cpu" else device,
+                      norms="linear_cka_debiased" in measures)
+    fast = {"linear_cka": bootstrap_cka} if gram_fits(samples, bootstrap) else {}
+    records, info = infer(samples, measures, permutations=permutations, bootstrap=bootstrap,
+                          confidence=confidence, random_state=random_state, interval=interval,
+                          fast_bootstrap=fast)
+    if by_rows:
+        from actkit.inference import infer_rows
+        from actkit.measures import rows_of
+
+        a, b, rows = rows_of(A, B, groups, max_rows, random_state, device)
+        ids = rows if groups is None else np.asarray(groups)[rows]
+        records.update(infer_rows(a, b, ids, by_rows, permutations=permutations, bootstrap=bootstrap,
+                                  confidence=confidence, random_state=random_state, interval=interval))
+    if skipped:
+        info["resampling_skipped"] = skipped
+    return records, info
+
+
+def attach_records(res, records):
+    """Every record into ``res.measures`` (an asked-for measure's entry gains the fields)."""
+    from actkit.alignment._measures_run import MeasureValue
+
+    for name, rec in records.items():
+        mv = res.measures.get(name)
+        if mv is None:
+            mv = res.measures[name] = MeasureValue(name, float(rec.value), {}, None)
+        for key in ("kind", "p", "null_mean", "null_sd", "ci_low", "ci_high", "permutations",
+                    "bootstrap", "confidence", "interval"):
+            setattr(mv, key, getattr(rec, key))
+    return res
+
+
+def uncertainty_keys(mv):
+    """The ``to_dict()`` keys of a record's uncertainty (those measured)."""
+    out = {}
+    if getattr(mv, "permutations", 0):
+        out.update({f"{mv.name}_p": mv.p, f"{mv.name}_null_mean": mv.null_mean,
+                    f"{mv.name}_null_sd": mv.null_sd})
+    if getattr(mv, "bootstrap", 0):
+        out.update({f"{mv.name}_ci_low": mv.ci_low, f"{mv.name}_ci_high": mv.ci_high})
+    return out
+
+
+def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidence, interval,
+                  random_state):
+    """Bootstrap intervals of the held-out errors over the held-out input samples, maps and
+    diam(B_eval) fixed. ``row_errors``: name -> (n_eval,) per-row ``||h(a_i) - b_i||``."""
+    _, inv = np.unique(eval_groups, return_inverse=True)
+    inv = inv.ravel()
+    counts = np.bincount(inv).astype(np.float64)
+    G = counts.size
+    rng = np.random.default_rng([int(random_state), 3])
+    draws = rng.integers(0, G, size=(bootstrap, G))
+    W = np.bincount((draws + (np.arange(bootstrap) * G)[:, None]).ravel(),
+                    minlength=bootstrap * G).reshape(bootstrap, G).astype(np.float64)
+    rows = W @ counts
+    out = {}
+    for name, e in row_errors.items():
+        per_sample = np.bincount(inv, weights=e, minlength=G)
+        values = (W @ per_sample) / rows / diam
+        rec = MeasureRecord(name, float(errors[name]), "distance", bootstrap=int(bootstrap),
+                            confidence=float(confidence), interval=interval)
+        rec.ci_low, rec.ci_high = bootstrap_interval(values, errors[name], confidence, interval)
+        out[name] = rec
+    return out, G
+
+
+def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *, permutations,
+                bootstrap, confidence, interval, random_state, max_rows=10000, device="cpu"):
+    """compare's resampling: the records of the moment-based measures (``values``: the
+    values compare reports) and of the held-out errors, and the info keys."""
+    if not (permutations or bootstrap):
+        return {}, {}
+    records, extra = similarity_records(
+        A, B, groups, chosen, permutations=permutations, bootstrap=bootstrap,
+        confidence=confidence, interval=interval, random_state=random_state, dtype=pair.dtype,
+        block_rows=pair.block_rows, max_rows=max_rows, device=device)
+    for name, value in values.items():
+        if name in records:
+            records[name].value = float(value)      # the value compare reports
+    if bootstrap:
+        eval_groups = eval_rows if groups is None else np.asarray(groups)[eval_rows]
+        rec_err, _ = error_records(
+            {k: np.concatenate(v) for k, v in pair.row_errors.items() if k in errors},
+            eval_groups, diam_b, errors, bootstrap=bootstrap, confidence=confidence,
+            interval=interval, random_state=random_state)
+        records.update(rec_err)
+    extra.update(permutations=int(permutations), bootstrap=int(bootstrap),
+                 confidence=float(confidence), interval=interval)
+    return records, {k: v for k, v in extra.items() if v is not None}

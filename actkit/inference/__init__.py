@@ -1,0 +1,15 @@
+"""Uncertainty of compare's measures, by input sample: permutation p-values and bootstrap
+intervals (:func:`infer`), computed from the rows of a pair gathered once and grouped by input
+sample (:class:`Samples`). docs/compare.md, "Uncertainty".
+"""
+
+from actkit.inference._cka import bootstrap_cka, gram_fits
+from actkit.inference._resample import (INTERVALS, MeasureRecord, bootstrap_draws, bootstrap_interval,
+                                        check_resampling, infer, p_value, percentile_interval,
+                                        permutation_draws)
+from actkit.inference._rows import infer_rows
+from actkit.inference._samples import MIN_SAMPLES, Samples, gather_pair
+
+__all__ = ["INTERVALS", "MIN_SAMPLES", "MeasureRecord", "Samples", "bootstrap_cka",
+           "bootstrap_draws", "bootstrap_interval", "check_resampling", "gather_pair", "gram_fits",
+           "infer", "infer_rows", "p_value", "percentile_interval", "permutation_draws"]

@@ -1,0 +1,248 @@
+"""Permutation p-values and bootstrap intervals over input samples: :func:`infer`.
+
+Schemes (docs/compare.md, "Uncertainty"):
+
+* **permutation null**: the input samples of B are shuffled against those of A, whole
+  samples, each only among the samples with the same number of rows (for unequal lengths,
+  a sample whose length no other sample has keeps its partner: the test is then
+  conservative, and ``permutation_exchangeable`` says which share of the samples was
+  shuffled). Permutation ``j`` is drawn by ``np.random.default_rng([random_state, 1])``,
+  all ``N`` before any is used. ``p = (1 + #{null at least as similar as observed}) /
+  (1 + N)``: one-sided toward "more similar" (``>=`` for a similarity, ``<=`` for a
+  distance), ties counted against the observation.
+* **bootstrap interval**: ``M`` resamples of the input samples with replacement
+  (``np.random.default_rng([random_state, 2])``), each a re-weighting of the per-sample
+  moments. Default the **basic** (reverse percentile) interval ``[2 t - q_{(1+c)/2},
+  2 t - q_{(1-c)/2}]`` of the observed value ``t`` and the quantiles ``q`` of the resampled
+  values at confidence ``c``: it carries the finite-sample bias of CKA-like measures (the
+  bootstrap values lie above ``t`` as ``t`` lies above the population value), where the
+  percentile interval ``[q_{(1-c)/2}, q_{(1+c)/2}]`` (``interval="percentile"``) and BCa
+  miss the population value (coverage measured in docs/compare.md, "Uncertainty").
+
+The work is split into fixed batches run on the thread budget's workers, each at one BLAS
+thread: the digits do not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from actkit._threads import current_threads, map_ordered, small_linalg
+from actkit.errors import ValidationError
+
+#: resamples per task (a constant: never the thread count)
+BOOT_BATCH = 16
+PERM_BATCH = 4
+
+#: a null value within this relative distance of the observed one counts as a tie
+TIE_TOL = 1e-12
+
+
+@dataclass
+class MeasureRecord:
+    """One measure of :func:`actkit.compare` with its uncertainty (``res.measures[name]``).
+
+    Attributes
+    ----------
+    name : str
+    value : float
+        The measure on all rows.
+    kind : {"similarity", "distance"}
+    p : float or None
+        Permutation p-value (one-sided toward "more similar"); None without permutations.
+    null_mean, null_sd : float or None
+        Mean and standard deviation (ddof=1) of the permutation null.
+    ci_low, ci_high : float or None
+        Bootstrap interval at ``confidence`` (``interval``: basic or percentile); None
+        without bootstrap.
+    permutations, bootstrap : int
+    confidence : float
+    """
+
+    name: str
+    value: float
+    kind: str = "similarity"
+    p: float | None = None
+    null_mean: float | None = None
+    null_sd: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    permutations: int = 0
+    bootstrap: int = 0
+    confidence: float = 0.95
+    interval: str = "basic"
+
+    def keys(self) -> dict:
+        """The ``to_dict()`` keys of this record: ``<name>_p``, ``_null_mean``, ``_null_sd``,
+        ``_ci_low``, ``_ci_high`` (those measured)."""
+        out = {}
+        if self.permutations:
+            out.update({f"{self.name}_p": self.p, f"{self.name}_null_mean": self.null_mean,
+                        f"{self.name}_null_sd": self.null_sd})
+        if self.bootstrap:
+            out.update({f"{self.name}_ci_low": self.ci_low, f"{self.name}_ci_high": self.ci_high})
+        return out
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_resampling(permutations, bootstrap, confidence, interval="basic"):
+    """Validate the arguments (one-line errors naming them)."""
+    if interval not in INTERVALS:
+        raise ValidationError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
+    for name, v in (("permutations", permutations), ("bootstrap", bootstrap)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValidationError(f"{name} must be a non-negative integer, got {v!r}")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) \
+            or not 0 < float(confidence) < 1:
+        raise ValidationError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def permutation_draws(n_s, N, random_state):
+    """``(N, G)`` sample permutations, each only among samples of equal length, and the
+    share of samples that can move (in a length class of at least two)."""
+    G = n_s.size
+    perms = np.tile(np.arange(G), (N, 1))
+    rng = np.random.default_rng([int(random_state), 1])
+    movable = 0
+    for length in np.unique(n_s):
+        idx = np.flatnonzero(n_s == length)
+        if idx.size < 2:
+            continue
+        movable += idx.size
+        if N:
+            perms[:, idx] = idx[rng.permuted(np.tile(np.arange(idx.size), (N, 1)), axis=1)]
+    return perms, movable / G
+
+
+def bootstrap_draws(G, M, random_state):
+    """``(M, G)`` multiplicities of the input samples in ``M`` resamples with replacement."""
+    rng = np.random.default_rng([int(random_state), 2])
+    draws = rng.integers(0, G, size=(M, G))
+    flat = (draws + (np.arange(M) * G)[:, None]).ravel()
+    return np.bincount(flat, minlength=M * G).reshape(M, G).astype(np.float64)
+
+
+def p_value(null, observed, kind):
+    """``(1 + #{null at least as similar}) / (1 + N)``; NaN nulls count as not as similar."""
+    null = np.asarray(null, dtype=np.float64)
+    tol = TIE_TOL * max(1.0, abs(observed))
+    hits = null >= observed - tol if kind == "similarity" else null <= observed + tol
+    return float((1 + np.count_nonzero(hits)) / (1 + null.size))
+
+
+INTERVALS = ("basic", "percentile")
+
+
+def percentile_interval(values, confidence):
+    """``[q_{(1-c)/2}, q_{(1+c)/2}]`` of the finite ``values``."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(v, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_interval(values, observed, confidence, interval="basic"):
+    """The bootstrap interval of ``observed`` from resampled ``values``: ``"basic"``
+    ``[2 t - q_hi, 2 t - q_lo]`` or ``"percentile"`` ``[q_lo, q_hi]``."""
+    lo, hi = percentile_interval(values, confidence)
+    if interval == "percentile":
+        return lo, hi
+    return float(2 * observed - hi), float(2 * observed - lo)
+
+
+def _batches(n, size):
+    return [(s, min(n, s + size)) for s in range(0, n, size)]
+
+
+def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, random_state=0,
+          interval="basic", fast_bootstrap=None):
+    """Permutation nulls and bootstrap intervals of moment-based measures.
+
+    Parameters
+    ----------
+    samples : Samples
+        The pair's rows by input sample (:class:`~actkit.inference.Samples`).
+    measures : dict of name -> (compute, kind)
+        ``compute(moments) -> float``; ``kind`` "similarity" or "distance".
+    permutations, bootstrap : int
+    confidence : float
+    random_state : int
+    interval : {"basic", "percentile"}, default="basic"
+    fast_bootstrap : dict of name -> callable, optional
+        ``f(samples, W) -> (k,) values`` replacing ``compute`` on resampled moments
+        (:func:`~actkit.inference._cka.bootstrap_cka`).
+
+    Returns
+    -------
+    records : dict of name -> MeasureRecord
+    info : dict
+        ``permutation_exchangeable``: the share of samples the permutations move.
+    """
+    check_resampling(permutations, bootstrap, confidence, interval)
+    if permutations or bootstrap:
+        samples.check_resamplable()
+    fast_bootstrap = fast_bootstrap or {}
+    names = list(measures)
+    workers = current_threads()
+    with small_linalg():
+        observed = {k: float(measures[k][0](samples.moments())) for k in names}
+        perms, movable = permutation_draws(samples.n_s, permutations, random_state)
+        null = np.full((permutations, len(names)), np.nan)
+
+        def perm_task(span):
+            return [[measures[k][0](samples.permuted_moments(perms[j])) for k in names]
+                    for j in range(*span)]
+
+        for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
+                                  map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
+            null[s0:s1] = vals
+
+        W = bootstrap_draws(samples.G, bootstrap, random_state) if bootstrap else None
+        boot = np.full((bootstrap, len(names)), np.nan)
+        slow = [k for k in names if k not in fast_bootstrap]
+
+        def boot_task(span):
+            w = W[span[0]:span[1]]
+            out = np.full((w.shape[0], len(names)), np.nan)
+            for i, k in enumerate(names):
+                if k in fast_bootstrap:
+                    out[:, i] = fast_bootstrap[k](samples, w)
+            if slow:
+                for r, m in enumerate(samples.weighted_moments(w)):
+                    for i, k in enumerate(names):
+                        if k not in fast_bootstrap:
+                            out[r, i] = measures[k][0](m)
+            return out
+
+        if bootstrap:
+            if slow and samples.blocks_fit():
+                samples.blocks()        # once, before the workers share them
+            for k in fast_bootstrap:
+                if k in names and hasattr(fast_bootstrap[k], "prepare"):
+                    fast_bootstrap[k].prepare(samples, bootstrap)
+            for (s0, s1), vals in zip(_batches(bootstrap, BOOT_BATCH),
+                                      map_ordered(boot_task, _batches(bootstrap, BOOT_BATCH), workers)):
+                boot[s0:s1] = vals
+
+    records = {}
+    for i, k in enumerate(names):
+        kind = measures[k][1]
+        rec = MeasureRecord(k, observed[k], kind, permutations=int(permutations),
+                            bootstrap=int(bootstrap), confidence=float(confidence))
+        if permutations:
+            col = null[:, i]
+            fin = col[np.isfinite(col)]
+            rec.p = p_value(col, observed[k], kind)
+            rec.null_mean = float(fin.mean()) if fin.size else float("nan")
+            rec.null_sd = float(fin.std(ddof=1)) if fin.size > 1 else float("nan")
+        if bootstrap:
+            rec.ci_low, rec.ci_high = bootstrap_interval(boot[:, i], observed[k], confidence, interval)
+            rec.interval = interval
+        records[k] = rec
+    return records, {"permutation_exchangeable": float(movable) if permutations else None}

@@ -1,0 +1,118 @@
+"""Inference by input sample (issue 32): permutations and bootstrap of linear CKA from the
+per-sample moments vs recomputing the measure from the resampled rows, side by side.
+
+Data: a 20,000-row x 384-wide float32 pair from 200 input samples of 100 rows (rows of a
+sample share a per-sample effect). Ours: one gather of the rows, then
+``actkit.inference.infer`` (a permutation: one product of the rows, the side scatters
+kept; a bootstrap resample: a re-weighting of the per-sample blocks through the Gram route,
+no product of the rows). The reference: for each resample, the rows of the resampled
+(or re-paired) samples gathered and linear CKA recomputed from them (centring and the three
+products X^T X, Y^T Y, X^T Y, float32 like the data, on all threads): timed on
+``--ref-resamples`` resamples of each kind and scaled to the same counts (its cost per
+resample does not depend on which resample), half before and half after ours. Both on the
+same threads (``--threads``).
+
+    python benchmarks/bench_inference.py                       # 1,000 + 1,000, 2 threads
+    python benchmarks/bench_inference.py --permutations 100 --bootstrap 100
+
+Targets (issue 32): ours under 60 s on 2 idle cores; bootstrap >= 20x, permutations >= 2.5x,
+whole call >= 5x faster than the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+
+def data(n=20000, d=384, G=200, seed=0):
+    rng = np.random.default_rng(seed)
+    g = np.repeat(np.arange(G), n // G)
+    A = rng.normal(size=(n, d)) + 0.7 * rng.normal(size=(G, d))[g]
+    B = A @ (rng.normal(size=(d, d)) / np.sqrt(d)) + rng.normal(size=(n, d))
+    return A.astype(np.float32), B.astype(np.float32), g
+
+
+def cka_rows(X, Y):
+    """Linear CKA recomputed from rows (feature space, float32 products like the data)."""
+    X = X - X.mean(axis=0)
+    Y = Y - Y.mean(axis=0)
+    xy, xx, yy = X.T @ Y, X.T @ X, Y.T @ Y
+    return float(np.sum(xy.astype(np.float64) ** 2) / np.linalg.norm(xx) / np.linalg.norm(yy))
+
+
+def reference(A, B, g, perms, W):
+    """Seconds per permutation and per bootstrap resample of the recomputation from rows."""
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    L = np.diff(np.r_[starts, g.size])
+    t = time.perf_counter()
+    for perm in perms:
+        idx = np.concatenate([np.arange(starts[p], starts[p] + L[p]) for p in perm])
+        cka_rows(A, B[idx])
+    per_perm = (time.perf_counter() - t) / max(len(perms), 1)
+    t = time.perf_counter()
+    for w in W:
+        picks = np.repeat(np.arange(len(w)), w.astype(int))
+        idx = np.concatenate([np.arange(starts[p], starts[p] + L[p]) for p in picks])
+        cka_rows(A[idx], B[idx])
+    per_boot = (time.perf_counter() - t) / max(len(W), 1)
+    return per_perm, per_boot
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--permutations", type=int, default=1000)
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--ref-resamples", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+
+    from actkit._threads import use_threads
+    from actkit.inference import (Samples, bootstrap_cka, bootstrap_draws, gram_fits, infer,
+                                  permutation_draws)
+    from actkit.measures import get_measure
+
+    A, B, g = data()
+    cka = {"linear_cka": (get_measure("linear_cka").compute, "similarity")}
+    print(f"data: {A.shape[0]} rows x {A.shape[1]} + {B.shape[1]} features, {np.unique(g).size} input "
+          f"samples, float32; threads {args.threads}; load before {os.getloadavg()[0]:.2f}")
+    k = args.ref_resamples
+    with use_threads(args.threads):
+        # the reference is timed in two halves, before and after ours: the same load on average
+        perms0 = permutation_draws(np.bincount(g), k, 1)[0]
+        W0 = bootstrap_draws(np.unique(g).size, k, 1)
+        before = reference(A, B, g, perms0[: k // 2], W0[: k // 2])
+        t0 = time.perf_counter()
+        s = Samples(A, B, g, product_dtype=np.float32, dtype="float32", norms=False)
+        fast = {"linear_cka": bootstrap_cka} if gram_fits(s, args.bootstrap) else {}
+        t1 = time.perf_counter()
+        rp, _ = infer(s, cka, permutations=args.permutations, random_state=0)
+        t2 = time.perf_counter()
+        rb, _ = infer(s, cka, bootstrap=args.bootstrap, random_state=0, fast_bootstrap=fast)
+        t3 = time.perf_counter()
+        gather, perm_s, boot_s = t1 - t0, t2 - t1, t3 - t2
+        whole = gather + perm_s + boot_s
+        after = reference(A, B, g, perms0[k // 2:], W0[k // 2:])
+    ref_perm, ref_boot = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+    ref_p, ref_b = ref_perm * args.permutations, ref_boot * args.bootstrap
+    r = rp["linear_cka"]
+    print(f"linear CKA {r.value:.4f}: p = {r.p:.4g} (null {r.null_mean:.4f} +- {r.null_sd:.4f}); "
+          f"{100 * rb['linear_cka'].confidence:g}% interval [{rb['linear_cka'].ci_low:.4f}, "
+          f"{rb['linear_cka'].ci_high:.4f}]")
+    print(f"{'part':<28}{'ours (s)':>10}{'reference (s)':>15}{'ratio':>8}")
+    print(f"{'gather rows by sample':<28}{gather:>10.2f}{'-':>15}{'':>8}")
+    if args.permutations:
+        print(f"{f'{args.permutations} permutations':<28}{perm_s:>10.2f}{ref_p:>15.1f}{ref_p / perm_s:>7.1f}x")
+    if args.bootstrap:
+        print(f"{f'{args.bootstrap} bootstrap resamples':<28}{boot_s:>10.2f}{ref_b:>15.1f}{ref_b / boot_s:>7.1f}x")
+    print(f"{'whole call':<28}{whole:>10.2f}{ref_p + ref_b:>15.1f}{(ref_p + ref_b) / whole:>7.1f}x")
+    print(f"reference: {k} resamples of each kind timed, half before and half after ours ({ref_perm:.3f} s per permutation, "
+          f"{ref_boot:.3f} s per bootstrap resample), scaled to the counts; load after "
+          f"{os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
