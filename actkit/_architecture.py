@@ -70,6 +70,8 @@ FLOORS: list = [
     ("measuring and comparing", [
         ("measures", ["actkit.measures"],
          "the measure protocol (`Measure`, `Moments`, the registry) and one module per similarity measure"),
+        ("inference", ["actkit.inference"],
+         "permutation p-values and bootstrap intervals by input sample: per-sample blocks, re-weighted or re-paired"),
         ("metrics", ["actkit.metrics"], "CKA, CCA, R^2, Amari, MCC, Hoyer, InfoMEC, softmax distances"),
         ("alignment", ["actkit.alignment"],
          "`align`, `compare`, `compare_many` (and their task lists), maps, splits, `CompareResult`, tables"),
