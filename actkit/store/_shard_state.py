@@ -72,6 +72,10 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
     out = Path(out)
     rhash = request_hash(full_request)
     if overwrite:
+        if out.exists():
+            from actkit.store._create import refuse_foreign
+
+            refuse_foreign(out)
         return "new"
     if out.exists():
         existing = _existing_request(out)
