@@ -47,11 +47,12 @@ from actkit.store._format import (
 )
 from actkit.store._integrity import verify_store
 from actkit.store._layer import Layer
-from actkit.store._reader import Store, common_layers, open_store
+from actkit.store._reader import Store, common_layers, open_store, unverified_reads
 from actkit.store._shard_state import check_shards, shard_list
 from actkit.store._shards import consolidate, finished_request_hash, write_virtual_store
 from actkit.store._writer import StoreWriter
 
 __all__ = ["open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store",
            "FORMAT", "PARTIAL_SUFFIX", "PROGRESS_SUFFIX", "partial_path", "progress_path", "request_hash",
-           "write_virtual_store", "consolidate", "check_shards", "shard_list", "finished_request_hash"]
+           "write_virtual_store", "consolidate", "check_shards", "shard_list", "finished_request_hash",
+           "unverified_reads"]

@@ -17,6 +17,12 @@ class Layer:
     Supports ``len``, ``shape``, ``dtype``, slicing (``layer[a:b]``, integer and sorted
     integer-array row selection), ``np.asarray(layer)`` and :meth:`iter_blocks` for
     streaming reads.  Reading is lazy: nothing is loaded until indexed.
+
+    Every read of a finished store checks the checksummed blocks it touches (whole blocks of
+    about 1 MiB are read for that) and the row index against its checksum, as
+    ``actkit verify`` does: a corrupt block is a one-line :class:`~actkit.errors.StoreError`,
+    never data. ``open_store(path, verify_reads=False)`` (the commands' ``--no-verify``)
+    reads without the checks; an unfinished store (``allow_incomplete``) is read unchecked.
     """
 
     ndim = 2
@@ -56,22 +62,61 @@ class Layer:
     def index(self) -> np.ndarray:
         """(rows, 2) int64 array of ``[sample, position]``; position -1 for pooled rows."""
         with integrity.h5_errors(self.store.path):
-            return self.store.file[f"layers/{self.name}/index"][: self._rows]
+            index = self.store.file[f"layers/{self.name}/index"][()]
+        if self.store.checked_reads and not self.store._index_checked.get(self.name):
+            if integrity.array_sha256(index) != self.store.meta["layers"][self.name]["index_sha256"]:
+                from actkit.errors import StoreError
+                from actkit.store._source import HINT
+
+                raise StoreError(f"{self.store.path}: the row index of layer {self.name} does not match its "
+                                 f"checksum; {HINT}")
+            self.store._index_checked[self.name] = True
+        return index[: self._rows]
 
     @property
     def groups(self) -> np.ndarray:
         """(rows,) int64 sample id of every row: rows of one input share a group."""
-        with integrity.h5_errors(self.store.path):
-            return self.store.file[f"layers/{self.name}/index"][: self._rows, 0]
+        return self.index[:, 0]
+
+    def _read(self, a: int, b: int) -> np.ndarray:
+        """Rows ``a:b`` (``a <= b``), checked against their blocks' checksums when the store
+        checks its reads."""
+        source = self.store.checked_source(self.name)
+        if source is None:
+            with integrity.h5_errors(self.store.path):
+                return self.dataset[a:b]
+        return source.read(a, b)
+
+    def _read_rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows ``idx`` (increasing), read as runs of nearby rows (checked like :meth:`_read`)."""
+        if self.store.checked_source(self.name) is None or not len(idx):
+            with integrity.h5_errors(self.store.path):
+                return self.dataset[idx]
+        gap = max(1, int(self.store.meta["layers"][self.name].get("block_rows") or 1))
+        cuts = np.flatnonzero(np.diff(idx) > gap) + 1
+        parts = []
+        for run in np.split(idx, cuts):
+            a = int(run[0])
+            parts.append(self._read(a, int(run[-1]) + 1)[run - a])
+        return np.concatenate(parts)
 
     def __getitem__(self, key):
         rows, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
         norm = self._normalise_rows(rows)
-        with integrity.h5_errors(self.store.path):
-            if isinstance(norm, _Reorder):
-                data = self.dataset[(norm.uniq, *rest)] if rest else self.dataset[norm.uniq]
-                return data[norm.inverse]
-            return self.dataset[(norm, *rest)] if rest else self.dataset[norm]
+        if isinstance(norm, _Reorder):
+            data = self._read_rows(norm.uniq)[norm.inverse]
+        elif isinstance(norm, slice):
+            a, b, step = norm.start, max(norm.start, norm.stop), norm.step
+            if step < 0:  # rows b+1..a in reverse
+                a, b = norm.stop + 1, norm.start + 1
+                data = self._read(a, max(a, b))[::step] if b > a else self._read(0, 0)
+            else:
+                data = self._read(a, b)[::step]
+        elif isinstance(norm, int):
+            data = self._read(norm, norm + 1)[0]
+        else:
+            data = self._read_rows(np.asarray(norm, dtype=np.int64))
+        return data[(slice(None), *rest)] if rest and np.ndim(data) == 2 else (data[rest] if rest else data)
 
     def _normalise_rows(self, rows):
         n = self._rows
@@ -99,8 +144,7 @@ class Layer:
         return arr
 
     def __array__(self, dtype=None, copy=None):
-        with integrity.h5_errors(self.store.path):
-            out = self.dataset[: self._rows]
+        out = self._read(0, self._rows)
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def to_numpy(self, dtype=None) -> np.ndarray:
@@ -200,8 +244,7 @@ class Layer:
         if block_rows is None:
             block_rows = default_block_rows(self.shape[1], self.dtype.itemsize)
         for s in range(start, stop, block_rows):
-            with integrity.h5_errors(self.store.path):
-                block = self.dataset[s : min(stop, s + block_rows)]
+            block = self._read(s, min(stop, s + block_rows))
             yield s, (block if dtype is None else block.astype(dtype, copy=False))
 
 
