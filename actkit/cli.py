@@ -175,6 +175,9 @@ def _run(argv) -> int:
     warnings.showwarning = _show_warning
     _SHOWN.clear()
     try:
+        from actkit._commands._preflight import preflight
+
+        preflight(args)  # numbers and output paths: before any model or store is loaded
         with use_threads(getattr(args, "threads", None)), _read_checks(args):
             return int(args.func(args) or 0)
     except Terminated:

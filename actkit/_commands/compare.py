@@ -139,16 +139,6 @@ def _write_json(path, obj):
     write_json_atomic(path, obj, indent=2, allow_nan=False)
 
 
-def _check_outputs(args):
-    for path in (args.json, args.plot):
-        if path:
-            folder = os.path.dirname(os.path.abspath(path))
-            if not os.path.isdir(folder):
-                raise InputError(f"cannot write {path}: folder {folder} does not exist")
-            if os.path.isdir(path):
-                raise InputError(f"{path} is a directory; give a file name")
-
-
 def _labels_ids(text):
     import numpy as np
 
@@ -180,7 +170,6 @@ def run(args) -> int:
     if len(args.sources) < 2:
         raise ActkitError("compare needs at least two stores (or two models with --inputs)")
     methods = _split_list(args.methods or ",".join(_ALL_METHODS))
-    _check_outputs(args)
     if args.softmax_labels:
         _labels_ids(args.softmax_labels)      # refuse bad ids before any work
     from actkit._device import is_accelerator, resolve_device

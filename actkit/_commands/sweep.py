@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from actkit._commands.compare import _check_outputs, _ica_rows_arg, _restarts_arg, _split_list, _write_json
+from actkit._commands.compare import _ica_rows_arg, _restarts_arg, _split_list, _write_json
 
 
 def register(sub) -> None:
@@ -55,7 +55,6 @@ def run(args) -> int:
 
     from actkit.sweep import plot_sweep, sweep
 
-    _check_outputs(args)
     tmp = None if args.work_dir else tempfile.TemporaryDirectory(prefix="actkit-sweep-")
     steps = [int(s) for s in _split_list(args.steps)] if args.steps else None
     try:
