@@ -30,7 +30,7 @@ NUMBERS = [
     (["sweep", "m", "--inputs", "t.txt", "--layers", "x", "--batch-size", "0"], "--batch-size"),
     (["whiten", "S.h5", "--out", "o.h5", "--eps", "0"], "--eps"),
     (["whiten", "S.h5", "--out", "o.h5", "--block-rows", "0"], "--block-rows"),
-    (["ica", "S.h5", "--out", "o.h5", "--fit-rows", "1"], "--fit-rows must be an integer of at least 2"),
+    (["ica", "S.h5", "--out", "o.h5", "--fit-rows", "1"], "--fit-rows must be >= 2, got 1"),
     (["ica", "S.h5", "--out", "o.h5", "--tol", "-1"], "--tol"),
     (["dictionary", "S.h5", "--out", "o.h5", "--n-components", "0"], "--n-components"),
     (["dictionary", "S.h5", "--out", "o.h5", "--n-components", "4", "--alpha", "-1"], "--alpha"),

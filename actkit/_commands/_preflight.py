@@ -57,7 +57,7 @@ def check_numbers(args) -> None:
         if dest in AT_LEAST and isinstance(value, int):
             low = AT_LEAST[dest]
             if value < low:
-                what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer of at least {low}")
+                what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f">= {low}")
                 raise InputError(f"{option(dest)} must be {what}, got {value}")
             continue
         bounds = FLOATS.get(dest)

@@ -224,9 +224,10 @@ class Layer:
         if pending:  # the last (short) block, possibly gathered from several shards
             fn(np.concatenate(pending) if len(pending) > 1 else pending[0])
 
-    def to_torch(self, batch_size: int, *, shuffle: bool = True, seed: int = 0, buffer_rows: int | None = None,
+    def to_torch(self, batch_size: int | None = None, *, shuffle: bool = True, seed: int = 0, buffer_rows: int | None = None,
                  drop_last: bool = False, num_workers: int | None = None, **kwargs):
-        """A torch ``IterableDataset`` of ``(batch_size, features)`` row batches of this layer:
+        """A torch ``IterableDataset`` of ``(batch_size, features)`` row batches of this layer
+        (single ``(features,)`` rows without ``batch_size``, for a torch ``DataLoader`` to batch):
         seeded random block order and a bounded shuffle window, exactly once per epoch,
         resumable (``state_dict``/``load_state_dict``), split over ``DataLoader`` workers and
         torchrun ranks, every block checked against its checksum. With ``num_workers`` given,
