@@ -228,6 +228,18 @@ def test_sweep_prints_compares_table_and_writes_nothing_unasked(checkpoints, tmp
     assert code == 0, err
     cmp_row = next(line for line in cmp_out.splitlines() if line.startswith(LAYER))
     assert row.split(LAYER, 1)[1].split() == cmp_row.split(LAYER, 1)[1].split()
+    # a reused store with a corrupt block: verify's line, not numbers (the sweep reads it checked)
+    import h5py
+
+    path = work / "step-10.h5"
+    with h5py.File(path, "r") as f:
+        offset = f[f"layers/{LAYER}/data"].id.get_offset() + 7
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 0x10
+    path.write_bytes(bytes(raw))
+    verify = cli_error(capsys, "verify", path)
+    assert cli_error(capsys, "sweep", "--checkpoints", f"{checkpoints[0]},{checkpoints[3]}", "--inputs", texts,
+                     "--layers", LAYER, "--work-dir", work, *opts, "--quiet") == verify
 
 
 def test_a_not_identifiable_fit_prints_no_digits():
