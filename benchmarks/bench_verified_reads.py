@@ -9,6 +9,9 @@ page cache (the worst case for the check: no disk time to hide behind):
 * ``whiten``: ``actkit whiten STORE --out W.h5`` (fit: one moments pass; transform: one pass);
 * ``compare``: ``actkit compare A.h5 B.h5 --methods linear,rigid`` (held-out alignments, CKA, CCA).
 
+The two variants alternate in ABBA order round by round (checked first in even rounds), so a
+burst of load from other processes does not fall on one side only.
+
 Run (numbers in docs/performance.md)::
 
     python benchmarks/bench_verified_reads.py                 # 2 stores of 128 MiB, 3 rounds
@@ -84,9 +87,9 @@ def main(argv=None) -> None:
         times = {(name, v): [] for name in cases for v in (True, False)}
         for name, fn in cases.items():
             fn(True)  # warm the page cache and the imports
-        for _ in range(args.repeats):
+        for r in range(args.repeats):
             for name, fn in cases.items():
-                for verify in (True, False):
+                for verify in ((True, False) if r % 2 == 0 else (False, True)):  # ABBA: no position bias
                     t0 = time.perf_counter()
                     fn(verify)
                     times[(name, verify)].append(time.perf_counter() - t0)

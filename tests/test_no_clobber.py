@@ -135,3 +135,23 @@ def test_store_overwrite_never_replaces_a_user_file(store, tmp_path, capsys):
         assert s[s.layers[0]].shape[1] == 2
     with pytest.raises(Exception, match="only its own outputs"):
         create_store(other, [LayerSpec("L", 2, 2)], n_samples=2, request={"t": 2}, overwrite=True)
+
+
+def test_a_users_files_in_a_shards_folder_stay(tmp_path):
+    """A single store finalised at OUT removes the shards of a sharded store it replaced, never
+    a ``OUT.shards`` folder holding anything else; a sharded rewrite refuses it."""
+    from actkit.errors import StoreError
+    from actkit.store._shard_state import rerun_state
+
+    out = tmp_path / "o.h5"
+    folder = tmp_path / "o.h5.shards"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    w = create_store(out, [LayerSpec("L", 2, 2)], n_samples=2, request={"t": 3})
+    w.append("L", np.ones((2, 2), np.float32))
+    w.checkpoint(2, force=True)
+    w.finalize()
+    assert (folder / "notes.txt").read_text() == "mine\n"
+    with pytest.raises(StoreError, match="did not write there"):
+        rerun_state(out, {"request": {"t": 4}}, overwrite=True)
+    assert (folder / "notes.txt").read_text() == "mine\n"

@@ -128,6 +128,20 @@ def looks_like_hdf5(path: Path) -> bool:
     return head == b"\x89HDF\r\n\x1a\n"
 
 
+def refuse_foreign_shards(folder) -> None:
+    """A one-line :class:`StoreError` unless everything in ``folder`` (a ``<out>.shards``
+    folder) is what actkit writes there: ``rank-*`` shard files (finished, unfinished, their
+    cursors) and hidden temporaries. A user's file or folder there is never deleted."""
+    folder = Path(folder)
+    if not folder.exists():
+        return
+    foreign = [p.name for p in folder.iterdir() if not p.is_file() or not p.name.startswith(("rank-", "."))] \
+        if folder.is_dir() else [folder.name]
+    if foreign:
+        raise StoreError(f"{folder} holds files actkit did not write there ({', '.join(sorted(foreign)[:3])}); "
+                         "actkit replaces only its own outputs: move them away or choose another output path")
+
+
 def is_actkit_store(path) -> bool:
     """Whether ``path`` is a file actkit wrote as a store (finished, unfinished, of an older
     format, or with a corrupt body): an HDF5 file whose root carries ``actkit_format``. What

@@ -30,6 +30,7 @@ from actkit.store._format import (
     PROGRESS_SUFFIX,
     open_read,
     read_json,
+    refuse_foreign_shards,
     request_hash,
     shard_dir,
 )
@@ -76,6 +77,7 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
             from actkit.store._create import refuse_foreign
 
             refuse_foreign(out)
+        refuse_foreign_shards(shard_dir(out))
         return "new"
     if out.exists():
         existing = _existing_request(out)
@@ -111,6 +113,7 @@ def remove_stale(out, keep) -> None:
     folder = shard_dir(out)
     if not folder.is_dir():
         return
+    refuse_foreign_shards(folder)
     for p in folder.iterdir():
         if p.name in keep:
             continue

@@ -216,8 +216,14 @@ def _remove_replaced_shards(path: Path) -> None:
     """A single store finalised at ``path`` replaced a sharded one: its ``.shards`` folder goes."""
     import shutil
 
+    from actkit.store._format import refuse_foreign_shards
+
     folder = shard_dir(path)
     if folder.is_dir():
+        try:
+            refuse_foreign_shards(folder)
+        except StoreError:  # not only shards: the user's files stay
+            return
         shutil.rmtree(folder, ignore_errors=True)
 
 
