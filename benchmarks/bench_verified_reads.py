@@ -9,7 +9,8 @@ page cache (the worst case for the check: no disk time to hide behind):
 * ``whiten``: ``actkit whiten STORE --out W.h5`` (fit: one moments pass; transform: one pass);
 * ``compare``: ``actkit compare A.h5 B.h5 --methods linear,rigid`` (held-out alignments, CKA, CCA).
 
-The two variants alternate in ABBA order round by round (checked first in even rounds), so a
+Wall and CPU seconds (``time.process_time``: this process, all its threads; steadier than wall
+time on a loaded machine) are both printed. The two variants alternate in ABBA order round by round (checked first in even rounds), so a
 burst of load from other processes does not fall on one side only.
 
 Run (numbers in docs/performance.md)::
@@ -85,20 +86,25 @@ def main(argv=None) -> None:
 
         cases = {"read": read, "whiten": whiten, "compare": compare}
         times = {(name, v): [] for name in cases for v in (True, False)}
+        cpu = {(name, v): [] for name in cases for v in (True, False)}
         for name, fn in cases.items():
             fn(True)  # warm the page cache and the imports
         for r in range(args.repeats):
             for name, fn in cases.items():
                 for verify in ((True, False) if r % 2 == 0 else (False, True)):  # ABBA: no position bias
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     fn(verify)
                     times[(name, verify)].append(time.perf_counter() - t0)
+                    cpu[(name, verify)].append(time.process_time() - c0)
     print(f"2 stores of {rows} x {args.features} float32 ({args.mib} MiB each), {args.repeats} rounds, "
           f"load {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
-    print(f"{'work':<8} {'checked s':>10} {'--no-verify s':>14} {'ratio':>6}")
+    print("median wall s and CPU s (this process, all its threads) per variant")
+    print(f"{'work':<8} {'checked':>8} {'--no-verify':>12} {'ratio':>6}   {'CPU checked':>11} {'CPU no-verify':>13} "
+          f"{'ratio':>6}")
     for name in cases:
         on, off = statistics.median(times[(name, True)]), statistics.median(times[(name, False)])
-        print(f"{name:<8} {on:>10.3f} {off:>14.3f} {on / off:>6.2f}")
+        con, coff = statistics.median(cpu[(name, True)]), statistics.median(cpu[(name, False)])
+        print(f"{name:<8} {on:>8.3f} {off:>12.3f} {on / off:>6.2f}   {con:>11.3f} {coff:>13.3f} {con / coff:>6.2f}")
 
 
 if __name__ == "__main__":
