@@ -23,6 +23,9 @@ AT_LEAST = {
     **dict.fromkeys(("fit_rows", "n_splits", "max_bin"), 2),
     **dict.fromkeys(("seed", "ica_seed", "ica_fit_rows"), 0),
 }
+#: how an integer option's bound is said, where not "a positive integer" (as the docs quote it)
+WORDS = {"block_rows": "a positive number of rows",
+         "checkpoint_every": "a number of seconds >= 0 (0: after every batch)"}
 #: floats: dest -> (low, high, low inclusive, high inclusive)
 FLOATS = {
     "eval_fraction": (0.0, 1.0, False, False),
@@ -57,7 +60,7 @@ def check_numbers(args) -> None:
         if dest in AT_LEAST and isinstance(value, int):
             low = AT_LEAST[dest]
             if value < low:
-                what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f">= {low}")
+                what = WORDS.get(dest) or {0: "a non-negative integer", 1: "a positive integer"}.get(low, f">= {low}")
                 raise InputError(f"{option(dest)} must be {what}, got {value}")
             continue
         bounds = FLOATS.get(dest)
@@ -70,7 +73,8 @@ def check_numbers(args) -> None:
             if not ok:
                 left, right = "[" if lo_in else "(", "]" if hi_in else ")"
                 upper = "inf" if hi == math.inf else f"{hi:g}"
-                raise InputError(f"{option(dest)} must be in {left}{lo:g}, {upper}{right}, got {value:g}")
+                what = WORDS.get(dest) or f"in {left}{lo:g}, {upper}{right}"
+                raise InputError(f"{option(dest)} must be {what}, got {value:g}")
 
 
 def _folder_of(path: Path) -> Path:
