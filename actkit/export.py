@@ -138,6 +138,7 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
         from actkit._rows import block_rows as default_rows
 
         step = block_rows or default_rows(feats, lay.dtype.itemsize)
+        _remove_stale_partials(out)
         # written beside OUT under a fresh name of its own (never a name someone else may hold),
         # then renamed into place; any failure removes exactly what this call created
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".partial"))
@@ -230,6 +231,16 @@ def check_export_out(out, format: str, overwrite: bool) -> None:
         what = "a folder" if out.is_dir() else "a file"
         raise InputError(f"{out} is {what} that is not an actkit {format} export; actkit replaces only its own "
                          "outputs (even with --overwrite): move it away or choose another --out")
+
+
+def _remove_stale_partials(out: Path) -> None:
+    """The hidden ``.OUT.*.partial`` folders an export killed with SIGKILL left beside ``out``
+    (holding nothing but its unfinished ``OUT``): removed before the next export of ``out``."""
+    import glob
+
+    for p in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
+        if p.is_dir() and not p.is_symlink() and {c.name for c in p.iterdir()} <= {out.name}:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def _move_into_place(target: Path, out: Path) -> None:

@@ -155,3 +155,23 @@ def test_a_users_files_in_a_shards_folder_stay(tmp_path):
     with pytest.raises(StoreError, match="did not write there"):
         rerun_state(out, {"request": {"t": 4}}, overwrite=True)
     assert (folder / "notes.txt").read_text() == "mine\n"
+
+
+def test_an_export_killed_with_sigkill_is_cleaned_up_by_the_next(store, tmp_path):
+    """``kill -9`` mid-export (no cleanup can run) leaves only a hidden folder of the run's own;
+    the next export of the same OUT removes it, and OUT is complete."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "e.parquet"
+    argv = [sys.executable, "-m", "actkit", "export", str(store), "--format", "parquet", "--out", str(out), "--quiet"]
+    env = dict(os.environ, PYTHONPATH=str(repo), ACTKIT_FAULT="kill:export-rows:1")
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".e.parquet.")]
+    assert len(left) == 1 and left[0].endswith(".partial") and not out.exists()
+    env.pop("ACTKIT_FAULT")
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.parquet", "s.h5"]
