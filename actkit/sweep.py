@@ -296,8 +296,9 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
     fig.suptitle(f"{result.get('model') or 'checkpoints'}: {what}" + (f" ({', '.join(sorted(ref))})" if ref else "")
                  + "; band: ica ± ica_std over FastICA restarts", fontsize=10)
     fig.tight_layout()
+    from actkit._atomic import save_figure_atomic
+
     path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure_atomic(fig, path, dpi=110)  # beside, then renamed into place; closes the figure
     return path
 
