@@ -102,6 +102,15 @@ def test_out_is_checked_first(command, place, capsys):
         assert _files(place) == before
 
 
+def test_extract_never_replaces_a_users_file(place, capsys):
+    before = _files(place)
+    t0 = time.perf_counter()
+    line = cli_error(capsys, "extract", "no-model", "--inputs", "t.txt", "--layers", "x", "--out",
+                     place / "notes.txt", "--overwrite")
+    assert time.perf_counter() - t0 < 2.0 and "notes.txt" in line and "not an output" in line
+    assert _files(place) == before
+
+
 def test_a_plot_is_written_in_the_format_its_suffix_names(tmp_path):
     import matplotlib
 

@@ -43,7 +43,8 @@ FLOATS_BY_COMMAND = {"alpha": (0.0, math.inf, True, False)}
 IMAGE_MAGIC = {"png": (b"\x89PNG",), "pdf": (b"%PDF",), "svg": (b"<?xml", b"<svg"), "jpg": (b"\xff\xd8",)}
 
 #: commands whose ``--out`` is a store (export's is checked by actkit.export.check_export_out;
-#: extract, demo and reproduce check their own)
+#: extract checks its own folder, here only a file of the user's already there; demo and
+#: reproduce write folders of their own)
 STORE_OUT = ("whiten", "ica", "dictionary", "import", "consolidate")
 
 
@@ -173,6 +174,8 @@ def check_outputs(args) -> None:
         check_work_dir(args.work_dir)
     out = getattr(args, "out", None)
     if out and command in STORE_OUT:
+        check_store_out(out)
+    elif out and command == "extract" and Path(out).is_file():  # the rest extract checks itself, first too
         check_store_out(out)
     elif out and command == "export":
         from actkit.export import FORMATS, check_export_out
