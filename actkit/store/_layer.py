@@ -89,10 +89,12 @@ class Layer:
 
     def _read_rows(self, idx: np.ndarray) -> np.ndarray:
         """Rows ``idx`` (increasing), read as runs of nearby rows (checked like :meth:`_read`)."""
-        if self.store.checked_source(self.name) is None or not len(idx):
+        source = self.store.checked_source(self.name)
+        if source is None or not len(idx):
             with integrity.h5_errors(self.store.path):
                 return self.dataset[idx]
-        gap = max(1, int(self.store.meta["layers"][self.name].get("block_rows") or 1))
+        # rows less than a checksum block apart are read in one run (a block is read whole anyway)
+        gap = max([1] + [int(seg.block_rows or 1) for seg in source.segments])
         cuts = np.flatnonzero(np.diff(idx) > gap) + 1
         parts = []
         for run in np.split(idx, cuts):
