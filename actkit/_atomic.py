@@ -86,13 +86,20 @@ def write_json_atomic(path, obj, *, fsync: bool = False, newline: bool = True, *
     return write_text_atomic(path, text, fsync=fsync)
 
 
+#: figure formats by suffix (anything else is written as PNG)
+FIGURE_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg", ".jpg": "jpg", ".jpeg": "jpg"}
+
+
 def save_figure_atomic(fig, path, *, dpi: int = 110, close: bool = True) -> str:
-    """Save a matplotlib figure as PNG atomically (and close it)."""
+    """Save a matplotlib figure atomically (and close it), in the format its suffix names
+    (:data:`FIGURE_FORMATS`; PNG otherwise)."""
     import matplotlib.pyplot as plt  # matplotlib: only for figures, ~0.5 s at import
 
+    suffix = os.path.splitext(str(path))[1].lower()
+    fmt = FIGURE_FORMATS.get(suffix, "png")
     try:
         write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, bbox_inches="tight",
-                                                   format="png"), suffix=".png")
+                                                   format=fmt), suffix="." + fmt)
     finally:
         if close:
             plt.close(fig)

@@ -18,7 +18,8 @@ not), ``rows`` (rows of one layer are about to be written), ``cursor`` (a resume
 just been written), ``cursor-write`` (a cursor is being written), ``finalize`` (the store is
 marked complete, not yet renamed), ``renamed`` (renamed, the cursor not yet removed),
 ``derived-rows`` (an analysis command is about to write a block of rows), ``shard-rows`` (a
-Dask worker is about to write a block of rows into its shard).
+Dask worker is about to write a block of rows into its shard), ``export-rows`` (``actkit export``
+is about to read and write a block of rows).
 
 Unset (the normal case) this costs one dictionary lookup per call.
 """

@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
                 help="CPU threads for torch, BLAS and actkit's own workers, split so they never "
                      "multiply (default: OMP_NUM_THREADS, else the CPUs this process may use; "
                      "results do not depend on it)")
+        if name in READS_STORES:
+            subparser.add_argument(
+                "--no-verify", action="store_true",
+                help="read the stores without checking each block read against its checksum (by default "
+                     "every read is checked, as actkit verify does: a corrupt block is an error, never data)")
         subparser.formatter_class = HelpFormatter
         _show_defaults(subparser)
     return parser
@@ -65,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
 # the commands that compute (every command runs under the thread policy; these take --threads)
 THREADED = ("extract", "whiten", "ica", "dictionary", "sae-eval", "compare", "import", "consolidate", "verify", "demo",
             "reproduce")
+
+
+# the commands that read stores (these take --no-verify)
+READS_STORES = ("whiten", "ica", "dictionary", "compare", "evaluate", "export", "sweep")
 
 
 def _positive_int(text: str) -> int:
@@ -167,7 +176,10 @@ def _run(argv) -> int:
     warnings.showwarning = _show_warning
     _SHOWN.clear()
     try:
-        with use_threads(getattr(args, "threads", None)):
+        from actkit._commands._preflight import preflight
+
+        preflight(args)  # numbers and output paths: before any model or store is loaded
+        with use_threads(getattr(args, "threads", None)), _read_checks(args):
             return int(args.func(args) or 0)
     except Terminated:
         print(f"actkit: terminated (SIGTERM){resumable}", file=sys.stderr)
@@ -185,6 +197,17 @@ def _run(argv) -> int:
         warnings.showwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _read_checks(args):
+    """``--no-verify``: the stores this command opens skip the checksum checks of their reads."""
+    import contextlib
+
+    if not getattr(args, "no_verify", False):
+        return contextlib.nullcontext()
+    from actkit.store import unverified_reads
+
+    return unverified_reads()
 
 
 def _reader_gone() -> bool:

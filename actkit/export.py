@@ -13,7 +13,10 @@ columns
 ``parquet`` writes one file (a row group per block); ``hf-datasets`` writes the folder that
 ``datasets.load_from_disk`` opens (an Arrow stream file with ``dataset_info.json`` and
 ``state.json``; ``activation`` is a ``Sequence(Value("float32"), length=features)``).
-Both are written to ``PATH.partial`` and renamed when complete.
+Both are written beside ``PATH`` (in a hidden ``.PATH.*.partial`` folder of this run's own)
+and renamed into place when complete; ``overwrite`` replaces only an earlier actkit export of
+the same format (a parquet file whose schema metadata carries ``actkit_export``, a folder
+holding ``.actkit-export``), never anything else.
 
 ``saelens`` writes the cached-activations dataset SAELens's trainer reads
 (``CacheActivationsRunner``'s output, read by ``ActivationsStore.load_cached_activation_dataset``):
@@ -28,7 +31,9 @@ where present).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -137,8 +142,7 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
     if format == "saelens" and labels is not None:
         raise ValidationError("--labels has no column in the saelens format (activations only)")
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise InputError(f"{out} exists; pass --overwrite to replace it")
+    check_export_out(out, format, overwrite)
     src = open_source(store) if isinstance(store, (str, Path)) else store
     try:
         if layer is None:
@@ -151,39 +155,37 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
         lab = _labels(labels, int(src.n_samples))
         recorded = _recorded(src)
         index = lay.index
-        partial = out.with_name(out.name + ".partial")
-        _remove(partial)
         from actkit._rows import block_rows as default_rows
 
         step = block_rows or default_rows(feats, lay.dtype.itemsize)
-        if format == "saelens":
-            if rows < context_size:
-                raise InputError(f"layer {layer} has {rows} rows, fewer than one context of --context-size "
-                                  f"{context_size}")
-            step = context_size * max(1, step // context_size)  # blocks of whole contexts
-            with tqdm(total=rows - rows % context_size, desc="export", unit="row",
-                      disable=None if progress else True, leave=False) as bar:
-                try:
-                    _write_saelens(_verified_blocks(lay, step), partial, bar, hook_name or layer, int(context_size),
+        _remove_stale_partials(out)
+        # written beside OUT under a fresh name of its own (never a name someone else may hold),
+        # then renamed into place; any failure removes exactly what this call created
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".partial"))
+        try:
+            target = tmp / out.name
+            if format == "saelens":
+                if rows < context_size:
+                    raise InputError(f"layer {layer} has {rows} rows, fewer than one context of --context-size "
+                                     f"{context_size}")
+                step = context_size * max(1, step // context_size)  # blocks of whole contexts
+                with tqdm(total=rows - rows % context_size, desc="export", unit="row",
+                          disable=None if progress else True, leave=False) as bar:
+                    _write_saelens(_verified_blocks(lay, step), target, bar, hook_name or layer, int(context_size),
                                    feats, lay.dtype)
-                except BaseException:
-                    _remove(partial)
-                    raise
-            _remove(out)
-            partial.rename(out)
-            return out
-        with tqdm(total=rows, desc="export", unit="row", disable=None if progress else True, leave=False) as bar:
-            tables = (_table(pa, index[a:a + len(b)], b, lab, feats, recorded) for a, b in _verified_blocks(lay, step))
-            try:
-                if format == "parquet":
-                    _write_parquet(tables, partial, bar)
-                else:
-                    _write_hf(tables, partial, bar, lay)
-            except BaseException:
-                _remove(partial)
-                raise
-        _remove(out)
-        partial.rename(out)
+            else:
+                with tqdm(total=rows, desc="export", unit="row", disable=None if progress else True,
+                          leave=False) as bar:
+                    tables = (_table(pa, index[a:a + len(b)], b, lab, feats, recorded)
+                              for a, b in _verified_blocks(lay, step))
+                    if format == "parquet":
+                        _write_parquet(tables, target, bar)
+                    else:
+                        _write_hf(tables, target, bar, lay)
+            check_export_out(out, format, overwrite)  # what is there now (it may have appeared meanwhile)
+            _move_into_place(target, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         return out
     finally:
         if isinstance(store, (str, Path)):
@@ -194,6 +196,7 @@ def _verified_blocks(lay, step):
     """``(first_row, rows)`` blocks of ``lay``; a store's rows checked against its block
     checksums as they are read (a corrupt block is ``actkit verify``'s error, never exported:
     an export imported back would carry fresh checksums over it). Embedding files have none."""
+    from actkit._faults import fault
     from actkit.store import Layer
 
     if not isinstance(lay, Layer):
@@ -204,16 +207,93 @@ def _verified_blocks(lay, step):
     source = source_of(lay)
     try:
         for a in range(0, len(lay), step):
+            fault("export-rows")
             yield a, source.read(a, min(len(lay), a + step))
     finally:
         source.close()
 
 
-def _remove(path: Path):
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
+#: the file an hf-datasets export folder carries so that ``--overwrite`` knows it as actkit's
+MARKER = ".actkit-export"
+#: the key of a parquet export's schema metadata that marks it as actkit's
+PARQUET_KEY = b"actkit_export"
+_HF_FILES = {"state.json", "dataset_info.json", MARKER}
+
+
+def is_actkit_export(path, format: str) -> bool:
+    """Whether ``path`` is an export of ``format`` that actkit wrote (what ``--overwrite`` may
+    replace): a parquet file whose schema metadata carries :data:`PARQUET_KEY`, or a folder
+    holding :data:`MARKER` and nothing but the files an ``hf-datasets`` export writes."""
+    path = Path(path)
+    if format == "parquet":
+        if not path.is_file() or path.is_symlink():
+            return False
+        try:
+            import pyarrow.parquet as pq
+
+            meta = pq.read_schema(path).metadata or {}
+        except Exception:  # not parquet at all
+            return False
+        return PARQUET_KEY in meta
+    if not path.is_dir() or path.is_symlink() or not (path / MARKER).is_file():
+        return False
+    if f"--format {format})" not in (path / MARKER).read_text(errors="replace"):   # the other folder format
+        return False
+    return all(p.is_file() and not p.is_symlink() and (p.name in _HF_FILES or p.name.startswith("data-")
+                                                       and p.name.endswith(".arrow")) for p in path.iterdir())
+
+
+def check_export_out(out, format: str, overwrite: bool) -> None:
+    """One-line :class:`InputError` unless ``out`` can be written: its folder exists and is
+    writable, and ``out`` is absent or (with ``overwrite``) an earlier actkit export of the
+    same format. Nothing is written."""
+    import os
+
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot write {out}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {out}: folder {parent} is not writable")
+    if not (out.exists() or out.is_symlink()):
+        return
+    if not overwrite:
+        raise InputError(f"{out} exists; pass --overwrite to replace it (an earlier actkit export only)")
+    if not is_actkit_export(out, format):
+        what = "a folder" if out.is_dir() else "a file"
+        raise InputError(f"{out} is {what} that is not an actkit {format} export; actkit replaces only its own "
+                         "outputs (even with --overwrite): move it away or choose another --out")
+
+
+def _remove_stale_partials(out: Path) -> None:
+    """The hidden ``.OUT.*.partial`` folders an export killed with SIGKILL left beside ``out``
+    (holding nothing but its unfinished ``OUT``): removed before the next export of ``out``."""
+    import glob
+
+    for p in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
+        if p.is_dir() and not p.is_symlink() and {c.name for c in p.iterdir()} <= {out.name}:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _move_into_place(target: Path, out: Path) -> None:
+    """Rename the finished ``target`` to ``out``; an earlier export there (checked by the
+    caller) is moved aside first and removed only once the new one is in place."""
+    if not out.exists():
+        target.rename(out)
+        return
+    if out.is_file():
+        os.replace(target, out)
+        return
+    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
+    try:
+        os.replace(out, old / out.name)
+        target.rename(out)
+    except BaseException:
+        if (old / out.name).exists() and not out.exists():
+            os.replace(old / out.name, out)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _write_parquet(tables, path, bar):
@@ -223,12 +303,18 @@ def _write_parquet(tables, path, bar):
     try:
         for t in tables:
             if writer is None:
-                writer = pq.ParquetWriter(path, t.schema)
+                schema = t.schema.with_metadata({**(t.schema.metadata or {}), PARQUET_KEY: b"1"})
+                writer = pq.ParquetWriter(path, schema)
             writer.write_table(t)
             bar.update(t.num_rows)
     finally:
         if writer is not None:
             writer.close()
+
+
+def _mark(folder, format):
+    """The marker that makes a folder an actkit export of ``format`` (what ``--overwrite`` may replace)."""
+    (folder / MARKER).write_text(f"an actkit export (actkit export --format {format})\n")
 
 
 def _write_saelens(blocks, folder, bar, hook, context, width, dtype):
@@ -240,6 +326,7 @@ def _write_saelens(blocks, folder, bar, hook, context, width, dtype):
 
     features = Features({hook: Array2D(shape=(context, width), dtype=str(np.dtype(dtype)))})
     folder.mkdir(parents=True)
+    _mark(folder, "saelens")
     name = "data-00000-of-00001.arrow"
     writer = ArrowWriter(features=features, path=str(folder / name))
     try:
@@ -278,6 +365,7 @@ def _write_hf(tables, folder, bar, lay):
     from datasets import Features, Sequence, Value
 
     folder.mkdir(parents=True)
+    _mark(folder, "hf-datasets")
     name = "data-00000-of-00001.arrow"
     writer = None
     features = None

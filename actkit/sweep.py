@@ -104,12 +104,11 @@ def _pairs(points, against):
 
 
 def _numeric(d: dict) -> dict:
-    """Every number (and None for NaN) of a result's ``to_dict()``."""
+    """Every number (None for NaN) and flag (``ica_identifiable``, ``ica_converged``,
+    ``<method>_fit_rows_ok``: what compare's table marks) of a result's ``to_dict()``."""
     out = {}
     for k, v in d.items():
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, (int, float)) or v is None:
+        if isinstance(v, (bool, int, float)) or v is None:
             out[k] = None if isinstance(v, float) and math.isnan(v) else v
     return out
 
@@ -154,7 +153,8 @@ def sweep(model: str | None = None, inputs=None, *, layers: Sequence[str], revis
     dict
         ``{"model", "against", "inputs", "layers", "stores": [{label, step, model, revision,
         path, extracted}], "comparisons": [{step, revision, reference, reference_step, layer,
-        <every numeric key of CompareResult.to_dict()>}]}`` (what ``sweep.json`` holds).
+        <every numeric and boolean key of CompareResult.to_dict()>}]}`` (what ``sweep.json``
+        holds; ``actkit sweep`` prints ``comparisons`` with compare's table).
     """
     from tqdm.auto import tqdm
 
@@ -294,8 +294,9 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
     fig.suptitle(f"{result.get('model') or 'checkpoints'}: {what}" + (f" ({', '.join(sorted(ref))})" if ref else "")
                  + "; band: ica ± ica_std over FastICA restarts", fontsize=10)
     fig.tight_layout()
+    from actkit._atomic import save_figure_atomic
+
     path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure_atomic(fig, path, dpi=110)  # beside, then renamed into place; closes the figure
     return path
 

@@ -70,6 +70,9 @@ _LONG = {
         "the shared 2-core machine); tests/test_evaluate.py runs the protocol on planted data",
     ("docs/postprocessing.md", "python benchmarks/bench_evaluate.py"):
         "200,000 x 384 rows by default (about 5 minutes on 2 idle cores); its numbers are in docs/postprocessing.md",
+    ("docs/performance.md", "python benchmarks/bench_verified_reads.py --mib 64 --repeats 4"):
+        "two 64 MiB stores, whiten and compare 16 times (minutes on the shared machine); its numbers are in "
+        "docs/performance.md; tests/test_verified_reads.py tests the checks",
     ("docs/loader.md", "python benchmarks/bench_loader.py --rows 262144 --features 1024"):
         "writes and reads a 1 GiB store (minutes); its numbers are in docs/loader.md",
     ("docs/dictionary.md", "python benchmarks/bench_dictionary.py --sae-eval --rows 100000"):

@@ -206,3 +206,52 @@ def test_the_figure_draws_the_ica_band_and_ticks_each_step(tmp_path, monkeypatch
                   if ln.get_linestyle() in ("--", ":") and ln.get_ydata()[0] == ln.get_ydata()[-1])
     assert flat == [0.0, 1.0] and "1 (dashed): as rigid" in eff.get_ylabel()  # the scale's landmarks
     assert err.get_xscale() == "log" and "lower" in err.get_ylabel() and "higher" in sim.get_ylabel()
+
+
+def test_sweep_prints_compares_table_and_writes_nothing_unasked(checkpoints, tmp_path, capsys, monkeypatch):
+    """Issue 30: without --json/--plot a sweep prints only (no ./sweep.json, ./sweep.png), and
+    its rows are the cells ``actkit compare`` prints for the same two stores."""
+    texts = _texts(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    work = tmp_path / "w"
+    opts = ["--methods", "rigid,linear,ica", "--ica-restarts", "2", "--ica-max-rows", "2000", "--seed", "0",
+            "--eval-fraction", "0.25"]
+    code, stdout, err = run_cli(capsys, "sweep", "--checkpoints", f"{checkpoints[0]},{checkpoints[3]}", "--inputs",
+                                texts, "--layers", LAYER, "--work-dir", work, *opts, "--quiet")
+    assert code == 0, err
+    assert list(cwd.iterdir()) == [] and "wrote" not in stdout
+    row = next(line for line in stdout.splitlines() if line.startswith(f"10 vs step-40: {LAYER}"))
+    code, cmp_out, err = run_cli(capsys, "compare", work / "step-10.h5", work / "step-40.h5", "--layers", LAYER,
+                                 *opts, "--quiet")
+    assert code == 0, err
+    cmp_row = next(line for line in cmp_out.splitlines() if line.startswith(LAYER))
+    assert row.split(LAYER, 1)[1].split() == cmp_row.split(LAYER, 1)[1].split()
+    # a reused store with a corrupt block: verify's line, not numbers (the sweep reads it checked)
+    import h5py
+
+    path = work / "step-10.h5"
+    with h5py.File(path, "r") as f:
+        offset = f[f"layers/{LAYER}/data"].id.get_offset() + 7
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 0x10
+    path.write_bytes(bytes(raw))
+    verify = cli_error(capsys, "verify", path)
+    assert cli_error(capsys, "sweep", "--checkpoints", f"{checkpoints[0]},{checkpoints[3]}", "--inputs", texts,
+                     "--layers", LAYER, "--work-dir", work, *opts, "--quiet") == verify
+
+
+def test_a_not_identifiable_fit_prints_no_digits():
+    """The sweep keeps compare's flags (``ica_identifiable``) and prints its cell for them."""
+    from actkit._commands.sweep import sweep_table
+    from actkit.report import format_table
+    from actkit.sweep import _numeric
+
+    d = {"permutation": 0.31, "rigid": 0.30, "linear": 0.25, "ica": 0.3817, "ica_std": 0.003,
+         "ica_efficiency": -7.2, "ica_restarts": 3, "ica_identifiable": False, "ica_converged": True,
+         "linear_cka": 0.14, "mean_cca": 0.5, "note": "text is dropped"}
+    rows = [{"step": 10, "reference": "final", "layer": "L", **_numeric(d)}]
+    text = sweep_table({"comparisons": rows})
+    assert "not identifiable\u2021" in text and "0.382" not in text and "0.3817" not in text
+    assert text.splitlines()[3].split(": L", 1)[1].split() == format_table([d], ["x"]).splitlines()[2][1:].split()

@@ -168,16 +168,6 @@ def _write_json(path, obj):
     write_json_atomic(path, obj, indent=2, allow_nan=False)
 
 
-def _check_outputs(args):
-    for path in (args.json, args.plot):
-        if path:
-            folder = os.path.dirname(os.path.abspath(path))
-            if not os.path.isdir(folder):
-                raise InputError(f"cannot write {path}: folder {folder} does not exist")
-            if os.path.isdir(path):
-                raise InputError(f"{path} is a directory; give a file name")
-
-
 def _labels_ids(text):
     import numpy as np
 
@@ -226,7 +216,6 @@ def run(args) -> int:
                          "self-similarity map)")
     if args.layer_matrix and args.inputs:
         raise InputError("--layer-matrix compares two stores; extract them first (actkit extract)")
-    _check_outputs(args)
     if args.softmax_labels:
         _labels_ids(args.softmax_labels)      # refuse bad ids before any work
     from actkit._device import is_accelerator, resolve_device

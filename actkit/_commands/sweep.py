@@ -2,8 +2,9 @@
 
 (or ``--checkpoints DIR1,DIR2,... [--steps N1,N2,...]`` for local checkpoint folders).
 Extract each revision once into ``--work-dir`` (complete stores are reused), compare as asked
-with every method of ``compare``, write ``sweep.json`` and a plot of each metric against the
-training step. Only parsing and calls to :func:`actkit.sweep.sweep` and
+with every method of ``compare`` and print compare's table (one row per step and layer); with
+``--json`` / ``--plot`` also write the results and a plot of each metric against the training
+step (nothing is written unasked). Only parsing and calls to :func:`actkit.sweep.sweep` and
 :func:`actkit.sweep.plot_sweep`.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from actkit._commands.compare import _check_outputs, _ica_rows_arg, _restarts_arg, _split_list, _write_json
+from actkit._commands.compare import _ica_rows_arg, _restarts_arg, _split_list, _write_json
 
 
 def register(sub) -> None:
@@ -31,10 +32,9 @@ def register(sub) -> None:
                         "MODEL compared at each revision (default final)")
     p.add_argument("--work-dir", help="keep the extracted stores here; a rerun or an added revision extracts "
                                       "only what is missing (default: a temporary folder, deleted afterwards)")
-    p.add_argument("--json", metavar="OUT.json", default="sweep.json",
-                   help="where to write the results (default sweep.json)")
-    p.add_argument("--plot", metavar="OUT.png", default="sweep.png",
-                   help="line plot of each metric against the step (default sweep.png)")
+    p.add_argument("--json", metavar="OUT.json", help="write the results as JSON (default: print only)")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="line plot of each metric against the step (default: print only)")
     p.add_argument("--methods", default="permutation,rigid,linear,ica",
                    help="comma-separated subset of permutation,rigid,linear,ica")
     p.add_argument("--pool", default="none", choices=["none", "mean", "last", "cls"], help="token pooling")
@@ -55,7 +55,6 @@ def run(args) -> int:
 
     from actkit.sweep import plot_sweep, sweep
 
-    _check_outputs(args)
     tmp = None if args.work_dir else tempfile.TemporaryDirectory(prefix="actkit-sweep-")
     steps = [int(s) for s in _split_list(args.steps)] if args.steps else None
     try:
@@ -73,13 +72,23 @@ def run(args) -> int:
     finally:
         if tmp is not None:
             tmp.cleanup()
-    _write_json(args.json, result)
-    plot_sweep(result, args.plot)
-    keys = [k for k in ("permutation", "rigid", "linear", "ica", "ica_std", "linear_cka")
-            if any(r.get(k) is not None for r in result["comparisons"])]
-    print(f"{'step':>8s} {'vs':>20s} {'layer':24s} " + " ".join(f"{k:>11s}" for k in keys))
-    for r in result["comparisons"]:
-        vals = " ".join(f"{r[k]:11.4f}" if r.get(k) is not None else f"{'-':>11s}" for k in keys)
-        print(f"{r['step']:8d} {str(r['reference'])[-20:]:>20s} {r['layer'][-24:]:24s} {vals}")
-    print(f"wrote {args.json} and {args.plot}")
+    print(sweep_table(result))
+    if args.json:
+        _write_json(args.json, result)
+    if args.plot:
+        plot_sweep(result, args.plot)
+    written = [p for p in (args.json, args.plot) if p]
+    if written:
+        print(f"wrote {' and '.join(written)}")
     return 0
+
+
+def sweep_table(result: dict) -> str:
+    """What ``actkit compare`` prints, one row per compared step and layer: the same cells
+    (``not identifiable‡`` and no digits where the ICA fit is not reproducible), marks and
+    footnotes (:func:`actkit.report.format_table`)."""
+    from actkit.report import format_table
+
+    rows = result["comparisons"]
+    labels = [f"{r['step']} vs {r['reference']}: {r['layer']}" for r in rows]
+    return format_table(rows, labels, title="held-out error / diam(B)")

@@ -37,6 +37,7 @@ from actkit.errors import ActkitError, ValidationError
 __all__ = ["ActivationDataset", "DataLoader", "to_torch"]
 
 _DEFAULT_BUFFER_BYTES = 64 * 2**20
+_ROWS_CHUNK = 256  # rows read together when the dataset yields single rows (batch_size None)
 _CONFIG = ("seed", "batch_size", "shuffle", "drop_last", "buffer_rows", "block_rows", "rank", "world_size",
            "num_workers", "rows")
 
@@ -72,8 +73,10 @@ class ActivationDataset(_torch_iterable()):
     layers : Layer, MatrixLayer or sequence of them
         Store layers (plain or sharded stores) or embedding files, all with the same number
         of rows; row ``i`` of every layer is yielded together.
-    batch_size : int
-        Rows per batch.
+    batch_size : int or None
+        Rows per batch; None: yield single rows (shape ``(features,)``), for a
+        ``torch.utils.data.DataLoader(ds, batch_size=64)`` to batch (``drop_last`` is then the
+        DataLoader's).
     shuffle : bool, default True
         Seeded random block order and window shuffle; False reads rows in store order.
     seed : int, default 0
@@ -88,7 +91,11 @@ class ActivationDataset(_torch_iterable()):
     rank, world_size : int, optional
         Default: ``torch.distributed``'s when it is initialised, else 0 and 1.
     num_workers : int, default 0
-        Set by :class:`DataLoader`: the order is the round-robin of that many streams.
+        Set by :class:`DataLoader`: the order is the round-robin of that many streams. Under a
+        plain ``torch.utils.data.DataLoader`` each worker takes the stream of its id among as
+        many streams as the loader has workers (``get_worker_info``), so every row comes once
+        per epoch whatever the worker count; there, call :meth:`set_epoch` before each epoch
+        for a new order (as with ``DistributedSampler``), since each worker iterates a copy.
     dtype : numpy dtype, optional
         Convert the rows (e.g. ``np.float32`` for a float16 store); default: as stored.
     return_index : bool, default False
@@ -117,8 +124,10 @@ class ActivationDataset(_torch_iterable()):
                                   + ", ".join(f"{s.name}: {s.rows}" for s in self.sources) + "); rows must align")
         self.rows = rows.pop()
         self.single = single
-        self.batch_size = _positive("batch_size", batch_size)
+        self.yield_rows = batch_size is None
+        self.batch_size = _ROWS_CHUNK if self.yield_rows else _positive("batch_size", batch_size)
         self.shuffle, self.drop_last, self.return_index = bool(shuffle), bool(drop_last), bool(return_index)
+        self.drop_last = self.drop_last and not self.yield_rows
         self.seed = int(seed)
         self.block_rows = _positive("block_rows", block_rows) if block_rows is not None else \
             plan.default_block_rows(self.sources)
@@ -193,7 +202,10 @@ class ActivationDataset(_torch_iterable()):
         return streams, counts, total
 
     def __len__(self) -> int:
-        """Batches this rank yields in an epoch."""
+        """Batches this rank yields in an epoch (rows, when it yields rows)."""
+        if self.yield_rows:
+            args = (self.rows, self.block_rows, self.seed, self.epoch, self.shuffle)
+            return self._rank_rows(plan.rank_blocks(*args, self.rank, self.world_size))
         return self._epoch_plan()[2]
 
     def _schedule(self):
@@ -213,7 +225,18 @@ class ActivationDataset(_torch_iterable()):
         from torch.utils.data import get_worker_info
 
         info = get_worker_info()
+        if info is not None and not self._worker_buffers and info.num_workers != self.num_workers:
+            # a plain torch DataLoader's worker (this is its own copy): the windows are dealt to
+            # as many streams as it has workers, and this worker yields the stream of its id
+            self.num_workers = info.num_workers
         schedule = self._schedule()
+        if self.yield_rows:
+            yield from _rows(self._batches(info, schedule))
+            return
+        yield from self._batches(info, schedule)
+
+    def _batches(self, info, schedule):
+        """The batches of this epoch: a worker's stream, or all streams round-robin here."""
         if info is not None:
             if info.num_workers != len(schedule):
                 raise ValidationError(f"the dataset was set up for {self.num_workers} workers and runs in "
@@ -227,7 +250,7 @@ class ActivationDataset(_torch_iterable()):
                 populate([t for w in mine["windows"] for t in w] + mine["ring"] + [mine["ids"], mine["flags"]])
                 ring = RingWriter(info.id, mine)
                 windows = [[t.numpy() for t in w] for w in mine["windows"]]
-            yield from self._stream(*schedule[info.id], shared=True, ring=ring, buffers=windows)
+            yield from self._stream(*schedule[info.id], shared=not self.yield_rows, ring=ring, buffers=windows)
             return
         pool = self.__dict__.setdefault("_pool", [])  # window buffers kept for the next epoch
         sets = [pool.pop() if pool else [None, None] for _ in schedule]
@@ -336,6 +359,16 @@ class ActivationDataset(_torch_iterable()):
                 f"shuffle={self.shuffle} rank={self.rank}/{self.world_size} epoch={self.epoch}>")
 
 
+def _rows(batches):
+    """Each row of each batch (a tensor, or a tuple of tensors row by row)."""
+    for batch in batches:
+        if isinstance(batch, tuple):
+            for i in range(len(batch[0])):
+                yield tuple(t[i] for t in batch)
+        else:
+            yield from batch.unbind(0)
+
+
 class DataLoader:
     """A ``torch.utils.data.DataLoader`` over an :class:`ActivationDataset` that keeps the
     dataset's :meth:`~ActivationDataset.state_dict` current with ``num_workers > 0``.
@@ -363,6 +396,12 @@ class DataLoader:
             raise ValidationError("actkit.loader.DataLoader takes an ActivationDataset (layer.to_torch(...))")
         if kwargs.get("persistent_workers"):
             raise ValidationError("persistent_workers would keep the first epoch's order; leave it off")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+            raise ValidationError(f"num_workers must be a non-negative integer (0: read in this process), "
+                                  f"got {num_workers!r}")
+        if dataset.yield_rows:
+            raise ValidationError("actkit.loader.DataLoader hands out the dataset's batches: give to_torch a "
+                                  "batch_size, or batch its rows with torch.utils.data.DataLoader(ds, batch_size=B)")
         self.dataset = dataset
         self.num_workers = int(num_workers)
         dataset.num_workers = self.num_workers
@@ -430,8 +469,9 @@ def _original_message(text: str) -> str:
     return line.split(": ", 1)[1] if ": " in line and line.split(": ", 1)[0].endswith("Error") else line
 
 
-def to_torch(layers, batch_size, *, num_workers=None, **kwargs):
-    """An :class:`ActivationDataset` of ``layers`` (see there for the parameters); with
-    ``num_workers`` given, a :class:`DataLoader` over it with that many workers."""
+def to_torch(layers, batch_size=None, *, num_workers=None, **kwargs):
+    """An :class:`ActivationDataset` of ``layers`` (see there for the parameters; batches of
+    ``batch_size`` rows, or single rows when it is None); with ``num_workers`` given, a
+    :class:`DataLoader` over it with that many workers."""
     ds = ActivationDataset(layers, batch_size, **kwargs)
     return ds if num_workers is None else DataLoader(ds, num_workers=num_workers)

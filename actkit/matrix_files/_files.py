@@ -131,7 +131,7 @@ class MatrixLayer:
         return Source("matrix", str(self.store.path), self.name, rows, feats, str(self.dtype), key=prov.get("key"),
                       column=prov.get("column"), verify=verify, opener=reopen_layer)
 
-    def to_torch(self, batch_size, **kwargs):
+    def to_torch(self, batch_size=None, **kwargs):
         """A shuffling torch dataset of the rows, as :meth:`actkit.store.Layer.to_torch`."""
         from actkit.loader import to_torch  # the hand-off to the room above (torch)
 

@@ -49,7 +49,7 @@ from actkit.store._format import (
 from actkit.store._integrity import format_bytes, verify_store
 from actkit.store._layer import Layer
 from actkit.store._lock import WriterLock
-from actkit.store._reader import Store, common_layers, open_store
+from actkit.store._reader import Store, common_layers, open_store, unverified_reads
 from actkit.store._shard_state import check_shards, remove_stale, rerun_state, shard_files, shard_list
 from actkit.store._shards import consolidate, finished_request_hash, shard_dir, write_sharded, write_virtual_store
 from actkit.store._source import HINT, Segment, Source, SourceRows
@@ -62,4 +62,4 @@ __all__ = ["read_codes", "codes_meta", "is_codes_file", "CodesWriter", "open_sto
            "HINT", "Segment", "Source", "SourceRows",
            # what torchrun extraction and the Dask writer of derived stores use to write shards
            "WriterLock", "remove_stale", "rerun_state", "shard_dir", "shard_files", "write_sharded",
-           "format_bytes"]
+           "format_bytes", "unverified_reads"]

@@ -18,7 +18,8 @@ from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 from actkit.store._format import (FORMAT, READABLE_FORMATS, STORAGE_DTYPES, attr_value, canonical_json, check_layer_name,
-                                  created_at_now, decode_attr, h5py_module, looks_like_hdf5, open_read, partial_path,
+                                  created_at_now, decode_attr, h5py_module, is_actkit_store, looks_like_hdf5, open_read,
+                                  partial_path,
                                   progress_path, read_json, request_hash, write_progress)
 from actkit.store._writer import StoreWriter
 
@@ -97,7 +98,9 @@ def create_store(
     full_request = {"request": dict(request), "compression": compression}
     rhash = request_hash(full_request)
 
-    # 1. an existing finished file at `path`
+    # 1. an existing finished file at `path` (--overwrite replaces only a store of actkit's)
+    if path.exists() and overwrite:
+        refuse_foreign(path)
     if path.exists() and not overwrite:
         existing = _existing_request(path)
         if existing is not None and existing[0] == rhash:
@@ -119,6 +122,7 @@ def create_store(
                 "command to finish it, or pass --overwrite to discard it"
             )
         # no cursor (killed while creating), or overwrite: start again
+        refuse_foreign(partial)
         partial.unlink()
         progress.unlink(missing_ok=True)
 
@@ -283,11 +287,26 @@ def layer_group(parent, name: str, rows: int, features: int, attrs: Mapping):
     return grp
 
 
+def refuse_foreign(path: Path) -> None:
+    """Raise a one-line :class:`StoreError` unless ``path`` is a store actkit wrote (the only
+    thing ``--overwrite`` replaces): a user's file or folder stays as it is."""
+    if not is_actkit_store(path):
+        raise foreign_error(path)
+
+
+def foreign_error(path: Path) -> StoreError:
+    what = "a folder" if Path(path).is_dir() else "a file that is not an actkit store"
+    return StoreError(f"{path} is {what}; actkit replaces only its own outputs (even with --overwrite): move "
+                      "it away or choose another output path")
+
+
 def occupied_error(path: Path, full_request: Mapping, existing) -> StoreError:
     """``path`` holds something other than the finished store of ``full_request``
     (``existing``: what :func:`_existing_request` found there)."""
+    if existing is None and not is_actkit_store(path):
+        return foreign_error(path)
     if existing is None:
-        what = "a file that is not an actkit store"
+        what = "an unfinished or unreadable actkit store"
     elif existing[0] == "old-format":
         what = f"a store in an older format ({existing[1]})"
     else:

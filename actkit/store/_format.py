@@ -127,6 +127,40 @@ def looks_like_hdf5(path: Path) -> bool:
     return head == b"\x89HDF\r\n\x1a\n"
 
 
+def refuse_foreign_shards(folder) -> None:
+    """A one-line :class:`StoreError` unless everything in ``folder`` (a ``<out>.shards``
+    folder) is what actkit writes there: ``rank-*`` shard files (finished, unfinished, their
+    cursors) and hidden temporaries. A user's file or folder there is never deleted."""
+    folder = Path(folder)
+    if not folder.exists():
+        return
+    foreign = [p.name for p in folder.iterdir() if not p.is_file() or not p.name.startswith(("rank-", "."))] \
+        if folder.is_dir() else [folder.name]
+    if foreign:
+        raise StoreError(f"{folder} holds files actkit did not write there ({', '.join(sorted(foreign)[:3])}); "
+                         "actkit replaces only its own outputs: move them away or choose another output path")
+
+
+def is_actkit_store(path) -> bool:
+    """Whether ``path`` is a file actkit wrote as a store (finished, unfinished, of an older
+    format, or with a corrupt body): an HDF5 file whose root carries ``actkit_format``. What
+    ``--overwrite`` may replace; anything else is the user's and is never touched."""
+    path = Path(path)
+    if not path.is_file() or not looks_like_hdf5(path):
+        return False
+    try:
+        with open(path, "rb") as fh:  # the root group's header, where the attribute's name lives
+            if b"actkit_format" in fh.read(2**20):
+                return True
+    except OSError:
+        return False
+    try:
+        with open_read(path) as f:
+            return "actkit_format" in f.attrs
+    except Exception:  # unreadable: not provably ours
+        return False
+
+
 
 
 def decode_attr(value):

@@ -19,6 +19,12 @@ class Layer:
     Supports ``len``, ``shape``, ``dtype``, slicing (``layer[a:b]``, integer and sorted
     integer-array row selection), ``np.asarray(layer)`` and :meth:`iter_blocks` for
     streaming reads.  Reading is lazy: nothing is loaded until indexed.
+
+    Every read of a finished store checks the checksummed blocks it touches (whole blocks of
+    about 1 MiB are read for that) and the row index against its checksum, as
+    ``actkit verify`` does: a corrupt block is a one-line :class:`~actkit.errors.StoreError`,
+    never data. ``open_store(path, verify_reads=False)`` (the commands' ``--no-verify``)
+    reads without the checks; an unfinished store (``allow_incomplete``) is read unchecked.
     """
 
     ndim = 2
@@ -58,22 +64,63 @@ class Layer:
     def index(self) -> np.ndarray:
         """(rows, 2) int64 array of ``[sample, position]``; position -1 for pooled rows."""
         with integrity.h5_errors(self.store.path):
-            return self.store.file[f"layers/{self.name}/index"][: self._rows]
+            index = self.store.file[f"layers/{self.name}/index"][()]
+        if self.store.checked_reads and not self.store._index_checked.get(self.name):
+            if integrity.array_sha256(index) != self.store.meta["layers"][self.name]["index_sha256"]:
+                from actkit.errors import StoreError
+                from actkit.store._source import HINT
+
+                raise StoreError(f"{self.store.path}: the row index of layer {self.name} does not match its "
+                                 f"checksum; {HINT}")
+            self.store._index_checked[self.name] = True
+        return index[: self._rows]
 
     @property
     def groups(self) -> np.ndarray:
         """(rows,) int64 sample id of every row: rows of one input share a group."""
-        with integrity.h5_errors(self.store.path):
-            return self.store.file[f"layers/{self.name}/index"][: self._rows, 0]
+        return self.index[:, 0]
+
+    def _read(self, a: int, b: int) -> np.ndarray:
+        """Rows ``a:b`` (``a <= b``), checked against their blocks' checksums when the store
+        checks its reads."""
+        source = self.store.checked_source(self.name)
+        if source is None:
+            with integrity.h5_errors(self.store.path):
+                return self.dataset[a:b]
+        return source.read(a, b)
+
+    def _read_rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows ``idx`` (increasing), read as runs of nearby rows (checked like :meth:`_read`)."""
+        source = self.store.checked_source(self.name)
+        if source is None or not len(idx):
+            with integrity.h5_errors(self.store.path):
+                return self.dataset[idx]
+        # rows less than a checksum block apart are read in one run (a block is read whole anyway)
+        gap = max([1] + [int(seg.block_rows or 1) for seg in source.segments])
+        cuts = np.flatnonzero(np.diff(idx) > gap) + 1
+        parts = []
+        for run in np.split(idx, cuts):
+            a = int(run[0])
+            parts.append(self._read(a, int(run[-1]) + 1)[run - a])
+        return np.concatenate(parts)
 
     def __getitem__(self, key):
         rows, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
         norm = self._normalise_rows(rows)
-        with integrity.h5_errors(self.store.path):
-            if isinstance(norm, _Reorder):
-                data = self.dataset[(norm.uniq, *rest)] if rest else self.dataset[norm.uniq]
-                return data[norm.inverse]
-            return self.dataset[(norm, *rest)] if rest else self.dataset[norm]
+        if isinstance(norm, _Reorder):
+            data = self._read_rows(norm.uniq)[norm.inverse]
+        elif isinstance(norm, slice):
+            a, b, step = norm.start, max(norm.start, norm.stop), norm.step
+            if step < 0:  # rows b+1..a in reverse
+                a, b = norm.stop + 1, norm.start + 1
+                data = self._read(a, max(a, b))[::step] if b > a else self._read(0, 0)
+            else:
+                data = self._read(a, b)[::step]
+        elif isinstance(norm, int):
+            data = self._read(norm, norm + 1)[0]
+        else:
+            data = self._read_rows(np.asarray(norm, dtype=np.int64))
+        return data[(slice(None), *rest)] if rest and np.ndim(data) == 2 else (data[rest] if rest else data)
 
     def _normalise_rows(self, rows):
         n = self._rows
@@ -101,8 +148,7 @@ class Layer:
         return arr
 
     def __array__(self, dtype=None, copy=None):
-        with integrity.h5_errors(self.store.path):
-            out = self.dataset[: self._rows]
+        out = self._read(0, self._rows)
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def to_numpy(self, dtype=None) -> np.ndarray:
@@ -178,9 +224,10 @@ class Layer:
         if pending:  # the last (short) block, possibly gathered from several shards
             fn(np.concatenate(pending) if len(pending) > 1 else pending[0])
 
-    def to_torch(self, batch_size: int, *, shuffle: bool = True, seed: int = 0, buffer_rows: int | None = None,
+    def to_torch(self, batch_size: int | None = None, *, shuffle: bool = True, seed: int = 0, buffer_rows: int | None = None,
                  drop_last: bool = False, num_workers: int | None = None, **kwargs):
-        """A torch ``IterableDataset`` of ``(batch_size, features)`` row batches of this layer:
+        """A torch ``IterableDataset`` of ``(batch_size, features)`` row batches of this layer
+        (single ``(features,)`` rows without ``batch_size``, for a torch ``DataLoader`` to batch):
         seeded random block order and a bounded shuffle window, exactly once per epoch,
         resumable (``state_dict``/``load_state_dict``), split over ``DataLoader`` workers and
         torchrun ranks, every block checked against its checksum. With ``num_workers`` given,
@@ -198,8 +245,7 @@ class Layer:
         if block_rows is None:
             block_rows = default_block_rows(self.shape[1], self.dtype.itemsize)
         for s in range(start, stop, block_rows):
-            with integrity.h5_errors(self.store.path):
-                block = self.dataset[s : min(stop, s + block_rows)]
+            block = self._read(s, min(stop, s + block_rows))
             yield s, (block if dtype is None else block.astype(dtype, copy=False))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -32,13 +34,19 @@ class Store:
         The checksummed metadata document (``/meta``).
     """
 
-    def __init__(self, path: Path, file, complete: bool, progress: dict | None, meta: dict):
+    def __init__(self, path: Path, file, complete: bool, progress: dict | None, meta: dict,
+                 verify_reads: bool = True):
         self.path = Path(path)
         self.file = file
         self.complete = complete
         self.progress = progress
         self.meta = meta
         self._params = None
+        #: whether reads check the checksums of what they read (a finished store, unless
+        #: opened with ``verify_reads=False``)
+        self.checked_reads = bool(verify_reads and complete)
+        self._sources: dict = {}
+        self._index_checked: dict = {}
         order = list(meta.get("layer_order", []))
         with integrity.h5_errors(self.path):
             present = list(file["layers"]) if "layers" in file else []
@@ -74,8 +82,25 @@ class Store:
     def params(self) -> dict[str, np.ndarray]:
         if self._params is None:
             with integrity.h5_errors(self.path):
-                self._params = {k: v[()] for k, v in self.file["params"].items()} if "params" in self.file else {}
+                params = {k: v[()] for k, v in self.file["params"].items()} if "params" in self.file else {}
+            if self.checked_reads:
+                for key, digest in self.meta.get("params_sha256", {}).items():
+                    if key in params and integrity.array_sha256(params[key]) != digest:
+                        from actkit.store._source import HINT
+
+                        raise StoreError(f"{self.path}: parameter {key} does not match its checksum; {HINT}")
+            self._params = params
         return self._params
+
+    def checked_source(self, name: str):
+        """The checksum-verifying reader of layer ``name`` (:class:`~actkit.store._source.Source`,
+        kept open until :meth:`close`), or None when this store's reads are not checked."""
+        if not self.checked_reads:
+            return None
+        source = self._sources.get(name)
+        if source is None:
+            source = self._sources[name] = self[name].loader_source(verify=True)
+        return source
 
     # --- layers
     def __getitem__(self, name: str) -> Layer:
@@ -107,12 +132,13 @@ class Store:
 
     @staticmethod
     def reopen(path) -> Store:
-        """:func:`open_store` (what another process that reads this store's rows calls)."""
-        return open_store(path)
+        """:func:`open_store` (what another process that reads this store's rows calls; it
+        checks the rows itself, so the reopened store does not)."""
+        return open_store(path, verify_reads=False)
 
     def open_shard(self, rel) -> Store:
         """The shard ``rel`` (relative to this sharded store's folder), opened for reading."""
-        return open_store(self.path.parent / rel)
+        return open_store(self.path.parent / rel, verify_reads=self.checked_reads)
 
     def verify(self, on_progress=None) -> dict:
         """Check every written row block, row index and parameter against its checksum.
@@ -158,6 +184,9 @@ class Store:
         return out
 
     def close(self) -> None:
+        sources, self._sources = self._sources, {}
+        for source in sources.values():
+            source.close()
         try:
             self.file.close()
         except Exception:
@@ -183,7 +212,22 @@ def unfinished_message(path: Path, progress: Mapping[str, Any] | None) -> str:
             "wrote it (the same command) to resume it")
 
 
-def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verify: bool = False) -> Store:
+_VERIFY_READS = contextvars.ContextVar("actkit_verify_reads", default=True)
+
+
+@contextlib.contextmanager
+def unverified_reads():
+    """Inside the block, :func:`open_store` opens stores whose reads skip the checksum checks
+    (what the commands' ``--no-verify`` does); stores opened before keep theirs."""
+    token = _VERIFY_READS.set(False)
+    try:
+        yield
+    finally:
+        _VERIFY_READS.reset(token)
+
+
+def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verify: bool = False,
+               verify_reads: bool | None = None) -> Store:
     """Open a store for reading.
 
     Parameters
@@ -197,6 +241,10 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
         :class:`~actkit.errors.StoreIncompleteError`.
     verify : bool, default False
         Check every row block against its checksum first (:meth:`Store.verify`).
+    verify_reads : bool, optional
+        Check every block a read touches (rows, row index, parameters) against its checksum,
+        as it is read (default: True, except inside :func:`unverified_reads`). Costs a
+        re-hash of what is read (measured in ``docs/performance.md``).
 
     Raises
     ------
@@ -261,7 +309,9 @@ def open_store(path: str | os.PathLike, *, allow_incomplete: bool = False, verif
                     if ds.shape != shape or ds.dtype != dtype:
                         raise StoreError(f"cannot read {target}: the file is corrupt (/layers/{name}/{key} has "
                                          f"shape {ds.shape} {ds.dtype}, its metadata says {shape} {dtype})")
-        store = Store(path, f, complete, progress, meta)
+        if verify_reads is None:
+            verify_reads = _VERIFY_READS.get()
+        store = Store(path, f, complete, progress, meta, verify_reads=verify_reads)
         if verify:
             store.verify()
     except StoreError:

@@ -27,7 +27,8 @@ from typing import Mapping
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 from actkit.store._create import _existing_request, _partial_request, describe_difference, occupied_error
-from actkit.store._format import PARTIAL_SUFFIX, PROGRESS_SUFFIX, open_read, read_json, request_hash, shard_dir
+from actkit.store._format import (PARTIAL_SUFFIX, PROGRESS_SUFFIX, open_read, read_json, refuse_foreign_shards,
+                                  request_hash, shard_dir)
 
 HASH_DIGITS = 16
 SHARDS = "shards"  # the /meta field listing the shard files
@@ -59,6 +60,11 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
     out = Path(out)
     rhash = request_hash(full_request)
     if overwrite:
+        if out.exists():
+            from actkit.store._create import refuse_foreign
+
+            refuse_foreign(out)
+        refuse_foreign_shards(shard_dir(out))
         return "new"
     if out.exists():
         existing = _existing_request(out)
@@ -93,6 +99,7 @@ def remove_stale(out, keep) -> None:
     folder = shard_dir(out)
     if not folder.is_dir():
         return
+    refuse_foreign_shards(folder)
     for p in folder.iterdir():
         if p.name in keep:
             continue

@@ -349,6 +349,9 @@ def _write_sharded_locked(runner, X, out, rhash, *, layer, transform, n_out, n_s
         raise
     final_dir = shard_dir(out)
     if final_dir.exists():
+        from actkit.store._format import refuse_foreign_shards
+
+        refuse_foreign_shards(final_dir)
         shutil.rmtree(final_dir)
     os.replace(tmp_dir, final_dir)
     # the index is the torchrun layout's virtual store over the finished shards

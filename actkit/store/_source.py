@@ -74,6 +74,13 @@ class Source:
             self._open[path] = h
         return h
 
+    def __del__(self):  # the raw file descriptors and reopened files of a source nobody closed
+        try:
+            if self._pid == os.getpid():
+                self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
     def close(self):
         for h in self._open.values():
             if isinstance(h, _Raw):

@@ -13,7 +13,7 @@ from actkit._faults import fault
 from actkit._rows import block_rows
 from actkit.errors import LayerError, StoreError, ValidationError
 from actkit.store import _integrity as integrity
-from actkit.store._format import (h5py_module, open_h5, open_read, partial_path, progress_path,
+from actkit.store._format import (h5py_module, open_h5, open_read, partial_path, progress_path, refuse_foreign_shards,
                                   remove_stale_temporaries, shard_dir, write_progress)
 
 
@@ -217,6 +217,10 @@ def _remove_replaced_shards(path: Path) -> None:
     """A single store finalised at ``path`` replaced a sharded one: its ``.shards`` folder goes."""
     folder = shard_dir(path)
     if folder.is_dir():
+        try:
+            refuse_foreign_shards(folder)
+        except StoreError:  # not only shards: the user's files stay
+            return
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,0 +1,193 @@
+"""Checks every command's options get before it loads a model or a store (``actkit.cli`` runs
+:func:`preflight` right after parsing): numbers in their range, and every output path
+(``--out``, ``--json``, ``--plot``, ``--work-dir``) writable and not someone else's. One line,
+exit 2, within a second, nothing written.
+
+One table per kind of option, keyed by the option's ``dest``: a command that adds an option of
+a known name gets its check without code of its own.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from actkit.errors import InputError
+
+# dest -> (lowest allowed, highest allowed or None, what it is); ints unless in FRACTIONS/FLOATS
+AT_LEAST = {
+    **dict.fromkeys(("batch_size", "max_samples", "context_length", "max_tokens", "max_length", "block_rows",
+                     "n_components", "max_iter", "n_epochs", "k", "ica_n_components", "ica_max_iter",
+                     "n_rotations", "max_train_rows", "diameter_max_rows", "threads"), 1),
+    **dict.fromkeys(("fit_rows", "n_splits", "max_bin"), 2),
+    **dict.fromkeys(("seed", "ica_seed", "ica_fit_rows"), 0),
+}
+#: how an integer option's bound is said, where not "a positive integer" (as the docs quote it)
+WORDS = {"block_rows": "a positive number of rows",
+         "checkpoint_every": "a number of seconds >= 0 (0: after every batch)"}
+#: floats: dest -> (low, high, low inclusive, high inclusive)
+FLOATS = {
+    "eval_fraction": (0.0, 1.0, False, False),
+    "eps": (0.0, math.inf, False, False),
+    "tol": (0.0, math.inf, False, False),
+    "ica_tol": (0.0, math.inf, False, False),
+    "checkpoint_every": (0.0, math.inf, True, False),
+}
+#: floats a command gives another meaning (dest -> commands it applies to)
+FLOAT_COMMANDS = {"alpha": ("dictionary",)}
+FLOATS_BY_COMMAND = {"alpha": (0.0, math.inf, True, False)}
+
+#: the first bytes of a file of each figure format a ``--plot`` may name
+#: (:data:`actkit._atomic.FIGURE_FORMATS`, written from the suffix)
+IMAGE_MAGIC = {"png": (b"\x89PNG",), "pdf": (b"%PDF",), "svg": (b"<?xml", b"<svg"), "jpg": (b"\xff\xd8",)}
+
+#: commands whose ``--out`` is a store (export's is checked by actkit.export.check_export_out;
+#: extract checks its own folder, here only a file of the user's already there; demo and
+#: reproduce write folders of their own)
+STORE_OUT = ("whiten", "ica", "dictionary", "import", "consolidate")
+
+
+def option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def check_numbers(args) -> None:
+    """Every numeric option of ``args`` in its range (:data:`AT_LEAST`, :data:`FLOATS`)."""
+    command = getattr(args, "command", None)
+    for dest, value in vars(args).items():
+        if value is None or isinstance(value, bool):
+            continue
+        if dest in AT_LEAST and isinstance(value, int):
+            low = AT_LEAST[dest]
+            if value < low:
+                what = WORDS.get(dest) or {0: "a non-negative integer", 1: "a positive integer"}.get(low, f">= {low}")
+                raise InputError(f"{option(dest)} must be {what}, got {value}")
+            continue
+        bounds = FLOATS.get(dest)
+        if dest in FLOAT_COMMANDS:
+            bounds = FLOATS_BY_COMMAND[dest] if command in FLOAT_COMMANDS[dest] else None
+        if bounds is not None and isinstance(value, (int, float)):
+            lo, hi, lo_in, hi_in = bounds
+            ok = not math.isnan(value) and (value >= lo if lo_in else value > lo) and \
+                (value <= hi if hi_in else value < hi)
+            if not ok:
+                left, right = "[" if lo_in else "(", "]" if hi_in else ")"
+                upper = "inf" if hi == math.inf else f"{hi:g}"
+                what = WORDS.get(dest) or f"in {left}{lo:g}, {upper}{right}"
+                raise InputError(f"{option(dest)} must be {what}, got {value:g}")
+
+
+def _folder_of(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def check_writable_file(path, flag: str, *, looks_ours=None) -> None:
+    """``path`` can be written as a new file (its folder exists and is writable), and anything
+    already there is a file that ``looks_ours(path)`` accepts (an earlier output of the same
+    kind); raise a one-line :class:`InputError` otherwise. Nothing is written."""
+    path = Path(path)
+    folder = _folder_of(path)
+    if path.is_dir():
+        raise InputError(f"{flag} {path} is a folder; give a file name")
+    if not folder.is_dir():
+        raise InputError(f"cannot write {flag} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {flag} {path}: folder {folder} is not writable")
+    if path.exists() or path.is_symlink():
+        if not path.is_file() or (looks_ours is not None and not looks_ours(path)):
+            raise InputError(f"{flag} {path} exists and is not an output of this kind actkit wrote; actkit "
+                             "replaces only its own outputs: move it away or choose another path")
+        if not os.access(path, os.W_OK):
+            raise InputError(f"cannot write {flag} {path}: the file is not writable")
+
+
+def is_json_file(path) -> bool:
+    """An existing file holding one JSON document (what ``--json`` writes)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def is_image_file(path) -> bool:
+    """An existing file whose first bytes are those of the image format its suffix names."""
+    from actkit._atomic import FIGURE_FORMATS
+
+    starts = IMAGE_MAGIC.get(FIGURE_FORMATS.get(Path(path).suffix.lower()), ())
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64).lstrip()
+    except OSError:
+        return False
+    return any(head.startswith(s) for s in starts)
+
+
+def check_plot(path, flag: str = "--plot") -> None:
+    from actkit._atomic import FIGURE_FORMATS
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in FIGURE_FORMATS:
+        raise InputError(f"{flag} {path}: the suffix must name an image format "
+                         f"({', '.join(FIGURE_FORMATS)}), got {suffix or 'none'}")
+    check_writable_file(path, flag, looks_ours=is_image_file)
+
+
+def check_work_dir(path, flag: str = "--work-dir") -> None:
+    """A folder to keep working files in: an existing writable folder, or a new one whose
+    parent exists and is writable."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise InputError(f"{flag} {path} is a file, not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise InputError(f"cannot write into {flag} {path}: the folder is not writable")
+        return
+    folder = _folder_of(path)
+    if not folder.is_dir():
+        raise InputError(f"cannot create {flag} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"cannot create {flag} {path}: folder {folder} is not writable")
+
+
+def check_store_out(path, flag: str = "--out") -> None:
+    """A store output: a file in a writable folder; an existing file there must be an actkit
+    store (whether it may be replaced is the store's own decision: --overwrite, or the same
+    request finished already)."""
+    from actkit.store._format import is_actkit_store
+
+    check_writable_file(path, flag, looks_ours=is_actkit_store)
+
+
+def check_outputs(args) -> None:
+    """Every output path of ``args`` (``--out``, ``--json``, ``--plot``, ``--work-dir``)."""
+    command = getattr(args, "command", None)
+    if isinstance(getattr(args, "json", None), str):
+        check_writable_file(args.json, "--json", looks_ours=is_json_file)
+    if isinstance(getattr(args, "plot", None), str):
+        check_plot(args.plot)
+    if getattr(args, "work_dir", None):
+        check_work_dir(args.work_dir)
+    out = getattr(args, "out", None)
+    if out and command in STORE_OUT:
+        check_store_out(out)
+    elif out and command == "extract" and Path(out).is_file():  # the rest extract checks itself, first too
+        check_store_out(out)
+    elif out and command == "export":
+        from actkit.export import FORMATS, check_export_out
+
+        if args.format in FORMATS:
+            check_export_out(out, args.format, args.overwrite)
+    if isinstance(getattr(args, "json", None), str) and isinstance(getattr(args, "plot", None), str) and \
+            os.path.abspath(args.json) == os.path.abspath(args.plot):
+        raise InputError("--json and --plot name the same file")
+
+
+def preflight(args) -> None:
+    """All the checks above, before the command runs."""
+    check_numbers(args)
+    check_outputs(args)
