@@ -158,7 +158,7 @@ def check_store_out(path, flag: str = "--out") -> None:
     """A store output: a file in a writable folder; an existing file there must be an actkit
     store (whether it may be replaced is the store's own decision: --overwrite, or the same
     request finished already)."""
-    from actkit.store._format import is_actkit_store
+    from actkit.store import is_actkit_store
 
     check_writable_file(path, flag, looks_ours=is_actkit_store)
 

@@ -42,6 +42,7 @@ from actkit.store._format import (
                                   FORMAT,
                                   PARTIAL_SUFFIX,
                                   PROGRESS_SUFFIX,
+                                  is_actkit_store,
                                   partial_path,
                                   progress_path,
                                   request_hash,
@@ -62,4 +63,4 @@ __all__ = ["read_codes", "codes_meta", "is_codes_file", "CodesWriter", "open_sto
            "HINT", "Segment", "Source", "SourceRows",
            # what torchrun extraction and the Dask writer of derived stores use to write shards
            "WriterLock", "remove_stale", "rerun_state", "shard_dir", "shard_files", "write_sharded",
-           "format_bytes", "unverified_reads"]
+           "format_bytes", "unverified_reads", "is_actkit_store"]

@@ -10,7 +10,7 @@ import numpy as np
 from actkit._rows import block_rows as default_block_rows
 from actkit.errors import StoreError, ValidationError
 from actkit.store import _integrity as integrity
-from actkit.store._source import Segment, Source
+from actkit.store._source import HINT, Segment, Source
 
 
 class Layer:
@@ -67,8 +67,6 @@ class Layer:
             index = self.store.file[f"layers/{self.name}/index"][()]
         if self.store.checked_reads and not self.store._index_checked.get(self.name):
             if integrity.array_sha256(index) != self.store.meta["layers"][self.name]["index_sha256"]:
-                from actkit.errors import StoreError
-                from actkit.store._source import HINT
 
                 raise StoreError(f"{self.store.path}: the row index of layer {self.name} does not match its "
                                  f"checksum; {HINT}")

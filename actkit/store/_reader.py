@@ -15,6 +15,7 @@ from actkit.store import _integrity as integrity
 from actkit.store._format import (PARTIAL_SUFFIX, READABLE_FORMATS, decode_attr, looks_like_hdf5, open_read,
                                   partial_path, progress_path, read_json, unknown_name)
 from actkit.store._layer import Layer
+from actkit.store._source import HINT
 from actkit.store._shard_state import check_shards, sharded_progress
 
 
@@ -86,7 +87,6 @@ class Store:
             if self.checked_reads:
                 for key, digest in self.meta.get("params_sha256", {}).items():
                     if key in params and integrity.array_sha256(params[key]) != digest:
-                        from actkit.store._source import HINT
 
                         raise StoreError(f"{self.path}: parameter {key} does not match its checksum; {HINT}")
             self._params = params

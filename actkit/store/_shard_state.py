@@ -26,7 +26,8 @@ from typing import Mapping
 
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
-from actkit.store._create import _existing_request, _partial_request, describe_difference, occupied_error
+from actkit.store._create import (_existing_request, _partial_request, describe_difference, occupied_error,
+                                  refuse_foreign)
 from actkit.store._format import (PARTIAL_SUFFIX, PROGRESS_SUFFIX, open_read, read_json, refuse_foreign_shards,
                                   request_hash, shard_dir)
 
@@ -61,7 +62,6 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
     rhash = request_hash(full_request)
     if overwrite:
         if out.exists():
-            from actkit.store._create import refuse_foreign
 
             refuse_foreign(out)
         refuse_foreign_shards(shard_dir(out))

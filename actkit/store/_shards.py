@@ -52,7 +52,8 @@ from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 from actkit.store._create import LayerSpec, _existing_request, create_store, layer_group, store_meta, write_header
-from actkit.store._format import h5py_module, open_read, partial_path, progress_path, request_hash
+from actkit.store._format import (h5py_module, open_read, partial_path, progress_path, refuse_foreign_shards,
+                                  request_hash)
 from actkit.store._lock import WriterLock
 from actkit.store._reader import open_store
 from actkit.store._shard_state import SHARDS, rerun_state, shard_dir, shard_name
@@ -349,7 +350,6 @@ def _write_sharded_locked(runner, X, out, rhash, *, layer, transform, n_out, n_s
         raise
     final_dir = shard_dir(out)
     if final_dir.exists():
-        from actkit.store._format import refuse_foreign_shards
 
         refuse_foreign_shards(final_dir)
         shutil.rmtree(final_dir)
