@@ -82,7 +82,7 @@ def ica_measures(h, sums, classic_keys, n_eval, diam_b, errors, den, defined, b_
         c_eff_se = float(ce.std(ddof=1) / math.sqrt(R)) if R > 1 else float("nan")
     floor = float("nan")
     if h.self_map_ is not None and b_rows.shape[0]:
-        diff = np.asarray(h.self_map_.predict_block(b_rows, dtype), dtype=np.float64) - b_rows
+        diff = np.asarray(h.self_map_.predict_rows(b_rows, dtype), dtype=np.float64) - b_rows
         floor = float(np.sqrt(np.einsum("ij,ij->i", diff, diff)).mean() / diam_b)
     k = int(h.n_components_)
     ok, why = identifiable(h.shared_halves_, k, floor, den if defined else float("nan"))

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from actkit._params import Interval, StrOptions, validate_params
-from actkit._threads import small_linalg
+from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._diameter import diameter, summed_l2
 from actkit.alignment._inputs import as_source, blocks, compute_dtype, n_features, n_rows
@@ -122,8 +122,22 @@ class Alignment(BaseEstimator, metaclass=ABCMeta):
             raise ValidationError(f"A has {n_features(A, 'A')} features, the alignment was fitted "
                              f"on {self.n_features_in_}")
         dt = compute_dtype(A)
-        out = [self.predict_block(blk, dt) for blk in blocks(A, None, dt)]
-        return np.concatenate(out) if out else np.zeros((0, self.coef_.shape[1]), dt)
+        return self.predict_rows(A, dt)
+
+    def predict_rows(self, X, dtype):
+        """``h`` of every row of ``X`` (array or streamed source), computed in ``dtype``, the
+        same bits at any thread count: one fixed block of rows
+        (:func:`~actkit.alignment._inputs.blocks`) at a time at one BLAS thread, the blocks
+        on the budget's threads (OpenBLAS's 2-thread float32 GEMM gives other bits).
+
+        Returns
+        -------
+        ndarray of shape (n_rows, n_features_b)
+        """
+        with small_linalg():
+            out = list(map_ordered(lambda blk: self.predict_block(blk, dtype),
+                                   blocks(X, None, dtype), current_threads()))
+        return np.concatenate(out) if out else np.zeros((0, self.coef_.shape[1]), dtype)
 
     def score(self, A, B, *, diam=None):
         """The normalised error: mean l2 distance between ``transform(A)`` and ``B`` / ``diam``.
