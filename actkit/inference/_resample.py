@@ -230,11 +230,19 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
                                       map_ordered(boot_task, _batches(bootstrap, BOOT_BATCH), workers)):
                 boot[s0:s1] = vals
 
+    records = measure_records(names, measures, observed, null, boot, permutations, bootstrap, confidence,
+                              interval)
+    return records, {"permutation_exchangeable": float(movable) if permutations else None}
+
+
+def measure_records(names, measures, observed, null, boot, permutations, bootstrap, confidence, interval):
+    """``{name: MeasureRecord}`` from the observed values, the permutation null
+    (``(permutations, len(names))``) and the bootstrap values (``(bootstrap, len(names))``)."""
     records = {}
     for i, k in enumerate(names):
         kind = measures[k][1]
         rec = MeasureRecord(k, observed[k], kind, permutations=int(permutations),
-                            bootstrap=int(bootstrap), confidence=float(confidence))
+                            bootstrap=int(bootstrap), confidence=float(confidence), interval=interval)
         if permutations:
             col = null[:, i]
             fin = col[np.isfinite(col)]
@@ -243,6 +251,5 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
             rec.null_sd = float(fin.std(ddof=1)) if fin.size > 1 else float("nan")
         if bootstrap:
             rec.ci_low, rec.ci_high = bootstrap_interval(boot[:, i], observed[k], confidence, interval)
-            rec.interval = interval
         records[k] = rec
-    return records, {"permutation_exchangeable": float(movable) if permutations else None}
+    return records

@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
-from actkit.inference._resample import (MeasureRecord, bootstrap_draws, bootstrap_interval,
-                                        p_value, permutation_draws)
+from actkit.inference._resample import bootstrap_draws, measure_records, permutation_draws
 
 
 def infer_rows(a, b, sample_ids, measures, *, permutations=0, bootstrap=0, confidence=0.95,
@@ -68,18 +67,4 @@ def infer_rows(a, b, sample_ids, measures, *, permutations=0, bootstrap=0, confi
         boot[j] = [measures[k][0](a[r], b[r]) for k in names]
         bar.update(1)
     bar.close()
-    out = {}
-    for i, k in enumerate(names):
-        kind = measures[k][1]
-        rec = MeasureRecord(k, observed[k], kind, permutations=int(permutations),
-                            bootstrap=int(bootstrap), confidence=float(confidence), interval=interval)
-        if permutations:
-            col = null[:, i]
-            fin = col[np.isfinite(col)]
-            rec.p = p_value(col, observed[k], kind)
-            rec.null_mean = float(fin.mean()) if fin.size else float("nan")
-            rec.null_sd = float(fin.std(ddof=1)) if fin.size > 1 else float("nan")
-        if bootstrap:
-            rec.ci_low, rec.ci_high = bootstrap_interval(boot[:, i], observed[k], confidence, interval)
-        out[k] = rec
-    return out
+    return measure_records(names, measures, observed, null, boot, permutations, bootstrap, confidence, interval)
