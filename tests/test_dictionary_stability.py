@@ -123,7 +123,7 @@ def test_stability_index_by_hand():
     assert st.mean_cos[0, 1] == pytest.approx(2 / 3)
     assert st.halves == ([0, 1], [2]) and st.halves_best == (0, 2)
     assert st.shared_halves == 1 and st.identifiable is False
-    assert st.reason.startswith("the two halves' best fits share 1 of 3 atoms")
+    assert st.reason.startswith("the best fits of the two halves share 1 of 3 atoms")
 
 
 def test_mcc_is_the_correlation_of_matched_codes(sparse_case):

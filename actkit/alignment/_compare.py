@@ -14,13 +14,12 @@ from sklearn.exceptions import ConvergenceWarning
 from actkit._device import check_device
 from actkit._progress import heartbeat
 from actkit._rows import sample_rows
-from actkit._warn import warn_user
 from actkit._threads import follows_thread_policy
+from actkit._warn import warn_user
 from actkit.alignment._diameter import diameter
 from actkit.alignment._ica_map import ICAAlignment, source_sd
 from actkit.alignment._ica_report import fit_notes, ica_maps, ica_measures
-from actkit.alignment._inputs import (as_source, compute_dtype, default_block_rows, n_features,
-                                      n_rows)
+from actkit.alignment._inputs import as_source, compute_dtype, default_block_rows, n_features, n_rows
 from actkit.alignment._maps import (LinearAlignment, PermutationAlignment, RigidAlignment,
                                     closed_form_min_rows)
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult

@@ -45,6 +45,9 @@ class MeasureValue:
     bootstrap: int = 0
     confidence: float | None = None
     interval: str | None = None
+    # False for a measure only resampled (the table's debiased CKA): its keys are in
+    # to_dict(), but it is not in its "measures" list nor a column of the table
+    asked: bool = True
 
 
 def resolve_measures(measures, methods, widths, n, max_rows):

@@ -140,7 +140,7 @@ class CompareResult:
         out["ica_matched_corr_undefined"] = undefined
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
         if self.measures:
-            out["measures"] = list(self.measures)
+            out["measures"] = [name for name, rec in self.measures.items() if rec.asked]
             for name, rec in self.measures.items():
                 out[name] = _f(rec.value)
                 if rec.rows is not None:

@@ -112,7 +112,7 @@ def attach_records(res, records):
     for name, rec in records.items():
         mv = res.measures.get(name)
         if mv is None:
-            mv = res.measures[name] = MeasureValue(name, float(rec.value), {}, None)
+            mv = res.measures[name] = MeasureValue(name, float(rec.value), {}, None, asked=False)
         for key in ("kind", "p", "null_mean", "null_sd", "ci_low", "ci_high", "permutations",
                     "bootstrap", "confidence", "interval"):
             setattr(mv, key, getattr(rec, key))

@@ -233,7 +233,7 @@ class DictionaryStability:
             mcc = "" if d["mcc"] is None else f", codes' MCC {d['mcc']:.3f}"
             lines.append(f"  pairs of fits: mean matched |cos| {d['mean_cos']:.3f}, share matched > {MATCH_COS:g} "
                          f"{d['share_matched']:.3f}{mcc}")
-            lines.append(f"  stability index of the best fit's atoms: mean {d['stability_index_mean']:.3f}, "
+            lines.append(f"  stability index of the atoms of the best fit: mean {d['stability_index_mean']:.3f}, "
                          f"{d['stable_atoms']:.1%} found by every other fit")
             lines.append(f"  halves {d['halves_best']}: {d['shared_halves']} atoms shared; self floor "
                          f"{d['self_floor']:.3f} (share {d['self_floor_share']:.3f})")
@@ -344,11 +344,11 @@ def verdict(shared, k, mean_cos, floor):
     matched ``|cos|`` over pairs of fits and the self floor."""
     need = math.ceil(HALVES_AGREE * k)
     if shared < need:
-        return False, (f"the two halves' best fits share {shared} of {k} atoms at |cos| > {MATCH_COS:g} "
+        return False, (f"the best fits of the two halves share {shared} of {k} atoms at |cos| > {MATCH_COS:g} "
                        f"(fewer than {need})")
     bar = floor + FLOOR_MARGIN * (1.0 - floor)
     if mean_cos <= bar:
         return False, (f"fits agree at mean matched |cos| {mean_cos:.3f}, not above {bar:.3f} (halfway from the "
                        f"self floor {floor:.3f} to 1)")
-    return True, (f"the two halves' best fits share {shared} of {k} atoms at |cos| > {MATCH_COS:g} (at least "
+    return True, (f"the best fits of the two halves share {shared} of {k} atoms at |cos| > {MATCH_COS:g} (at least "
                   f"{need}); fits agree at mean matched |cos| {mean_cos:.3f} (self floor {floor:.3f})")
