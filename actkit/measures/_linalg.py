@@ -41,14 +41,7 @@ def cca(sxx, syy, sxy, *, n_components=None, eps=1e-10):
         Wa^T = I``); None when a side has no variance.
     """
     with small_linalg():
-        Wx, Wy = whitener(sxx, eps), whitener(syy, eps)
-        if Wx is None or Wy is None:
-            return np.zeros(0), None, None
-        k = min(Wx.shape[0], Wy.shape[0])
-        if n_components is not None:
-            if n_components < 1:
-                raise ValidationError(f"n_components must be >= 1, got {n_components}")
-            k = min(k, int(n_components))
+        Wx, Wy, k = _whiteners(sxx, syy, n_components, eps)
         if k == 0:
             return np.zeros(0), None, None
         U, rho, Vt = np.linalg.svd(Wx @ sxy @ Wy.T, full_matrices=False)
@@ -58,15 +51,20 @@ def cca(sxx, syy, sxy, *, n_components=None, eps=1e-10):
 def canonical_correlations(sxx, syy, sxy, *, n_components=None, eps=1e-10):
     """Canonical correlations from scatter matrices, sorted decreasing, shape (k,)."""
     with small_linalg():
-        Wx, Wy = whitener(sxx, eps), whitener(syy, eps)
-        if Wx is None or Wy is None:
-            return np.zeros(0)
-        k = min(Wx.shape[0], Wy.shape[0])
-        if n_components is not None:
-            if n_components < 1:
-                raise ValidationError(f"n_components must be >= 1, got {n_components}")
-            k = min(k, int(n_components))
+        Wx, Wy, k = _whiteners(sxx, syy, n_components, eps)
         if k == 0:
             return np.zeros(0)
         rho = np.linalg.svd(Wx @ sxy @ Wy.T, compute_uv=False)[:k]
         return np.clip(rho, 0.0, 1.0)
+
+
+def _whiteners(sxx, syy, n_components, eps):
+    """``(Wx, Wy, k)``: each side's whitener and the number of canonical pairs to keep (0
+    when a side has no variance; at most ``n_components``)."""
+    if n_components is not None and n_components < 1:
+        raise ValidationError(f"n_components must be >= 1, got {n_components}")
+    Wx, Wy = whitener(sxx, eps), whitener(syy, eps)
+    if Wx is None or Wy is None:
+        return Wx, Wy, 0
+    k = min(Wx.shape[0], Wy.shape[0])
+    return Wx, Wy, k if n_components is None else min(k, int(n_components))
