@@ -8,13 +8,17 @@ w_s u_s``, ``v = sum_s w_s v_s`` and ``N = w . n``::
 
 and the same for ``S_aa`` and ``S_bb``. The three G x G Gram matrices are computed once
 (chunks of per-sample blocks, :data:`CHUNK_BYTES` at a time); a resample then costs two
-products of the rows with a (D, k) matrix for a batch of ``k`` resamples and a few G x G
-quadratic forms: no D x D matrix per resample. Exact (float64), not an approximation.
+products of the rows with a (D, k) matrix for a batch of ``k`` resamples (with fewer samples
+than features, of the rows' products with the sample sums, (n, G), with the (G, k) weights)
+and a few G x G quadratic forms: no D x D matrix per resample. Exact (float64), not an
+approximation.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from actkit._threads import current_threads, map_ordered
 
 #: bytes of per-sample blocks formed at once while the Gram matrices are computed
 CHUNK_BYTES = 1 << 28
@@ -49,26 +53,63 @@ def grams(samples):
     return samples._grams
 
 
+def _row_sums(samples):
+    """``(A u^T, B v^T)``, each (n, G): every row against every sample's sum, so that a
+    resample's ``A U^T = (A u^T) W^T`` costs n G, not n D, per resample. None where that
+    is no cheaper (G at least the narrower width) or they would pass :data:`CHUNK_BYTES`."""
+    if samples.G >= min(samples.da, samples.db) or 16 * samples.n * samples.G > CHUNK_BYTES:
+        return None
+    cached = getattr(samples, "_row_sums", None)
+    if cached is None:
+        n = samples.n
+        spans = [(r, min(n, r + ROW_TASK)) for r in range(0, n, ROW_TASK)]
+        parts = list(map_ordered(lambda sp: (samples.A[sp[0]:sp[1]] @ samples.u.T,
+                                             samples.B[sp[0]:sp[1]] @ samples.v.T),
+                                 spans, current_threads()))
+        cached = samples._row_sums = (np.concatenate([p[0] for p in parts]),
+                                      np.concatenate([p[1] for p in parts]))
+    return cached
+
+
+#: rows per task of :func:`_row_sums` (a constant, never the thread count)
+ROW_TASK = 4096
+
+
 def _packed(d):
-    """Indices of the upper triangle of a (d, d) matrix and the weights (1 on the diagonal,
-    sqrt(2) off it) with which the packed vectors of two symmetric matrices have their
-    Frobenius inner product as a dot product: half the work of the full vectors."""
+    """Flat indices of the upper triangle of a (d, d) matrix and the weights (1 on the
+    diagonal, sqrt(2) off it) with which the packed vectors of two symmetric matrices have
+    their Frobenius inner product as a dot product: half the work of the full vectors."""
     iu = np.triu_indices(d)
-    return iu, np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
+    return iu[0] * d + iu[1], np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
+
+
+#: input samples per task while the per-sample blocks are formed (a constant, never the
+#: thread count: each block is one product at one BLAS thread, the same bits at any budget)
+BLOCK_TASK = 8
 
 
 def _chunk(samples, s0, s1):
     if samples._blocks is not None:
         return [P[s0:s1] for P in samples._blocks]
-    o, A, B = samples.offsets, samples.A, samples.B
-    (ia, wa), (ib, wb) = _packed(samples.da), _packed(samples.db)
-    out = [np.empty((s1 - s0, wa.size)), np.empty((s1 - s0, wb.size)),
-           np.empty((s1 - s0, samples.da * samples.db))]
-    for r, s in enumerate(range(s0, s1)):
-        a, b = A[o[s]:o[s + 1]], B[o[s]:o[s + 1]]
-        out[0][r] = (a.T @ a)[ia] * wa         # symmetric: the packed upper triangle
-        out[1][r] = (b.T @ b)[ib] * wb
-        out[2][r] = (a.T @ b).ravel()
+    o, A, B, da, db = samples.offsets, samples.A, samples.B, samples.da, samples.db
+    (fa, wa), (fb, wb) = _packed(da), _packed(db)
+    out = [np.empty((s1 - s0, wa.size)), np.empty((s1 - s0, wb.size)), np.empty((s1 - s0, da * db))]
+
+    def fill(span):
+        sq_a, sq_b = np.empty((da, da)), np.empty((db, db))
+        for s in range(*span):
+            a, b, r = A[o[s]:o[s + 1]], B[o[s]:o[s + 1]], s - s0
+            np.matmul(a.T, a, out=sq_a)
+            np.matmul(b.T, b, out=sq_b)
+            np.take(sq_a.ravel(), fa, out=out[0][r])      # symmetric: the packed upper triangle
+            np.take(sq_b.ravel(), fb, out=out[1][r])
+            out[0][r] *= wa
+            out[1][r] *= wb
+            np.matmul(a.T, b, out=out[2][r].reshape(da, db))
+
+    spans = [(t, min(s1, t + BLOCK_TASK)) for t in range(s0, s1, BLOCK_TASK)]
+    for _ in map_ordered(fill, spans, current_threads()):
+        pass
     return out
 
 
@@ -78,7 +119,11 @@ def bootstrap_cka(samples, W):
     Gaa, Gbb, Gab = grams(samples)
     N = W @ samples.n_s
     U, V = W @ samples.u, W @ samples.v                     # (k, Da), (k, Db)
-    XA, XB = samples.A @ U.T, samples.B @ V.T               # (n, k)
+    Z = _row_sums(samples)
+    if Z is not None:
+        XA, XB = Z[0] @ W.T, Z[1] @ W.T                     # (n, k): A U^T, B V^T
+    else:
+        XA, XB = samples.A @ U.T, samples.B @ V.T
     starts = samples.offsets[:-1]
     taa = np.einsum("ks,sk->k", W, np.add.reduceat(XA * XA, starts, axis=0))
     tbb = np.einsum("ks,sk->k", W, np.add.reduceat(XB * XB, starts, axis=0))
@@ -93,4 +138,4 @@ def bootstrap_cka(samples, W):
         return np.where(den > 0, nab / den, np.nan)
 
 
-bootstrap_cka.prepare = lambda samples, resamples: grams(samples)
+bootstrap_cka.prepare = lambda samples, resamples: (grams(samples), _row_sums(samples))
