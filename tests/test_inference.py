@@ -280,3 +280,31 @@ def test_permutation_products_on_a_torch_device_equal_numpy():
                                    rtol=1e-12, atol=1e-12)
         assert get_measure("linear_cka_debiased").compute(torch_cpu.permuted_moments(perm)) == \
             pytest.approx(get_measure("linear_cka_debiased").compute(here.permuted_moments(perm)), abs=1e-12)
+
+
+def test_fast_paths_of_wide_pairs_equal_the_rows_and_keep_their_digits_at_any_thread_count(monkeypatch):
+    """Fewer input samples than features (the bootstrap's route through the rows' products
+    with the sample sums) and more rows than one step of a permutation's product (B's rows
+    re-paired step by step): the values of the resampled rows, the same bits at 1 and 2 threads."""
+    from actkit._threads import use_threads
+    from actkit.inference import _samples
+
+    monkeypatch.setattr(_samples, "PRODUCT_CHUNK_BYTES", 64)      # a step of 256 rows
+    A, B, g = _pair(G=12, seed=9, d=(24, 20))
+    A, B, g = np.repeat(A, 30, axis=0), np.repeat(B, 30, axis=0), np.repeat(g, 30)
+    A = A + np.random.default_rng(0).normal(size=A.shape)         # 1,440 rows, 12 samples
+    W = bootstrap_draws(12, 5, random_state=1)
+    perms = permutation_draws(np.bincount(g), 3, random_state=2)[0]
+    runs = []
+    for threads in (1, 2):
+        with use_threads(threads):
+            s = Samples(A, B, g, norms=False)
+            runs.append((bootstrap_cka(s, W), [get_measure("linear_cka").compute(s.permuted_moments(p))
+                                               for p in perms]))
+    assert np.array_equal(runs[0][0], runs[1][0]) and runs[0][1] == runs[1][1]
+    for k in range(len(W)):
+        rows = _rows_of(g, np.repeat(np.arange(12), W[k].astype(int)))
+        assert runs[0][0][k] == pytest.approx(_direct("linear_cka", A[rows], B[rows]), abs=1e-12)
+    for perm, value in zip(perms, runs[0][1]):
+        ia, ib = _rows_of(g, np.arange(12)), _rows_of(g, perm)
+        assert value == pytest.approx(_direct("linear_cka", A[ia], B[ib]), abs=1e-12)
