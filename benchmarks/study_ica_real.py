@@ -172,6 +172,11 @@ def extract(work: Path, which: str, seed: int, max_samples=None, batch_size: int
 
 
 def _prepare(args) -> None:
+    steps = [s.strip() for s in args.only.split(",") if s.strip()]
+    if not steps or any(s not in ("finetune", "base", "ft") for s in steps):
+        print(f"study_ica_real.py: error: --only takes finetune, base, ft (comma-separated), got {args.only!r}",
+              file=sys.stderr)
+        raise SystemExit(2)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     study_text(work)
@@ -180,7 +185,7 @@ def _prepare(args) -> None:
         if not link.exists():
             link.symlink_to(Path(args.link_base).resolve())
     args.max_samples = {"ft": args.ft_max_samples or None}
-    for step in args.only.split(","):
+    for step in steps:
         t = time.perf_counter()
         if step == "finetune":
             finetune(work, args.steps, args.ft_seed)
