@@ -50,6 +50,17 @@ def cluster(args):
             args.runner = None
 
 
+def on_cluster(body):
+    """The ``func`` of an analysis command: ``body(args, runner)`` run inside :func:`cluster`
+    (with ``--scheduler``, every pass and the transform run on Dask)."""
+
+    def run(args) -> int:
+        with cluster(args) as runner:
+            return body(args, runner)
+
+    return run
+
+
 def add_verify_argument(p) -> None:
     p.add_argument("--verify", action="store_true",
                    help="check the source store(s) against their checksums first (reads every row once)")

@@ -12,7 +12,7 @@ Only parsing and calls to :class:`actkit.SparseDictionary` and
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import cluster, add_common_arguments, open_layer, write_derived
+from actkit._commands._analysis_io import on_cluster, add_common_arguments, open_layer, write_derived
 
 
 def register(sub) -> None:
@@ -33,12 +33,7 @@ def register(sub) -> None:
                    help="fit R times (seeds --seed, ..., --seed + R - 1), keep the fit of lowest reconstruction "
                         "error and report whether the fits find the same atoms (dictionary_stability)")
     p.add_argument("--json", metavar="OUT.json", help="write the stability report (to_dict) as JSON")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
-        return _run(args, runner)
+    p.set_defaults(func=on_cluster(_run))
 
 
 def _run(args, runner) -> int:

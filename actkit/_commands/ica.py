@@ -8,7 +8,7 @@ whitening included) and ``mixing``. Only parsing and calls to :class:`actkit.Fas
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import (cluster, add_common_arguments, check_n_components, fit_rows, open_layer,
+from actkit._commands._analysis_io import (on_cluster, add_common_arguments, check_n_components, fit_rows, open_layer,
                                            write_derived)
 
 
@@ -31,12 +31,7 @@ def register(sub) -> None:
                         "sklearn's |<w_new, w>| - 1 criterion")
     p.add_argument("--seed", type=int, default=0, help="random_state of FastICA and of --fit-rows")
     p.add_argument("--device", default="cpu", help="torch device of the solver, e.g. cuda")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
-        return _run(args, runner)
+    p.set_defaults(func=on_cluster(_run))
 
 
 def _run(args, runner) -> int:
