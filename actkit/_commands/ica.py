@@ -8,6 +8,8 @@ whitening included) and ``mixing``. Only parsing and calls to :class:`actkit.Fas
 
 from __future__ import annotations
 
+import warnings
+
 from actkit._commands._analysis_io import (on_cluster, add_common_arguments, check_n_components, fit_rows, open_layer,
                                            write_derived)
 
@@ -35,7 +37,7 @@ def register(sub) -> None:
 
 
 def _run(args, runner) -> int:
-    from actkit import FastICA
+    from actkit import FastICA  # actkit.ica (scikit-learn, scipy): ~1 s at import (measured); at the top actkit --help would pay it
 
     store, layer = open_layer(args)
     check_n_components(args.n_components, layer)
@@ -55,9 +57,7 @@ def _run(args, runner) -> int:
 def _check_rows(n, k):
     """A forced ``--n-components`` the fit rows do not support: warn (the default chooses
     the supported k' itself, with its own warning)."""
-    import warnings
-
-    from actkit.ica import ica_min_rows
+    from actkit.ica import ica_min_rows  # actkit.ica (scikit-learn, scipy): ~1 s at import (measured); at the top actkit --help would pay it
 
     if k is not None and n < ica_min_rows(k):
         warnings.warn(f"{n} fit rows for {k} components ({n / k:.0f} per component); FastICA needs about "

@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 
 def _run(args, runner) -> int:
-    from actkit import Whitener
+    from actkit import Whitener  # actkit.whitening (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
 
     store, layer = open_layer(args)
     check_n_components(args.n_components, layer)
