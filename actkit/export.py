@@ -47,7 +47,7 @@ from actkit.errors import InputError, LayerError, ValidationError
 from actkit.evaluation._labels import LABEL_PARAM
 from actkit.loader import source_of
 from actkit.matrix_files import open_source
-from actkit.store import Layer
+from actkit.store import Layer, unwritable_reason
 
 __all__ = ["export_store", "FORMATS"]
 
@@ -245,11 +245,9 @@ def check_export_out(out, format: str, overwrite: bool) -> None:
     writable, and ``out`` is absent or (with ``overwrite``) an earlier actkit export of the
     same format. Nothing is written."""
     out = Path(out)
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"cannot write {out}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write {out}: folder {parent} is not writable")
+    why = unwritable_reason(out)
+    if why:
+        raise InputError(f"cannot write {out}: {why}")
     if not (out.exists() or out.is_symlink()):
         return
     if not overwrite:
