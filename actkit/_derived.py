@@ -202,19 +202,14 @@ def _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, ech
         writer.abort()
         writer = create_store(out, [spec], **kw)
     try:
-        bar = tqdm(total=n, desc=f"{kind}: transform", unit="row", leave=False,
-                   disable=None if progress is None else not progress)
-
         def write(block):
             rows = np.asarray(estimator.transform(block), dtype=np.float32)
             if not np.all(np.isfinite(rows)):
                 raise ValidationError(f"the {kind} output has non-finite values; check the input data")
             fault("derived-rows")
             writer.append(name, rows)
-            bar.update(len(block))
 
-        _feed(layer, write, block_rows)
-        bar.close()
+        _feed(layer, write, block_rows, f"{kind}: transform", progress)
         writer.checkpoint(kw["n_samples"], force=True)
         path = writer.finalize()
     except BaseException:
@@ -285,15 +280,10 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
     writer = CodesWriter(out, name, n, sae.n_components_, np.asarray(layer.index), meta, sae.weights_)
     rows = int(block_rows or max(64, min(8192, (64 << 20) // (4 * max(sae.n_components_, width)))))
     try:
-        bar = tqdm(total=n, desc="sae: codes", unit="row", leave=False,
-                   disable=None if progress is None else not progress)
-
         def write(block):
             writer.append(*_csr(sae.encode_block(np.asarray(block))))
-            bar.update(len(block))
 
-        _feed(layer, write, rows)
-        bar.close()
+        _feed(layer, write, rows, "sae: codes", progress)
         path = writer.finalize()
     except BaseException:
         writer.abort()
@@ -304,14 +294,23 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
     return path
 
 
-def _feed(layer, write, block_rows):
+def _feed(layer, write, block_rows, desc, progress):
     """``write(block)`` of every row block of ``layer`` in order (a store's rows checked against
-    their checksums as read)."""
+    their checksums as read), counted on a progress bar ``desc`` (``progress``: None shows it
+    on a terminal only, False never)."""
+    bar = tqdm(total=int(layer.shape[0]), desc=desc, unit="row", leave=False,
+               disable=None if progress is None else not progress)
+
+    def step(block):
+        write(block)
+        bar.update(len(block))
+
     if hasattr(layer, "for_each_verified"):
-        layer.for_each_verified(write, block_rows)
+        layer.for_each_verified(step, block_rows)
     else:
         for block in iter_blocks(layer, block_rows):
-            write(block)
+            step(block)
+    bar.close()
 
 
 def _csr(codes):
