@@ -16,10 +16,19 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
+import actkit
+from actkit._data import iter_blocks
+from actkit._faults import fault
+from actkit._params import check_fitted
 from actkit.errors import StoreError, ValidationError
+from actkit.runners import chunked_rows, file_rows, is_chunked, portable, runner_for
+from actkit.store import (CodesWriter, Layer, LayerSpec, SourceRows, codes_meta, create_store, is_codes_file, shard_dir,
+                          write_sharded)
 
 __all__ = ["transform_store"]
 
@@ -116,9 +125,6 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
     ValidationError
         The estimator is not fitted on this layer's width, or its output is not finite.
     """
-    from actkit._params import check_fitted
-    from actkit.runners import is_chunked, runner_for
-
     chunked = is_chunked(layer)
     if hasattr(estimator, "encode_block") and hasattr(estimator, "spec_"):  # an SAE: sparse codes
         if chunked or scheduler is not None:
@@ -144,9 +150,6 @@ def transform_store(estimator, layer, out, *, overwrite=False, block_rows=None, 
 
 def _store_job(estimator, layer, out, kind, params, results, settings, overwrite):
     """The new store's layer and request for the rows of a store layer (or embedding file)."""
-    import actkit
-    from actkit.store import LayerSpec
-
     store, name = layer.store, layer.name
     width = int(layer.shape[1])
     if getattr(estimator, "n_features_in_", width) != width:
@@ -172,10 +175,6 @@ def _store_job(estimator, layer, out, kind, params, results, settings, overwrite
 def _array_job(estimator, X, out, kind, params, results, settings, overwrite):
     """The new store's layer and request for the rows of a chunked array (no source store:
     layer ``data``, row index ``[row, -1]``)."""
-    import actkit
-    from actkit.runners import portable
-    from actkit.store import LayerSpec
-
     if getattr(estimator, "n_features_in_", X.shape[1]) != X.shape[1]:
         raise ValidationError(f"the dask array has {X.shape[1]} features, but the {type(estimator).__name__} "
                               f"was fitted on {estimator.n_features_in_}")
@@ -193,12 +192,6 @@ def _array_job(estimator, X, out, kind, params, results, settings, overwrite):
 def _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, echo):
     """The rows transformed in this process into one store, read block by block (a store's
     blocks checked against their checksums as read)."""
-    from tqdm.auto import tqdm
-
-    from actkit._data import iter_blocks
-    from actkit._faults import fault
-    from actkit.store import create_store
-
     name, n = spec.name, spec.rows
     writer = create_store(out, [spec], **kw)
     if writer.complete:
@@ -209,23 +202,14 @@ def _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, ech
         writer.abort()
         writer = create_store(out, [spec], **kw)
     try:
-        bar = tqdm(total=n, desc=f"{kind}: transform", unit="row", leave=False,
-                   disable=None if progress is None else not progress)
-
         def write(block):
             rows = np.asarray(estimator.transform(block), dtype=np.float32)
             if not np.all(np.isfinite(rows)):
                 raise ValidationError(f"the {kind} output has non-finite values; check the input data")
             fault("derived-rows")
             writer.append(name, rows)
-            bar.update(len(block))
 
-        if hasattr(layer, "for_each_verified"):  # a store's rows: checked against their checksums as read
-            layer.for_each_verified(write, block_rows)
-        else:
-            for block in iter_blocks(layer, block_rows):
-                write(block)
-        bar.close()
+        _feed(layer, write, block_rows, f"{kind}: transform", progress)
         writer.checkpoint(kw["n_samples"], force=True)
         path = writer.finalize()
     except BaseException:
@@ -239,9 +223,6 @@ def _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, ech
 
 def _write_sharded(runner, rows, estimator, out, spec, kw, kind, layer, progress, echo):
     """The rows transformed on the runner's workers, one shard each, under a virtual index."""
-    from actkit.runners import file_rows, portable
-    from actkit.store import shard_dir, write_sharded
-
     f = getattr(getattr(getattr(layer, "store", None), "file", None), "filename", None)  # None: no store file
     index = None if f is None else file_rows(f, f"/layers/{layer.name}/index", (layer.shape[0], 2), np.int64)
     path = write_sharded(runner, rows, out, layer=spec.name, transform=portable(estimator).transform,
@@ -259,9 +240,6 @@ def _write_sharded(runner, rows, estimator, out, spec, kw, kind, layer, progress
 def _verified_rows(layer, block_rows):
     """``layer`` as a chunked array whose every chunk is checked against the source store's
     block checksums as a worker reads it (an embedding file, which has none: its own)."""
-    from actkit.runners import chunked_rows
-    from actkit.store import Layer, SourceRows
-
     if not isinstance(layer, Layer):
         return layer.to_dask(block_rows)
     token = ("verified", layer.store.fingerprint, os.path.getmtime(layer.store.path))
@@ -270,14 +248,6 @@ def _verified_rows(layer, block_rows):
 
 def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, echo):
     """An SAE's codes of every row of a store layer, as a sparse (CSR) codes store."""
-    from pathlib import Path
-
-    from tqdm.auto import tqdm
-
-    import actkit
-    from actkit._params import check_fitted
-    from actkit.store import CodesWriter, codes_meta, is_codes_file
-
     check_fitted(sae)
     store = getattr(layer, "store", None)
     if store is None or not hasattr(layer, "index"):
@@ -310,21 +280,10 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
     writer = CodesWriter(out, name, n, sae.n_components_, np.asarray(layer.index), meta, sae.weights_)
     rows = int(block_rows or max(64, min(8192, (64 << 20) // (4 * max(sae.n_components_, width)))))
     try:
-        bar = tqdm(total=n, desc="sae: codes", unit="row", leave=False,
-                   disable=None if progress is None else not progress)
-
         def write(block):
             writer.append(*_csr(sae.encode_block(np.asarray(block))))
-            bar.update(len(block))
 
-        if hasattr(layer, "for_each_verified"):
-            layer.for_each_verified(write, rows)
-        else:
-            from actkit._data import iter_blocks
-
-            for block in iter_blocks(layer, rows):
-                write(block)
-        bar.close()
+        _feed(layer, write, rows, "sae: codes", progress)
         path = writer.finalize()
     except BaseException:
         writer.abort()
@@ -335,10 +294,29 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
     return path
 
 
+def _feed(layer, write, block_rows, desc, progress):
+    """``write(block)`` of every row block of ``layer`` in order (a store's rows checked against
+    their checksums as read), counted on a progress bar ``desc`` (``progress``: None shows it
+    on a terminal only, False never)."""
+    bar = tqdm(total=int(layer.shape[0]), desc=desc, unit="row", leave=False,
+               disable=None if progress is None else not progress)
+
+    def step(block):
+        write(block)
+        bar.update(len(block))
+
+    if hasattr(layer, "for_each_verified"):
+        layer.for_each_verified(step, block_rows)
+    else:
+        for block in iter_blocks(layer, block_rows):
+            step(block)
+    bar.close()
+
+
 def _csr(codes):
     """``(indptr, indices, values)`` of one block's codes (``SparseAutoencoder.encode_block``),
     latents in increasing order within a row."""
-    import torch
+    import torch  # torch: ~1.5 s at import; only an SAE's codes need it (a Whitener's transform_store runs without)
 
     if codes[0] == "topk":
         vals, idx = codes[1], codes[2]

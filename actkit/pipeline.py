@@ -12,7 +12,10 @@ import os
 import tempfile
 from typing import Sequence
 
+from actkit.alignment import compare
 from actkit.errors import ActkitError
+from actkit.extractors.extract import extract
+from actkit.store import open_store
 
 
 def _store_name(i: int, model: str) -> str:
@@ -43,8 +46,6 @@ def extract_stores(models: Sequence[str], inputs, folder, *, layers, echo=None, 
     list of str
         The store paths, in the order of ``models``.
     """
-    from actkit.extractors.extract import extract
-
     if not layers:
         raise ActkitError("extract-then-compare needs layers (see `actkit layers MODEL`)")
     if len(models) < 2:
@@ -83,9 +84,6 @@ def compare_models(model_a: str, model_b: str, inputs, *, layers, work_dir=None,
     dict of str -> CompareResult
         One result per layer, in the order of ``layers``.
     """
-    from actkit.alignment import compare
-    from actkit.store import open_store
-
     tmp = None
     if work_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="actkit-compare-")

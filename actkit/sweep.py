@@ -24,7 +24,12 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from tqdm.auto import tqdm
+
+from actkit._atomic import save_figure_atomic
+from actkit.alignment import compare
 from actkit.errors import ActkitError, InputError
+from actkit.store import open_store
 
 __all__ = ["sweep", "plot_sweep", "step_of", "check_revisions"]
 
@@ -81,7 +86,7 @@ def check_revisions(model: str, revisions: Sequence[str]) -> None:
     if Path(model).is_dir():
         raise ActkitError(f"{model} is a local folder, which has no hub revisions; sweep local checkpoints "
                           "with --checkpoints DIR1,DIR2,...")
-    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub import constants, try_to_load_from_cache  # huggingface_hub: not a dependency of ours (it comes with transformers); only hub revisions need it
 
     if not constants.HF_HUB_OFFLINE:
         return
@@ -156,11 +161,7 @@ def sweep(model: str | None = None, inputs=None, *, layers: Sequence[str], revis
         <every numeric and boolean key of CompareResult.to_dict()>}]}`` (what ``sweep.json``
         holds; ``actkit sweep`` prints ``comparisons`` with compare's table).
     """
-    from tqdm.auto import tqdm
-
-    from actkit.alignment import compare
     from actkit.extractors import extract as extract_mod  # torch, transformers: only when a sweep runs
-    from actkit.store import open_store
 
     if not layers:
         raise ActkitError("a sweep needs --layers L1,L2,... (see `actkit layers MODEL`)")
@@ -236,10 +237,10 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
         Keys to draw (default: the errors of the four methods, ``linear_cka``, ``mean_cca``
         and ``ica_efficiency``, those present).
     """
-    import matplotlib
+    import matplotlib  # matplotlib: ~0.06 s at import (measured), only for the plot (Agg set before pyplot)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib.pyplot: ~0.2 s at import (measured), only for the plot
 
     rows = result["comparisons"]
     layers = list(dict.fromkeys(r["layer"] for r in rows))
@@ -294,7 +295,6 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
     fig.suptitle(f"{result.get('model') or 'checkpoints'}: {what}" + (f" ({', '.join(sorted(ref))})" if ref else "")
                  + "; band: ica ± ica_std over FastICA restarts", fontsize=10)
     fig.tight_layout()
-    from actkit._atomic import save_figure_atomic
 
     path = Path(path)
     save_figure_atomic(fig, path, dpi=110)  # beside, then renamed into place; closes the figure

@@ -77,8 +77,7 @@ class _Bar:
 
 
 def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoints, tmp_path, monkeypatch):
-    import tqdm.auto
-
+    import actkit.sweep
     from actkit.sweep import plot_sweep, sweep
 
     texts, work = _texts(tmp_path), tmp_path / "work"
@@ -93,7 +92,7 @@ def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoint
     assert rows[0]["linear"] > rows[1]["linear"] and rows[0]["linear_cka"] < rows[1]["linear_cka"]
     mtimes = {p: os.path.getmtime(p) for p in work.glob("*.h5")}
     # an added revision extracts only itself; the others are reused untouched
-    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+    monkeypatch.setattr(actkit.sweep, "tqdm", _Bar)  # the sweep's own bar (tqdm.auto's, bound at import)
     _Bar.made = []
     again = sweep(inputs=texts, checkpoints=[str(c) for c in checkpoints], **{**kw, "progress": True})
     (bar,) = [b for b in _Bar.made if b.desc == "sweep"]

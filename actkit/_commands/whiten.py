@@ -7,7 +7,7 @@ store. Only parsing and calls to :class:`actkit.Whitener`.
 
 from __future__ import annotations
 
-from actkit._commands._analysis_io import cluster, add_common_arguments, check_n_components, open_layer, write_derived
+from actkit._commands._analysis_io import on_cluster, add_common_arguments, check_n_components, open_layer, write_derived
 
 
 def register(sub) -> None:
@@ -20,16 +20,11 @@ def register(sub) -> None:
                    help="principal directions kept (default: the numerical rank)")
     p.add_argument("--eps", type=float, default=1e-10,
                    help="eigenvalues below eps x the largest count as zero (default 1e-10)")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    with cluster(args) as runner:  # --scheduler: every pass (and the transform) on Dask
-        return _run(args, runner)
+    p.set_defaults(func=on_cluster(_run))
 
 
 def _run(args, runner) -> int:
-    from actkit import Whitener
+    from actkit import Whitener  # actkit.whitening (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
 
     store, layer = open_layer(args)
     check_n_components(args.n_components, layer)

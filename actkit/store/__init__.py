@@ -37,7 +37,7 @@ fixed-length attributes, block checksums and :func:`verify_store`, one-line erro
 """
 
 from actkit.store._codes import CodesWriter, codes_meta, is_codes_file, read_codes
-from actkit.store._create import LayerSpec, create_store
+from actkit.store._create import LayerSpec, create_store, unwritable_reason
 from actkit.store._format import (
                                   FORMAT,
                                   PARTIAL_SUFFIX,
@@ -63,4 +63,6 @@ __all__ = ["read_codes", "codes_meta", "is_codes_file", "CodesWriter", "open_sto
            "HINT", "Segment", "Source", "SourceRows",
            # what torchrun extraction and the Dask writer of derived stores use to write shards
            "WriterLock", "remove_stale", "rerun_state", "shard_dir", "shard_files", "write_sharded",
-           "format_bytes", "unverified_reads", "is_actkit_store"]
+           "format_bytes", "unverified_reads", "is_actkit_store",
+           # where any new output may be written (the CLI's checks before it runs)
+           "unwritable_reason"]

@@ -82,10 +82,9 @@ def create_store(
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise StoreError(f"output path {path} is a directory; give a file name like {path}/store.h5")
-    if not parent.is_dir():
-        raise StoreError(f"cannot write {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise StoreError(f"cannot write {path}: folder {parent} is not writable")
+    why = unwritable_reason(path)
+    if why:
+        raise StoreError(f"cannot write {path}: {why}")
     specs = list(layers)
     names = [s.name for s in specs]
     for s in specs:
@@ -180,6 +179,19 @@ def create_store(
             raise integrity.disk_full_error(partial, "creating the store") from None
         raise
     return StoreWriter._resume(path, state)
+
+
+def unwritable_reason(path) -> str | None:
+    """Why nothing new can be made at ``path``: ``"folder F does not exist"`` or ``"folder F is
+    not writable"`` (F: the folder ``path`` would be in), else None. Nothing is written; whether
+    something already at ``path`` may be replaced is the caller's rule."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return f"folder {parent} does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"folder {parent} is not writable"
+    return None
 
 
 def _write_layout(f, meta, specs, rows_index, block_rows, param_arrays) -> None:
