@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit.alignment._measures_run import MeasureValue
 from actkit.errors import ValidationError
 from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_interval,
                               gather_pair, gram_fits, infer)
@@ -107,27 +108,12 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
 
 def attach_records(res, records):
     """Every record into ``res.measures`` (an asked-for measure's entry gains the fields)."""
-    from actkit.alignment._measures_run import MeasureValue
-
     for name, rec in records.items():
         mv = res.measures.get(name)
         if mv is None:
-            mv = res.measures[name] = MeasureValue(name, float(rec.value), {}, None, asked=False)
-        for key in ("kind", "p", "null_mean", "null_sd", "ci_low", "ci_high", "permutations",
-                    "bootstrap", "confidence", "interval"):
-            setattr(mv, key, getattr(rec, key))
+            mv = res.measures[name] = MeasureValue(name, float(rec.value), asked=False)
+        mv.attach(rec)
     return res
-
-
-def uncertainty_keys(mv):
-    """The ``to_dict()`` keys of a record's uncertainty (those measured)."""
-    out = {}
-    if getattr(mv, "permutations", 0):
-        out.update({f"{mv.name}_p": mv.p, f"{mv.name}_null_mean": mv.null_mean,
-                    f"{mv.name}_null_sd": mv.null_sd})
-    if getattr(mv, "bootstrap", 0):
-        out.update({f"{mv.name}_ci_low": mv.ci_low, f"{mv.name}_ci_high": mv.ci_high})
-    return out
 
 
 def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidence, interval,
