@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit.dictionary._coding import fista
+
 
 def topk_code_torch(X, D, G, k, positive):
     """:func:`~actkit.dictionary._coding.topk_code` on torch tensors (same algorithm, same tie rules up to float)."""
@@ -41,20 +43,8 @@ def l1_code_torch(X, D, G, alpha, positive, n_iter=100):
 
     L = float(torch.linalg.eigvalsh(G.double())[-1]) or 1.0
     C = X @ D.T
-    A = torch.zeros_like(C)
-    Y = A.clone()
-    t = 1.0
-    thr = alpha / L
-    for _ in range(n_iter):
-        V = Y - (Y @ G - C) / L
-        if positive:
-            A_new = (V - thr).clamp(min=0)
-        else:
-            A_new = V.sign() * (V.abs() - thr).clamp(min=0)
-        t_new = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
-        Y = A_new + ((t - 1.0) / t_new) * (A_new - A)
-        A, t = A_new, t_new
-    return A
+    return fista(C, G, L, alpha, positive, n_iter, torch.zeros_like(C), relu=lambda v: v.clamp(min=0),
+                 sign=torch.sign)
 
 
 def code_dense_torch(X, D, G, p):
