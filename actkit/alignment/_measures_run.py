@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from actkit.errors import ValidationError
 from actkit.inference import MeasureRecord
-from actkit.measures import Moments, canonical_correlations, evaluate, get_measure, parse_measures
+from actkit.measures import Moments, canonical_correlations, evaluate, get_measure, parse_measures, rank_cut
 
 __all__ = ["MeasureValue", "resolve_measures", "pair_moments", "similarity_columns",
            "evaluate_asked", "finish_measures"]
@@ -88,8 +88,6 @@ def similarity_columns(m, n, debiased=True):
     if debiased:
         out["linear_cka_debiased"] = (get_measure("linear_cka_debiased").compute(m) if n >= 4
                                       else float("nan"))
-    from actkit.measures import rank_cut
-
     k = canonical_correlations(m.Saa, m.Sbb, m.Sab, eps=rank_cut(m.dtype)).size
     return out, k
 

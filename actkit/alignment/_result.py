@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from actkit.alignment._table import format_table
+
 
 METHODS = ("permutation", "rigid", "linear", "ica")
 
@@ -153,8 +155,6 @@ class CompareResult:
         return out
 
     def __str__(self):
-        from actkit.alignment._table import format_table
-
         return format_table([self])
 
 
