@@ -29,6 +29,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import time
 
 _counts: dict[str, int] = {}
 
@@ -52,8 +53,6 @@ def fault(point: str) -> None:
     elif action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     elif action == "wait":
-        import time
-
         release = os.environ["ACTKIT_FAULT_RELEASE"]
         open(release + ".waiting", "a").close()
         deadline = time.monotonic() + 600

@@ -16,6 +16,7 @@ import operator
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -24,7 +25,7 @@ from actkit._data import as_input, is_streaming, transform_blocks
 from actkit.errors import NotFittedError, ParameterError, ValidationError
 from actkit.runners import is_chunked, lazy_transform
 
-__all__ = ["validate_params", "validate_input", "check_input_array", "check_fitted", "fit_input", "transform_input", "Interval",
+__all__ = ["FloatTransformer", "warmup_size", "validate_params", "validate_input", "check_input_array", "check_fitted", "fit_input", "transform_input", "Interval",
            "Options", "StrOptions"]
 
 
@@ -210,3 +211,28 @@ def transform_input(estimator, X, block_rows, n_out, **kwargs):
     if is_streaming(X):
         return None, transform_blocks(estimator, X, block_rows, n_out)
     return validate_input(estimator, X, dtype=[np.float64, np.float32], reset=False, **kwargs), None
+
+
+class FloatTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """The base of actkit's transformers (``Whitener``, ``FastICA``, ``SparseDictionary``):
+    scikit-learn's transformer whose output keeps a float32 or float64 input's dtype."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def warmup_size(warmup_rows, n, auto) -> int:
+    """Rows of an estimator's warm-up subsample of ``n`` rows: ``warmup_rows`` (``"auto"``:
+    ``auto`` rows when the data have more than twice that many); 0, no warm-up, for None, 0 or
+    at least ``n`` rows."""
+    w = warmup_rows
+    if w is None or (not isinstance(w, str) and int(w) <= 0):
+        return 0
+    if isinstance(w, str):
+        if w != "auto":
+            raise ValidationError(f"warmup_rows must be 'auto', a positive int or None, got {w!r}")
+        return auto if n > 2 * auto else 0
+    w = int(w)
+    return w if w < n else 0

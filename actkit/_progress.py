@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 
+from tqdm.auto import tqdm
+
 __all__ = ["progress_bar", "heartbeat", "LogProgress", "LOG_INTERVAL"]
 
 #: seconds between two log lines (progress in a log file)
@@ -68,7 +70,6 @@ def progress_bar(total, desc, progress, unit="row"):
     or nothing (False)."""
     if _to_log(progress):
         return LogProgress(total, desc, unit)
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False,
                 disable=None if progress is None else not progress)

@@ -26,8 +26,14 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+import actkit
+from actkit import zoo
 from actkit._atomic import write_json_atomic
+from actkit.alignment import ica_summary
 from actkit.errors import ActkitError
+from actkit.report import format_table as _table, library_versions
 
 __all__ = ["DemoPair", "PAPER_TABLE1", "default_out", "zoo_pairs", "run_demo", "format_table", "plot_demo"]
 
@@ -125,8 +131,6 @@ def zoo_pairs() -> list[DemoPair]:
     rest as the permutation maps it; ``layer2`` (8192 rows of 32) was tried instead and
     gave a less reproducible fit (the restart halves shared 25 of 32 sources).
     """
-    from actkit import zoo
-
     text, images = str(zoo.text_inputs()), str(zoo.image_inputs())
     return [
         DemoPair("Pythia-tiny seed0->seed1", zoo.model_spec("pythia-tiny-seed0"),
@@ -153,8 +157,6 @@ def _store_name(model: str, layer: str, pool: str, tag: str) -> str:
 
 def _extract(model, pair: DemoPair, layer: str, stores: Path, tag: str, max_samples,
              device, progress) -> Path:
-    import actkit
-
     out = stores / _store_name(model, layer, pair.pool, tag)
     return actkit.extract(model, pair.inputs, out, layers=[layer], pool=pair.pool,
                           max_length=pair.max_length, max_samples=max_samples, device=device,
@@ -230,9 +232,6 @@ def run_demo(out: str | os.PathLike | None = None, *, quick: bool = False,
         "dims", "ours": {column: value}, "paper": {...}, "ordering_holds": bool, ...}],
         "quick", "seconds", "files": {...}}``; also written to ``out/report.json``.
     """
-    import actkit
-    from actkit.report import library_versions
-
     log = log or (lambda *_: None)
     t0 = time.perf_counter()
     out = Path(default_out(quick) if out is None else out)
@@ -272,7 +271,6 @@ def run_demo(out: str | os.PathLike | None = None, *, quick: bool = False,
         notes = list(res.notes)
         for note in notes:
             log(f"[{i}/{len(pairs)}] {pair.name}: note: {note}")
-        from actkit.alignment import ica_summary
 
         for line in ica_summary([res], [pair.layer]):
             log(f"[{i}/{len(pairs)}] {pair.name}: {line}")
@@ -321,8 +319,6 @@ def format_table(report: dict) -> str:
     Columns (``actkit.report.format_table``): permutation, rigid, linear (held-out l2 error /
     diam(B)), ICA with its efficiency, linear CKA and mean CCA (ours only).
     """
-    from actkit.report import format_table as _table
-
     results, labels = [], []
     for r in report["rows"]:
         results.append({**r["ours"], "mean_cca": r.get("mean_cca")})
@@ -335,11 +331,10 @@ def format_table(report: dict) -> str:
 
 def plot_demo(report: dict, path: str | os.PathLike) -> Path:
     """Bar chart: per row, the four alignment errors, ours beside the paper's (PNG)."""
-    import matplotlib
+    import matplotlib  # with pyplot ~0.6 s at import (measured), only for the figure; the backend first
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    import numpy as np
+    import matplotlib.pyplot as plt  # matplotlib.pyplot: ~0.6 s at import (measured), only for the figure
 
     rows = report["rows"]
     methods = ("permutation", "rigid", "linear", "ica")

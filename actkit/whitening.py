@@ -19,10 +19,9 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from actkit._data import as_input
-from actkit._params import (Interval, StrOptions, check_fitted, check_input_array, fit_input,
+from actkit._params import (FloatTransformer, Interval, StrOptions, check_fitted, check_input_array, fit_input,
                             transform_input, validate_params)
 from actkit._rows import block_rows as default_block_rows
 from actkit._warn import warn_user
@@ -137,7 +136,7 @@ def _check_n_components(n_components, n_features):
         )
 
 
-class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class Whitener(FloatTransformer):
     """PCA or ZCA whitening fitted from streaming float64 mean and covariance.
 
     Parameters
@@ -288,11 +287,6 @@ class Whitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
             raise ValidationError(f"Z has {Z.shape[1]} columns, expected {self.dewhitening_.shape[1]}")
         Winv = self.dewhitening_.astype(Z.dtype, copy=False)
         return Z @ Winv.T + self.mean_.astype(Z.dtype, copy=False)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
 
 
 def whiten(X, *, method="pca", n_components=None, eps=1e-10, return_params=False, verbose=False):

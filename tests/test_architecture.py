@@ -190,7 +190,10 @@ REVIEWED = ["actkit/store", "actkit/runners", "actkit/matrix_files", "actkit/sta
             "actkit/_params.py", "actkit/_h5.py", "actkit/_data.py", "actkit/_threads.py", "actkit/_atomic.py",
             "actkit/_rows.py", "actkit/_architecture.py", "actkit/_versions.py", "actkit/whitening.py",
             "actkit/_commands", "actkit/cli.py", "actkit/_derived.py", "actkit/export.py", "actkit/sweep.py",
-            "actkit/pipeline.py", "actkit/report.py"]
+            "actkit/pipeline.py", "actkit/report.py",
+            "actkit/alignment", "actkit/measures", "actkit/inference", "actkit/metrics", "actkit/dictionary",
+            "actkit/sae", "actkit/loader", "actkit/demo.py", "actkit/_device.py", "actkit/_faults.py",
+            "actkit/_progress.py"]
 
 
 def test_imports_inside_functions_carry_a_reason():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 
 def signed_permutation(var_a, var_b, cross):
@@ -27,8 +28,6 @@ def signed_permutation(var_a, var_b, cross):
     rows, cols : ndarray of int
         The matched pairs (``rows[k]`` of A with ``cols[k]`` of B), real columns only.
     """
-    from scipy.optimize import linear_sum_assignment
-
     p, q = cross.shape
     m = max(p, q)
     cost = np.empty((m, m))

@@ -17,7 +17,7 @@ from actkit._rows import sample_rows
 from actkit._threads import follows_thread_policy
 from actkit._warn import warn_user
 from actkit.alignment._diameter import diameter
-from actkit.alignment._ica_map import ICAAlignment, source_sd
+from actkit.alignment._ica_map import ICAAlignment, prepared_side, source_sd
 from actkit.alignment._ica_report import fit_notes, ica_maps, ica_measures
 from actkit.alignment._inputs import as_source, compute_dtype, default_block_rows, n_features, n_rows
 from actkit.alignment._maps import (LinearAlignment, PermutationAlignment, RigidAlignment,
@@ -29,7 +29,8 @@ from actkit.alignment._uncertainty import attach_records, check_request, uncerta
 from actkit.errors import ValidationError
 from actkit.alignment._measures_run import (evaluate_asked, finish_measures, pair_moments,
                                              resolve_measures, similarity_columns)
-from actkit.measures import rank_cut
+from actkit.alignment._tasks import compare_many as as_tasks
+from actkit.measures import available, parse_measures, rank_cut
 
 DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
@@ -442,8 +443,6 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
     results : dict of (i, j) -> CompareResult
     """
     if metric not in MATRIX_METRICS:
-        from actkit.measures import available
-
         names, spec = available(), metric
         metric = metric.partition(":")[0]           # "mutual_knn:k=5": the key is its name
         if metric not in names:
@@ -452,17 +451,12 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
         asked = list(kwargs.get("measures") or [])
         kwargs["measures"] = asked + [spec] if metric not in _measure_names(asked) else asked
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
-    from actkit.alignment._ica_map import prepared_side
-    from actkit.alignment._tasks import compare_many as as_tasks
-
     setup = many_setup(list(sources), kwargs)
     return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,
                     metric=metric, progress=progress, scheduler=scheduler, **kwargs)
 
 
 def _measure_names(asked):
-    from actkit.measures import parse_measures
-
     return [m.name for m, _ in parse_measures(asked)]
 
 

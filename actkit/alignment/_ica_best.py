@@ -21,6 +21,7 @@ import functools
 import math
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 #: Two fits share a source when their Hungarian match on |cos| pairs it at least this close.
 HALVES_COS = 0.95
@@ -74,8 +75,6 @@ def best_of(fits, indices):
 def shared_sources(R1, R2, cos=HALVES_COS):
     """How many sources (rows) of two rotations of the same whitened rows are shared:
     Hungarian match on ``|cos|``, pairs with ``|cos| >= cos`` counted."""
-    from scipy.optimize import linear_sum_assignment
-
     C = np.abs(R1 @ R2.T)
     r, c = linear_sum_assignment(-C)
     return int(np.sum(C[r, c] >= cos))

@@ -18,6 +18,7 @@ alignment").
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 #: Two restarts agree on a source when they find it with at least this |cos| (an angle of
 #: at most 0.1 rad). Chosen on the demo's Pythia-tiny pair (10000 rows, 63 components, the
@@ -37,8 +38,6 @@ def _orthonormal_rows(U):
 
 def _matched(ref, W):
     """``W``'s rows matched to ``ref``'s (Hungarian on |cos|), signs aligned; and |cos|."""
-    from scipy.optimize import linear_sum_assignment
-
     C = ref @ W.T
     r, c = linear_sum_assignment(-np.abs(C))
     V = np.zeros_like(ref)

@@ -18,10 +18,13 @@ from actkit._params import Interval, StrOptions
 from actkit._rows import sample_rows
 from actkit._threads import small_linalg
 from actkit.alignment._assignment import signed_permutation
-from actkit.alignment._ica_best import fastica_contrast
+from actkit.alignment._ica_best import classic_maps, fastica_contrast, fit_best
+from actkit.alignment._ica_consensus import identified_sources, pair_sources, side_rotation
 from actkit.alignment._maps import Alignment
-from actkit.ica import ica_min_rows, ica_supported_components, whiten_rows
+from actkit.alignment._sides import Side
+from actkit.ica import FastICA, ica_min_rows, ica_supported_components, whiten_rows
 from actkit.errors import ValidationError
+from actkit.whitening import whitening_from_moments
 
 ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...
 ICA_AUTO_MAX_BYTES = 2 ** 30        # ... and at most 1 GiB of float32 sample rows per side
@@ -89,8 +92,6 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
     Returns ``{"whitening" (k, d), "dewhitening" (d, k), "rotation" (k, k) orthogonal,
     "mean" (d,), "rank", "n_iter", "converged"}``.
     """
-    from actkit.whitening import whitening_from_moments
-
     cov = scatter / max(n - 1, 1)
     if not np.max(np.diag(cov), initial=0.0) > 0:
         raise ValidationError("a representation has zero variance on the fit rows: nothing to align")
@@ -137,8 +138,6 @@ def ica_restarts(side, k, seeds, ica_params):
     and a basis of the unidentified subspace in the others. ``info``: ``n_iter`` (the most
     iterations of a restart) and ``converged`` (every restart reached ``tol``). Cached on
     the side."""
-    from actkit.alignment._ica_consensus import identified_sources, pair_sources, side_rotation
-
     key = ("restarts", k, tuple(seeds), tuple(sorted(ica_params.items())))
     if key not in side._ica:
         fits = side_fits(side, k, seeds, ica_params)
@@ -158,8 +157,6 @@ def ica_restarts(side, k, seeds, ica_params):
 
 def fastica_rotation(Z, random_state, ica_params):
     """The (k, k) FastICA unmixing of already-whitened rows Z (n, k), n_iter, converged."""
-    from actkit.ica import FastICA
-
     params = {"fun": "logcosh", "max_iter": 200, "tol": 1e-4, "device": "cpu"}
     params.update(ica_params)
     # random start, never FastICA's data-driven one: the two sides share their rows, so
@@ -281,8 +278,6 @@ class ICAAlignment(Alignment):
         return sample_rows(rows, ica_rows(self.max_rows, k), self.random_state if seed is None else seed)
 
     def fit_pair(self, pair):
-        from actkit.alignment._ica_best import classic_maps, fit_best
-
         R = self.restarts
         if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1:
             raise ValidationError(f"ica_restarts must be an int >= 1, got {R!r}")
@@ -379,8 +374,6 @@ def prepared_side(X, name, eval_mask, sample_rows, diam_rows, dtype, block_rows,
     width)`` in ``ica_ks`` that its pairs will ask for, and no rows kept (``X`` is dropped, so
     the side can travel to other processes). A fit that fails (too few rows, ...) is left to
     the pair, which raises it with :func:`~actkit.compare`'s own message."""
-    from actkit.alignment._sides import Side
-
     side = Side(X, name, eval_mask, sample_rows, diam_rows, dtype)
     side.run(block_rows)
     for n_components, width in ica_ks:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit import _data
+from actkit._progress import progress_bar as bar
 from actkit._rows import block_rows
 from actkit.errors import ValidationError
 
@@ -86,6 +87,4 @@ def default_block_rows(width: int) -> int:
 
 def progress_bar(total, desc, progress):
     """A bar on a terminal, a log line a minute elsewhere (:mod:`actkit._progress`)."""
-    from actkit._progress import progress_bar as bar
-
     return bar(total, desc, progress)

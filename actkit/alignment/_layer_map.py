@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from actkit._data import iter_blocks
-from actkit.errors import ValidationError
+from actkit._progress import progress_bar
+from actkit._threads import small_linalg
+from actkit.alignment._uncertainty import map_measure
+from actkit.errors import LayerError, ValidationError
+from actkit.inference import MIN_SAMPLES, Samples, check_resampling, infer
+from actkit.measures import Moments
+from actkit.stats import first_block_shift
 
 #: at most this many bytes of cross scatters in one pass (more: a pass per row of the map)
 MAP_BYTES = 1 << 30
@@ -80,8 +86,6 @@ def _resolve(store, layers, name):
     layers = [layers] if isinstance(layers, str) else list(layers)
     bad = [x for x in layers if x not in have]
     if bad:
-        from actkit.errors import LayerError
-
         raise LayerError(f"{name} has no layer {bad[0]!r}; its layers: {', '.join(have)}")
     return layers
 
@@ -106,10 +110,6 @@ def _check_shared(store_a, store_b, la, lb):
 
 def _moments_pass(sources_a, sources_b, pairs, block_rows, progress):
     """One read of every source; side sums/scatters per source and ``X_i^T Y_j`` per pair."""
-    from actkit._progress import progress_bar
-    from actkit._threads import small_linalg
-    from actkit.stats import first_block_shift
-
     allsrc = list(sources_a) + list(sources_b)
     uniq, where = [], []
     for X in allsrc:                     # a store against itself: each layer read once
@@ -176,9 +176,6 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         ``matrix`` (len(layers_a), len(layers_b)), ``layers_a``, ``layers_b`` (unpacks as
         ``matrix, layers_a, layers_b``), ``p`` with permutations.
     """
-    from actkit.alignment._uncertainty import map_measure
-    from actkit.inference import Samples, check_resampling, infer
-
     check_resampling(permutations, 0, 0.95)
     dtype = "float32" if all(str(getattr(X, "dtype", "")) == "float32" for X in
                              [A_store[x] for x in _resolve(A_store, layers_a, "A")]) else "float64"
@@ -192,16 +189,12 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         groups = g if isinstance(g, np.ndarray) else None
     if permutations:
         G = n if groups is None else np.unique(groups).size
-        from actkit.inference import MIN_SAMPLES
-
         if G < MIN_SAMPLES:
             raise ValidationError(f"permutations need at least {MIN_SAMPLES} input samples, got {G}")
     K = len(la)
     widths = sum(X.shape[1] for X in src_a) * sum(X.shape[1] for X in src_b) * 8
     rows_per_pass = K if widths <= MAP_BYTES else 1
     matrix = np.full((len(la), len(lb)), np.nan)
-    from actkit.measures import Moments
-
     for r0 in range(0, K, rows_per_pass):
         rows = list(range(r0, min(K, r0 + rows_per_pass)))
         sa = [src_a[i] for i in rows]

@@ -15,6 +15,7 @@ from numbers import Real
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from actkit._data import as_array
 from actkit._params import Interval, StrOptions, validate_params
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.alignment._assignment import signed_permutation
@@ -156,8 +157,6 @@ class Alignment(BaseEstimator, metaclass=ABCMeta):
         -------
         float
         """
-        from actkit._data import as_array
-
         pred = self.transform(A)
         Bv = as_array(B, pred.dtype)
         if Bv.shape != pred.shape:

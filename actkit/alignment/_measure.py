@@ -3,6 +3,7 @@ sources; an alignment error goes through :func:`~actkit.alignment.compare`."""
 
 from __future__ import annotations
 
+from actkit.alignment._compare import compare
 from actkit.measures import evaluate, parse_measures
 
 __all__ = ["measure"]
@@ -51,8 +52,6 @@ def measure(A, B, name, *, max_rows=10000, random_state=0, groups=None, device="
         if groups is None:
             groups = getattr(B, "groups", None)
     if m.source == "alignment":
-        from actkit.alignment._compare import compare
-
         methods = ("permutation", "rigid", "ica") if name == "ica_efficiency" else (name,)
         res = compare(A, B, groups=groups, random_state=random_state, methods=methods,
                       device=device, progress=progress)

@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from actkit.errors import ValidationError
-from actkit.measures import Moments, canonical_correlations, evaluate, get_measure, parse_measures
+from actkit.inference import MeasureRecord
+from actkit.measures import Moments, canonical_correlations, evaluate, get_measure, parse_measures, rank_cut
 
 __all__ = ["MeasureValue", "resolve_measures", "pair_moments", "similarity_columns",
            "evaluate_asked", "finish_measures"]
 
 
 @dataclass
-class MeasureValue:
-    """One measure of a :class:`~actkit.alignment.CompareResult` (``res.measures[name]``).
+class MeasureValue(MeasureRecord):
+    """One measure of a :class:`~actkit.alignment.CompareResult` (``res.measures[name]``): a
+    :class:`actkit.inference.MeasureRecord` with the parameters it ran with.
 
     Attributes
     ----------
@@ -28,26 +30,26 @@ class MeasureValue:
         With resampling (:class:`actkit.inference.MeasureRecord`; docs/compare.md,
         "Uncertainty"): the permutation p-value, the null's mean and sd, the bootstrap
         interval; None (0) where not measured.
+    asked : bool
+        False for a measure only resampled (the table's debiased CKA): its keys are in
+        ``to_dict()``, but it is not in its "measures" list nor a column of the table.
     """
 
-    name: str
-    value: float
-    params: dict
-    rows: int | None = None
-    # with compare(permutations=, bootstrap=) (actkit.alignment._uncertainty.attach_records)
+    # not measured until compare(permutations=, bootstrap=) attaches a record
     kind: str | None = None
-    p: float | None = None
-    null_mean: float | None = None
-    null_sd: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    permutations: int = 0
-    bootstrap: int = 0
     confidence: float | None = None
     interval: str | None = None
-    # False for a measure only resampled (the table's debiased CKA): its keys are in
-    # to_dict(), but it is not in its "measures" list nor a column of the table
+    params: dict = field(default_factory=dict)
+    rows: int | None = None
     asked: bool = True
+
+    def attach(self, record):
+        """Take the resampling fields of a :class:`~actkit.inference.MeasureRecord` (not its
+        name and value)."""
+        for f in fields(MeasureRecord):
+            if f.name not in ("name", "value"):
+                setattr(self, f.name, getattr(record, f.name))
+        return self
 
 
 def resolve_measures(measures, methods, widths, n, max_rows):
@@ -86,8 +88,6 @@ def similarity_columns(m, n, debiased=True):
     if debiased:
         out["linear_cka_debiased"] = (get_measure("linear_cka_debiased").compute(m) if n >= 4
                                       else float("nan"))
-    from actkit.measures import rank_cut
-
     k = canonical_correlations(m.Saa, m.Sbb, m.Sab, eps=rank_cut(m.dtype)).size
     return out, k
 
@@ -110,6 +110,6 @@ def finish_measures(res, chosen, asked):
     d = res.to_dict()
     for m, params in chosen:
         value = m.compute(d) if m.source == "alignment" else asked[m.name]
-        res.measures[m.name] = MeasureValue(m.name, float(value), dict(params),
-                                            asked.get(f"{m.name}_rows"))
+        res.measures[m.name] = MeasureValue(m.name, float(value), params=dict(params),
+                                            rows=asked.get(f"{m.name}_rows"))
     return res

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from actkit.alignment._uncertainty import uncertainty_keys
+from actkit.alignment._table import format_table
+
 
 METHODS = ("permutation", "rigid", "linear", "ica")
 
@@ -146,7 +147,7 @@ class CompareResult:
                 if rec.rows is not None:
                     out[f"{name}_rows"] = int(rec.rows)
                 out.update({k: (_f(v) if isinstance(v, float) else v)
-                            for k, v in uncertainty_keys(rec).items()})
+                            for k, v in rec.keys().items()})
         out["notes"] = [str(x) for x in self.notes]   # every caveat the table prints
         out.update(CONVENTIONS)
         if self.measures:
@@ -154,8 +155,6 @@ class CompareResult:
         return out
 
     def __str__(self):
-        from actkit.alignment._table import format_table
-
         return format_table([self])
 
 

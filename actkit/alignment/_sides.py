@@ -317,7 +317,5 @@ def chance_cross_scatter(A, B, random_state, *, block_rows=None, progress=None):
 
 def blocks_between(X, start, stop, block_rows):
     """float64 blocks of rows ``start:stop`` of ``X``."""
-    from actkit._data import iter_blocks
-
     return iter_blocks(X, block_rows=block_rows, dtype=np.float64, start=start, stop=stop,
                        prefetch=False)

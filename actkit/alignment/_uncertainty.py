@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit.alignment._measures_run import MeasureValue
 from actkit.errors import ValidationError
-from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_interval,
-                              gather_pair, gram_fits, infer)
+from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_interval, check_resampling,
+                              gather_pair, gram_fits, infer, infer_rows)
+from actkit.measures import available, get_measure, rows_of
 
 
 def check_request(permutations, bootstrap, confidence, interval, n_groups):
     """Every argument checked before any pass over the rows."""
-    from actkit.inference import check_resampling
-
     check_resampling(permutations, bootstrap, confidence, interval)
     if (permutations or bootstrap) and n_groups < MIN_SAMPLES:
         raise ValidationError(f"resampling (permutations, bootstrap) needs at least {MIN_SAMPLES} "
@@ -38,8 +38,6 @@ def resampled_measures(chosen):
     table's, :data:`TABLE_MEASURES`, and the asked-for ones, ``chosen``: [(Measure,
     params)]), ``name -> (compute(a, b), kind)`` of the asked-for row-based ones, and the
     names left out (scored on held-out rows: ``linear_r2``)."""
-    from actkit.measures import get_measure
-
     todo = [(get_measure(k), {}) for k in TABLE_MEASURES]
     todo += [(m, p) for m, p in chosen if m.name not in TABLE_MEASURES]
     out, rows, skipped = {}, {}, []
@@ -68,8 +66,6 @@ def _bound(m, params):
 def map_measure(name, params=None, dtype="float64"):
     """``(compute(moments), kind)`` of a moment-based measure by name (one-line errors naming
     the valid ones otherwise)."""
-    from actkit.measures import available, get_measure
-
     m = get_measure(name)
     if m.source != "moments" or m.needs_split:
         ok = [k for k in available() if get_measure(k).source == "moments" and not get_measure(k).needs_split]
@@ -93,9 +89,6 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
                           confidence=confidence, random_state=random_state, interval=interval,
                           fast_bootstrap=fast)
     if by_rows:
-        from actkit.inference import infer_rows
-        from actkit.measures import rows_of
-
         a, b, rows = rows_of(A, B, groups, max_rows, random_state, device)
         ids = rows if groups is None else np.asarray(groups)[rows]
         records.update(infer_rows(a, b, ids, by_rows, permutations=permutations, bootstrap=bootstrap,
@@ -107,27 +100,12 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
 
 def attach_records(res, records):
     """Every record into ``res.measures`` (an asked-for measure's entry gains the fields)."""
-    from actkit.alignment._measures_run import MeasureValue
-
     for name, rec in records.items():
         mv = res.measures.get(name)
         if mv is None:
-            mv = res.measures[name] = MeasureValue(name, float(rec.value), {}, None, asked=False)
-        for key in ("kind", "p", "null_mean", "null_sd", "ci_low", "ci_high", "permutations",
-                    "bootstrap", "confidence", "interval"):
-            setattr(mv, key, getattr(rec, key))
+            mv = res.measures[name] = MeasureValue(name, float(rec.value), asked=False)
+        mv.attach(rec)
     return res
-
-
-def uncertainty_keys(mv):
-    """The ``to_dict()`` keys of a record's uncertainty (those measured)."""
-    out = {}
-    if getattr(mv, "permutations", 0):
-        out.update({f"{mv.name}_p": mv.p, f"{mv.name}_null_mean": mv.null_mean,
-                    f"{mv.name}_null_sd": mv.null_sd})
-    if getattr(mv, "bootstrap", 0):
-        out.update({f"{mv.name}_ci_low": mv.ci_low, f"{mv.name}_ci_high": mv.ci_high})
-    return out
 
 
 def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidence, interval,

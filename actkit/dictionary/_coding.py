@@ -73,20 +73,24 @@ def l1_code(X, D, G, alpha, positive, n_iter=100):
 def _l1_code_inner(X, D, G, alpha, positive, n_iter):
     L = float(np.linalg.eigvalsh(G.astype(np.float64))[-1]) or 1.0
     C = X @ D.T
-    A = np.zeros_like(C)
-    Y = A.copy()
+    A = fista(C, G, L, alpha, positive, n_iter, np.zeros_like(C), relu=lambda v: np.maximum(v, 0), sign=np.sign)
+    return A.astype(X.dtype, copy=False)
+
+
+def fista(C, G, L, alpha, positive, n_iter, A, *, relu, sign):
+    """FISTA on the lasso codes of rows: ``n_iter`` steps from ``A`` (n, n_components), with
+    ``C = X @ D.T``, ``G = D @ D.T`` and ``L`` the largest eigenvalue of ``G``; numpy arrays or
+    torch tensors alike (``relu``, ``sign``: the library's)."""
+    Y = A
     t = 1.0
     thr = alpha / L
     for _ in range(n_iter):
         V = Y - (Y @ G - C) / L
-        if positive:
-            A_new = np.maximum(V - thr, 0)
-        else:
-            A_new = np.sign(V) * np.maximum(np.abs(V) - thr, 0)
+        A_new = relu(V - thr) if positive else sign(V) * relu(abs(V) - thr)
         t_new = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
         Y = A_new + ((t - 1.0) / t_new) * (A_new - A)
         A, t = A_new, t_new
-    return A.astype(X.dtype, copy=False)
+    return A
 
 
 def dense_codes(support, coef, n_components, dtype):

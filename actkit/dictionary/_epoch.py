@@ -4,6 +4,7 @@ with re-seeding of unused and duplicate atoms."""
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 from actkit._device import is_accelerator
 from actkit._threads import small_linalg
@@ -30,8 +31,6 @@ class Epoch:
         self.worst = None  # (residual norms, residual rows, row positions) of the worst rows seen
 
     def add(self, X, support, coef, keep_worst):
-        from scipy import sparse
-
         K = self.D.shape[0]
         n, k = support.shape
         A = sparse.csr_matrix((coef.ravel(), support.ravel(), np.arange(0, n * k + 1, k)), shape=(n, K))

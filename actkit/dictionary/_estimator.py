@@ -5,13 +5,13 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from tqdm.auto import tqdm
 
-from actkit._data import as_input, iter_blocks
-from actkit._params import (Interval, StrOptions, check_fitted, check_input_array, fit_input,
-                            transform_input, validate_params)
+from actkit._data import as_input, iter_blocks, prefetched
+from actkit._params import (FloatTransformer, Interval, StrOptions, check_fitted, check_input_array, fit_input,
+                            transform_input, validate_params, warmup_size)
 from actkit._device import check_device, is_accelerator
 from actkit._warn import warn_user
 from actkit._rows import sample_rows
@@ -19,12 +19,14 @@ from actkit.dictionary._coding import code_block
 from actkit.dictionary._epoch import epoch, epoch_pass, update
 from actkit.dictionary._torch import code_dense_torch
 from actkit.errors import ValidationError
+from actkit.matrix_files import MatrixLayer
 from actkit.runners import gather, runner_for
+from actkit.store import Layer
 
 __all__ = ["SparseDictionary", "sparse_dictionary"]
 
 
-class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class SparseDictionary(FloatTransformer):
     """Sparse dictionary learning (top-k or L1 codes), scikit-learn compatible.
 
     Parameters
@@ -58,11 +60,9 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         stays on the CPU in float64).
     verbose : bool, default=False
     scheduler : None, str or distributed.Client, optional
-        Dask: a dask array ``X`` is always fitted with every pass over the rows as a map
-        over its chunks + exact merge on this scheduler (None: the active
-        ``distributed.Client``, else Dask's default); with a scheduler, store layers and
-        h5py datasets are read by the workers too (``"local:N"``, an address, a ``Client``;
-        ``docs/dask.md``). ``transform`` of a dask array returns a lazy dask array.
+        Dask, as for :class:`~actkit.Whitener`: the passes over the rows of a dask array (or,
+        with a scheduler, of a store layer or h5py dataset) run on this scheduler
+        (``docs/dask.md``); ``transform`` of a dask array returns a lazy dask array.
         Warm-up epochs on the in-memory subsample run in this process.
 
     Attributes
@@ -150,17 +150,6 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         alpha = 1.0 if self.alpha is None else self.alpha
         return {"code": self.code, "k": int(k), "alpha": float(alpha), "positive": bool(self.positive)}
 
-    def _warmup_size(self, n):
-        w = self.warmup_rows
-        if w is None or (not isinstance(w, str) and int(w) <= 0):
-            return 0
-        if isinstance(w, str):
-            if w != "auto":
-                raise ValidationError(f"warmup_rows must be 'auto', a positive int or None, got {w!r}")
-            w = max(10000, 40 * int(self.n_components))
-            return w if n > 2 * w else 0
-        return int(w) if int(w) < n else 0
-
     def fit(self, X, y=None):
         """Learn the dictionary.
 
@@ -181,9 +170,10 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         X, streaming, n, d, dtype = fit_input(self, X)
         p = self._params(d)
         rng = check_random_state(self.random_state)
-        warm = self._warmup_size(n)
+        auto = max(10000, 40 * int(self.n_components))
+        warm = warmup_size(self.warmup_rows, n, auto=auto)
         if streaming and warm == 0 and n > 0:
-            warm = min(n, max(10000, 40 * int(self.n_components)))  # the initial atoms come from rows in memory
+            warm = min(n, auto)  # the initial atoms come from rows in memory
         if warm:
             idx = sample_rows(n, warm, rng)
             Xs = np.asarray(X[idx] if not streaming else gather(runner, X, idx, self.batch_size), dtype=dtype)
@@ -202,8 +192,6 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         keep = 4 * self.n_components
         bar = None
         if self.verbose:
-            from tqdm.auto import tqdm
-
             bar = tqdm(desc="dictionary", unit="epoch", disable=None, leave=False)
         try:
             # warm-up (or the whole fit when X is small and in memory): epochs on rows in memory
@@ -276,7 +264,7 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             return streamed
         D = self.dictionary_.astype(X.dtype, copy=False)
         if is_accelerator(self.device):
-            import torch
+            import torch  # torch: ~1.2 s at import (measured); CPU work stays in numpy without it
 
             Dt = torch.from_numpy(np.ascontiguousarray(D)).to(self.device)
             G = Dt @ Dt.T
@@ -296,24 +284,15 @@ class SparseDictionary(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             raise ValidationError(f"codes have {codes.shape[1]} columns, expected n_components={self.dictionary_.shape[0]}")
         return codes @ self.dictionary_.astype(codes.dtype, copy=False)
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
-
 
 def train_batches(X, rows, dtype):
     """The mini-batches of one full pass, in row order: store layers and embedding files are
     read through the torch loader (:mod:`actkit.loader`, every block checked against its
     checksum; one batch read ahead on a thread), other sources in plain row blocks."""
-    from actkit.matrix_files import MatrixLayer
-    from actkit.store import Layer
-
     if not isinstance(X, (Layer, MatrixLayer)) or (isinstance(X, Layer) and not X.store.complete):
         yield from iter_blocks(X, rows, dtype=dtype)
         return
-    from actkit._data import prefetched
-    from actkit.loader import ActivationDataset
+    from actkit.loader import ActivationDataset  # torch (~1.2 s at import, measured): only store layers need it
 
     batches = iter(ActivationDataset(X, rows, shuffle=False, dtype=dtype))
     yield from prefetched(lambda _: next(batches).numpy(), range(-(-len(X) // rows)))

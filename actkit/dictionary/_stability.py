@@ -17,7 +17,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
+from actkit._threads import current_threads, map_ordered
 from actkit.errors import ValidationError
 
 __all__ = ["dictionary_stability", "DictionaryStability", "match_atoms", "match_codes", "MATCH_COS", "HALVES_AGREE",
@@ -72,8 +74,6 @@ def match_atoms(D1, D2):
     cos : ndarray of shape (min(K1, K2),)
         ``|cos|`` of each matched pair.
     """
-    from scipy.optimize import linear_sum_assignment
-
     # float32 products for large pairs (4096^2 atoms: 3x faster; |cos| to ~1e-7, far below
     # any threshold); the assignment itself runs in float64 either way
     dt = np.float64 if D1.shape[0] * D2.shape[0] <= 1 << 20 else np.float32
@@ -98,8 +98,6 @@ def match_codes(A1, A2):
     corr : ndarray of shape (min(K1, K2),)
         ``|Pearson|`` of each matched pair.
     """
-    from scipy.optimize import linear_sum_assignment
-
     Z = []
     for M in (A1, A2):
         M = np.asarray(M, dtype=np.float64)
@@ -286,8 +284,6 @@ def dictionary_stability(dicts, X=None, *, random_state=0):
         An empty list, an unfitted estimator, fits of different widths, or ``X`` with atom
         matrices or of the wrong width.
     """
-    from actkit._threads import current_threads, map_ordered
-
     dicts = list(dicts) if not isinstance(dicts, np.ndarray) or dicts.ndim != 2 else [dicts]
     if not dicts:
         raise ValidationError("dictionary_stability needs at least one fit")

@@ -6,15 +6,14 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from actkit._data import as_input
 from actkit._device import check_device
 from actkit._warn import warn_user
-from actkit._params import (Interval, Options, StrOptions, check_fitted, check_input_array, fit_input, transform_input,
-                            validate_params)
+from actkit._params import (FloatTransformer, Interval, Options, StrOptions, check_fitted, check_input_array, fit_input,
+                            transform_input, validate_params, warmup_size)
 from actkit._rows import sample_rows
 from actkit.errors import ValidationError
 from actkit.ica._contrast import contrast
@@ -51,7 +50,7 @@ def _compute_dtype(name):
     raise ValidationError(f"compute_dtype must be 'float32' or 'float64', got {name!r}")
 
 
-class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class FastICA(FloatTransformer):
     """FastICA (scikit-learn compatible), solved with Picard-O, streaming-aware.
 
     Parameters
@@ -103,11 +102,9 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     verbose : bool, default=False
         Progress bars (tqdm) over the covariance pass and the solver passes.
     scheduler : None, str or distributed.Client, optional
-        Dask: a dask array ``X`` is always fitted with every pass over the rows as a map
-        over its chunks + exact merge on this scheduler (None: the active
-        ``distributed.Client``, else Dask's default); with a scheduler, store layers and
-        h5py datasets are read by the workers too (``"local:N"``, an address, a ``Client``;
-        ``docs/dask.md``). ``transform`` of a dask array returns a lazy dask array.
+        Dask, as for :class:`~actkit.Whitener`: the passes over the rows of a dask array (or,
+        with a scheduler, of a store layer or h5py dataset) run on this scheduler
+        (``docs/dask.md``); ``transform`` of a dask array returns a lazy dask array.
         The warm-up subsample is solved in this process.
 
     Attributes
@@ -250,7 +247,8 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             warn_user("Ignoring n_components with whiten=False.", UserWarning)
             k_req = None
         k_guess = d if k_req is None else k_req
-        warm = self._warmup_size(n, k_guess)
+        # "auto": fewer rows per source leave spurious optima
+        warm = warmup_size(self.warmup_rows, n, auto=max(20000, 100 * k_guess)) if self.algorithm == "parallel" else 0
         sub_idx = sample_rows(n, warm, rng) if warm else None
         if self.whiten:
             moments, sub_rows = accumulate_moments(
@@ -344,20 +342,6 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._unmixing = W
         return self
 
-    def _warmup_size(self, n, k):
-        if self.algorithm != "parallel":
-            return 0
-        w = self.warmup_rows
-        if w is None or (not isinstance(w, str) and int(w) <= 0):
-            return 0
-        if isinstance(w, str):
-            if w != "auto":
-                raise ValidationError(f"warmup_rows must be 'auto', a positive int or None, got {w!r}")
-            w = max(20000, 100 * k)  # fewer rows per source leave spurious optima
-            return w if n > 2 * w else 0
-        w = int(w)
-        return w if w < n else 0
-
     @property
     def _n_features_out(self):
         return self.components_.shape[0]
@@ -396,11 +380,6 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if X.shape[1] != self.n_components_:
             raise ValidationError(f"X has {X.shape[1]} columns, expected n_components_={self.n_components_}")
         return X @ self.mixing_.T.astype(X.dtype) + self.mean_.astype(X.dtype)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
 
 
 def fastica(X, n_components=None, *, algorithm="parallel", whiten="unit-variance", fun="logcosh",

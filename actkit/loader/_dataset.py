@@ -29,10 +29,16 @@ still to come.
 
 from __future__ import annotations
 
-import numpy as np
+from concurrent.futures import ThreadPoolExecutor
 
-from actkit.loader import _plan as plan
+import numpy as np
+import torch  # the dataset subclasses torch's IterableDataset: importing this module imports torch
+import torch.utils.data
+from torch.utils.data import IterableDataset, get_worker_info
+
 from actkit.errors import ActkitError, ValidationError
+from actkit.loader import _plan as plan
+from actkit.loader._ring import RingWriter, populate, receive, shared_empty, worker_buffers
 
 __all__ = ["ActivationDataset", "DataLoader", "to_torch"]
 
@@ -42,15 +48,9 @@ _CONFIG = ("seed", "batch_size", "shuffle", "drop_last", "buffer_rows", "block_r
            "num_workers", "rows")
 
 
-def _torch_iterable():
-    from torch.utils.data import IterableDataset
-
-    return IterableDataset
-
-
 def _distributed() -> tuple[int, int]:
     try:
-        import torch.distributed as dist
+        import torch.distributed as dist  # a torch built without distributed support: the ImportError is caught
 
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
@@ -65,7 +65,7 @@ def _positive(name, value):
     return int(value)
 
 
-class ActivationDataset(_torch_iterable()):
+class ActivationDataset(IterableDataset):
     """A torch ``IterableDataset`` of row batches of one or several layers (rows aligned).
 
     Parameters
@@ -222,8 +222,6 @@ class ActivationDataset(_torch_iterable()):
 
     # ------------------------------------------------------------------ iteration
     def __iter__(self):
-        from torch.utils.data import get_worker_info
-
         info = get_worker_info()
         if info is not None and not self._worker_buffers and info.num_workers != self.num_workers:
             # a plain torch DataLoader's worker (this is its own copy): the windows are dealt to
@@ -244,8 +242,6 @@ class ActivationDataset(_torch_iterable()):
                                       f"num_workers={info.num_workers})")
             ring = windows = None
             if self._worker_buffers:  # under actkit.loader.DataLoader: its shared buffers
-                from actkit.loader._ring import RingWriter, populate
-
                 mine = self._worker_buffers[info.id]
                 populate([t for w in mine["windows"] for t in w] + mine["ring"] + [mine["ids"], mine["flags"]])
                 ring = RingWriter(info.id, mine)
@@ -272,8 +268,6 @@ class ActivationDataset(_torch_iterable()):
         """Batches ``skip .. skip + take`` of one stream (its windows in order). The next
         window is read (and checked) on a background thread while this one's batches are
         handed out: two window buffers per layer, reused."""
-        from concurrent.futures import ThreadPoolExecutor
-
         B = self.batch_size
         todo = []  # (window, its first batch, batches to hand out)
         for w in wins:
@@ -324,10 +318,6 @@ class ActivationDataset(_torch_iterable()):
         are gathered into the next slot of ``ring`` (see :mod:`actkit.loader._ring`), or, under
         a plain torch ``DataLoader``, straight into fresh shared memory, which it then passes
         to the main process without a further copy."""
-        import torch
-
-        from actkit.loader._ring import shared_empty
-
         n = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
         out = []
         slot = None if ring is None else ring.acquire()
@@ -390,8 +380,6 @@ class DataLoader:
     """
 
     def __init__(self, dataset: ActivationDataset, num_workers: int = 0, **kwargs):
-        import torch.utils.data as tud
-
         if not isinstance(dataset, ActivationDataset):
             raise ValidationError("actkit.loader.DataLoader takes an ActivationDataset (layer.to_torch(...))")
         if kwargs.get("persistent_workers"):
@@ -407,12 +395,10 @@ class DataLoader:
         dataset.num_workers = self.num_workers
         self._pin = False
         if self.num_workers > 0:  # batches come through reused shared slots, copied out here
-            import torch
-
             self._pin = bool(kwargs.pop("pin_memory", False)) and torch.cuda.is_available()
         self._slots = int(kwargs.get("prefetch_factor") or 2) + 2
         self._buffers, self._busy = None, False
-        self._loader = tud.DataLoader(dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
+        self._loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=self.num_workers, **kwargs)
 
     def __len__(self):
         return len(self.dataset) - min(self.dataset.batches, len(self.dataset))
@@ -422,14 +408,12 @@ class DataLoader:
         if self.num_workers == 0:  # the dataset runs here and counts itself
             yield from self._loader
             return
-        from actkit.loader import _ring as ring
-
         # the workers' shared buffers, kept for the next epoch (fresh ones if an earlier
         # iteration, perhaps abandoned, may still have workers writing into them)
         kept = not self._busy
         buffers = self._buffers if kept else None
         if buffers is None:
-            buffers = [ring.worker_buffers(ds, self._slots) for _ in range(self.num_workers)]
+            buffers = [worker_buffers(ds, self._slots) for _ in range(self.num_workers)]
             if kept:
                 self._buffers = buffers
         for b in buffers:
@@ -441,7 +425,7 @@ class DataLoader:
             it = iter(self._loader)  # the workers start here, with the buffers
             ds._worker_buffers = None
             for item in it:
-                batch = ring.receive(item, buffers, self._pin)
+                batch = receive(item, buffers, self._pin)
                 ds.batches += 1
                 yield batch
         except ActkitError as exc:  # a worker's error: its own one line, not torch's wrapper

@@ -18,17 +18,20 @@ worker waits for a slot's flag to clear before reusing it.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import time
 
 import numpy as np
+import torch
+
+from actkit.errors import ValidationError
 
 TAG = "actkit-ring"
 
 
 def _torch_dtype(dt):
-    import torch
-
     return getattr(torch, np.dtype(dt).name)
 
 
@@ -36,8 +39,6 @@ def shared_empty(shape, dtype):
     """An uninitialised tensor in shared memory, as torch's ``default_collate`` makes one in a
     worker (``Tensor.share_memory_()`` would copy a fresh tensor into a new segment: one more
     pass over every batch)."""
-    import torch
-
     n = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
     try:
         return torch.empty(0, dtype=dtype).set_(torch.UntypedStorage._new_shared(n), 0, shape)
@@ -68,13 +69,10 @@ def populate(tensors) -> None:
     available. A full ``/dev/shm`` is a :class:`~actkit.errors.ValidationError` here, not a
     bus error later."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         page = os.sysconf("SC_PAGE_SIZE")
     except (OSError, AttributeError, ValueError):  # pragma: no cover - not Linux
         return
-    import errno
 
     for t in tensors:
         if t is None or t.numel() == 0:
@@ -84,7 +82,6 @@ def populate(tensors) -> None:
         if libc.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(size), 23) != 0:  # MADV_POPULATE_WRITE
             err = ctypes.get_errno()
             if err in (errno.ENOMEM, errno.EFAULT, errno.EIO, errno.ENOSPC):  # /dev/shm is full
-                from actkit.errors import ValidationError
 
                 total = sum(x.numel() * x.element_size() for x in tensors if x is not None) / 2**20
                 raise ValidationError(f"not enough shared memory (/dev/shm) for the loader's worker buffers "
@@ -126,8 +123,6 @@ class RingWriter:
 def receive(item, buffers: list, pin: bool):
     """The main process's side: the batch announced by ``item``, copied out of its slot into
     new tensors (pinned when ``pin``), and the slot freed."""
-    import torch
-
     _, worker, slot, n = item
     b = buffers[worker]
     out = []

@@ -31,7 +31,7 @@ import actkit
 from actkit._rows import block_rows as default_block_rows
 from actkit.errors import InputError, LayerError
 from actkit.matrix_files._readers import MatrixRows, open_reader
-from actkit.store import LayerSpec, Source, create_store, open_store
+from actkit.store import LayerContainer, LayerSpec, Source, create_store, open_store
 
 MATRIX_SUFFIXES = (".npy", ".safetensors", ".parquet")
 DEFAULT_LAYER = "embeddings"
@@ -146,7 +146,7 @@ class MatrixLayer:
             yield s, (block if dtype is None else block.astype(dtype, copy=False))
 
 
-class MatrixStore:
+class MatrixStore(LayerContainer):
     """An embedding file opened as a one-layer, read-only store (see :func:`open_matrix`).
 
     Attributes
@@ -185,15 +185,6 @@ class MatrixStore:
                              f"{self.layers[0]!r} (set its name with --layer)")
         return self._layer
 
-    def __contains__(self, name):
-        return name in self.layers
-
-    def __iter__(self):
-        return iter(self.layers)
-
-    def __len__(self):
-        return 1
-
     def info(self) -> dict:
         layer = self._layer
         return {"path": str(self.path), "format": "embedding file", "complete": True, "n_samples": self.n_samples,
@@ -203,12 +194,6 @@ class MatrixStore:
 
     def close(self):
         pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         return f"<actkit MatrixStore {str(self.path)!r} layer={self.layers[0]!r} shape={self._layer.shape}>"

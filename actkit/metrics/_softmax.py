@@ -20,12 +20,15 @@ over that subset.
 from __future__ import annotations
 
 import functools
+from itertools import combinations
+from math import comb
 
 import numpy as np
 
 from actkit._rows import sample_rows
 from actkit._threads import small_linalg
-from actkit.errors import ValidationError
+from actkit.errors import StoreError, ValidationError
+from actkit.metrics._inputs import as_2d
 
 __all__ = ["softmax_distances", "softmax_distances_from_stores"]
 
@@ -120,7 +123,7 @@ def _input_side(l1, l2, M, num_samples, rng):
 
 def _m_svd(U1, U2):
     """Mean covariance of paired PLS-SVD scores of column-standardised U1, U2 (n x M)."""
-    from sklearn.cross_decomposition import PLSSVD
+    from sklearn.cross_decomposition import PLSSVD  # sklearn.cross_decomposition: ~1 s at import (measured)
 
     M = U1.shape[1]
     sd1, sd2 = U1.std(0, ddof=1), U2.std(0, ddof=1)
@@ -153,9 +156,6 @@ INPUT_SETS = ("chosen", "random")
 
 def _label_subsets(pool, M, how, n_subsets, max_subsets, rng):
     """The M-subsets of the diversity labels d_SVD(f) maximises over, and whether all."""
-    from itertools import combinations
-    from math import comb
-
     pool = np.asarray(pool)
     if how == "all" and pool.size >= M and comb(pool.size, M) <= max_subsets:
         return [np.array(J) for J in combinations(pool.tolist(), M)], True
@@ -220,8 +220,6 @@ def softmax_distances(f1, g1, f2, g2, *, lam=LAMBDA, num_samples=100, n_subsets=
     {pivot, left out} and (``svd_input_sets="random"``) its input subsets from all inputs
     but the input pivot. ``docs/definitions.md`` writes every formula out.
     """
-    from actkit.metrics._inputs import as_2d
-
     f1, g1 = as_2d(f1, "f1").astype(np.float64), as_2d(g1, "g1").astype(np.float64)
     f2, g2 = as_2d(f2, "f2").astype(np.float64), as_2d(g2, "g2").astype(np.float64)
     if f1.shape[0] != f2.shape[0]:
@@ -313,8 +311,6 @@ def softmax_distances_from_stores(store_a, store_b, labels, *, layer="final_hidd
     StoreError
         A store lacks the layer or the parameter, or an id is out of range.
     """
-    from actkit.errors import StoreError
-
     ids = np.asarray(labels)
     if ids.ndim != 1 or ids.size < 3 or ids.dtype.kind not in "iu":
         raise ValidationError("labels must be at least 3 integer label ids")

@@ -25,7 +25,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from safetensors.numpy import save_file
 
+from actkit._params import check_fitted
 from actkit.errors import InputError, ValidationError
 
 __all__ = ["save_sae"]
@@ -60,8 +62,6 @@ def save_sae(dictionary, path, *, hook_name=None, overwrite=False):
     L1 codes a ``standard`` SAE with ``b_enc = -alpha``. See the module docs: the encoder is
     the first step of the fit's coding, not its refitted codes.
     """
-    from actkit._params import check_fitted
-
     if type(dictionary).__name__ != "SparseDictionary":
         raise ValidationError(f"save_sae writes a SparseDictionary fit, got {type(dictionary).__name__}")
     check_fitted(dictionary)
@@ -86,8 +86,6 @@ def save_sae(dictionary, path, *, hook_name=None, overwrite=False):
 
 
 def _write(path: Path, cfg, weights, overwrite):
-    from safetensors.numpy import save_file
-
     if path.exists():
         is_sae = path.is_dir() and (path / "cfg.json").is_file() and (path / "sae_weights.safetensors").is_file()
         if not overwrite:

@@ -50,13 +50,13 @@ from actkit.store._format import (
 from actkit.store._integrity import format_bytes, verify_store
 from actkit.store._layer import Layer
 from actkit.store._lock import WriterLock
-from actkit.store._reader import Store, common_layers, open_store, unverified_reads
+from actkit.store._reader import LayerContainer, Store, common_layers, open_store, unverified_reads
 from actkit.store._shard_state import check_shards, remove_stale, rerun_state, shard_files, shard_list
 from actkit.store._shards import consolidate, finished_request_hash, shard_dir, write_sharded, write_virtual_store
 from actkit.store._source import HINT, Segment, Source, SourceRows
 from actkit.store._writer import StoreWriter
 
-__all__ = ["read_codes", "codes_meta", "is_codes_file", "CodesWriter", "open_store", "common_layers", "create_store", "Store", "Layer", "LayerSpec", "StoreWriter", "verify_store",
+__all__ = ["read_codes", "codes_meta", "is_codes_file", "CodesWriter", "open_store", "common_layers", "create_store", "Store", "LayerContainer", "Layer", "LayerSpec", "StoreWriter", "verify_store",
            "FORMAT", "PARTIAL_SUFFIX", "PROGRESS_SUFFIX", "partial_path", "progress_path", "request_hash",
            "write_virtual_store", "consolidate", "check_shards", "shard_list", "finished_request_hash",
            # what the loader, a Dask worker and the derived stores read (a layer described by paths)

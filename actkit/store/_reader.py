@@ -19,7 +19,28 @@ from actkit.store._source import HINT
 from actkit.store._shard_state import check_shards, sharded_progress
 
 
-class Store:
+class LayerContainer:
+    """What every store-like reader (:class:`Store`, ``actkit.matrix_files.MatrixStore``)
+    does with its ``layers`` and ``close()``: ``name in store``, ``iter(store)``,
+    ``len(store)`` and ``with store:`` (closed at the end)."""
+
+    def __contains__(self, name) -> bool:
+        return name in self.layers
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Store(LayerContainer):
     """A store opened for reading (see :func:`open_store`).
 
     Attributes
@@ -121,15 +142,6 @@ class Store:
             raise LayerError(unknown_name(name, self.layers, f"store {self.path}"))
         return hits[0]
 
-    def __contains__(self, name) -> bool:
-        return name in self.layers
-
-    def __iter__(self):
-        return iter(self.layers)
-
-    def __len__(self):
-        return len(self.layers)
-
     @staticmethod
     def reopen(path) -> Store:
         """:func:`open_store` (what another process that reads this store's rows calls; it
@@ -191,12 +203,6 @@ class Store:
             self.file.close()
         except Exception:
             pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         state = "complete" if self.complete else "INCOMPLETE"
