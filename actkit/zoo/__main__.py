@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.cmd == "train":
-            from actkit.zoo.training import train_zoo  # the training half (torch, ~1.5 s at import, measured): `list` and `corpus` run without it
+            from actkit.zoo.training import train_zoo  # imports torch (~1.5 s, measured): not for list / corpus
 
             meta = train_zoo(args.out, only=args.only, threads=args.threads, corpus=args.corpus)
             print(f"zoo written to {args.out or zoo_dir()} in {meta['last_run_seconds']} s")

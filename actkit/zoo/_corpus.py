@@ -68,7 +68,7 @@ def split_corpus(corpus: Path) -> tuple[list[str], list[str]]:
 
 
 def train_tokenizer(train_lines: list[str]):
-    from transformers import PreTrainedTokenizerFast  # transformers: ~0.6 s at import (measured); `python -m actkit.zoo corpus` runs without it
+    from transformers import PreTrainedTokenizerFast  # transformers: ~0.6 s at import (measured), not for `corpus`
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

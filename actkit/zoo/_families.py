@@ -12,7 +12,7 @@ from actkit.zoo._fitting import factor_accuracy, factor_labels, factor_loss, fit
 
 
 def train_pythia(seed: int, out: Path, data: dict) -> dict:
-    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM  # transformers: ~3 s at import (measured), not for a ResNet
+    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM  # ~3 s (measured), not for a ResNet
 
     tokenizer = AutoTokenizer.from_pretrained(data["tokenizer_dir"])
     cfg = TRAIN["pythia"]
@@ -73,7 +73,7 @@ def train_pythia(seed: int, out: Path, data: dict) -> dict:
 
 
 def train_vit(seed: int, out: Path, data: dict) -> dict:
-    from transformers import ViTConfig, ViTForImageClassification  # transformers: ~3.5 s at import (measured), not for a ResNet
+    from transformers import ViTConfig, ViTForImageClassification  # ~3.5 s at import (measured), not for a ResNet
 
     labels = factor_labels()
     cfg = TRAIN["vit"]
@@ -115,7 +115,7 @@ def train_vit(seed: int, out: Path, data: dict) -> dict:
 
 
 def train_mae(seed: int, out: Path, data: dict) -> dict:
-    from transformers import ViTMAEConfig, ViTMAEForPreTraining  # transformers: ~3.5 s at import (measured), not for a ResNet
+    from transformers import ViTMAEConfig, ViTMAEForPreTraining  # ~3.5 s at import (measured), not for a ResNet
 
     cfg = TRAIN["mae"]
     config = ViTMAEConfig(

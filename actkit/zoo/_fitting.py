@@ -121,7 +121,7 @@ def sha256(path: Path) -> str:
 
 
 def image_processor():
-    from transformers import ViTImageProcessor  # transformers' image processors: ~3.5 s at import (measured); the ViT and MAE families only
+    from transformers import ViTImageProcessor  # ~3.5 s at import (measured), only the ViT and MAE families
 
     return ViTImageProcessor(
         do_resize=True,
