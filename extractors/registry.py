@@ -362,7 +362,7 @@ def _hf_weights_hash(model, spec, revision, local, allow_pickle) -> dict:
 
 
 def _load_timm(name, checkpoint, dev, dtype, allow_pickle):
-    import timm  # timm: ~2.8 s at import beyond torch (measured), not for transformers models
+    import timm  # timm: ~2 s at import beyond torch (measured), not for transformers models
 
     info = {"source": "timm", "versions": library_versions()}
     if name.startswith("local-dir:"):

@@ -148,7 +148,7 @@ RESNET_ARGS = {
 
 
 def train_resnet(seed: int, out: Path, data: dict) -> dict:
-    import timm  # timm: ~2.8 s at import beyond torch (measured); only the ResNet family needs it
+    import timm  # timm: ~2 s at import beyond torch (measured); only the ResNet family needs it
 
     cfg = TRAIN["resnet"]
     model = timm.create_model("resnet18", pretrained=False, **RESNET_ARGS)
