@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from actkit._versions import library_versions as _versions
-from actkit.errors import ActkitError
+from actkit.errors import ActkitError, InputError
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -100,8 +100,6 @@ class Adapter(ABC):
         """The adapter that runs inputs of ``kind`` (``"text"`` / ``"image"``): this one, or
         the matching tower of a two-tower model (CLIP)."""
         if kind != self.kind:
-            from actkit.errors import InputError
-
             raise InputError(f"{self.name} takes {self.kind} inputs, not {kind}s")
         return self
 

@@ -15,7 +15,7 @@ import re
 
 import torch
 
-from actkit.errors import LayerError
+from actkit.errors import LayerError, ModelError
 
 
 class _StopForward(Exception):
@@ -192,8 +192,6 @@ def probe_all(model, forward, names=None, extra_modules=None):
 def probe_forward(adapter, batch, names=None, extra_modules=None):
     """:func:`probe_all` on ``adapter.forward(batch)``; a forward pass that fails on the probe
     input is one :class:`~actkit.errors.ModelError` line (not a traceback)."""
-    from actkit.errors import ModelError
-
     try:
         with torch.inference_mode():
             return probe_all(adapter.model, lambda: adapter.forward(batch), names, extra_modules)

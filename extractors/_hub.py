@@ -1,9 +1,14 @@
-"""Hugging Face hub helpers of the model loaders: one-line load errors, cache-only loading
-when the hub cannot be reached, and seeded construction of weights a checkpoint lacks."""
+"""Hugging Face hub helpers of the model and dataset loaders: one-line load errors, and
+cache-only loading when the hub cannot be reached (no torch: the dataset readers use it)."""
 
 from __future__ import annotations
 
-import torch
+import pickle
+import sys
+import urllib.error
+import urllib.request
+
+from huggingface_hub import constants
 
 from actkit.errors import ModelError
 
@@ -21,8 +26,6 @@ def _why(exc: BaseException, limit: int = 300) -> str:
 
 def _weights_error(where: str, exc: BaseException) -> ModelError | None:
     """One line for weight files that are not what their name says, or that torch refuses."""
-    import pickle
-
     text = _short(exc)
     if type(exc).__name__ == "SafetensorError" or "header too large" in text or "HeaderTooLarge" in text:
         return ModelError(f"cannot load {where}: a .safetensors file there is not valid safetensors "
@@ -40,11 +43,6 @@ class _Offline(Exception):
 def _hub_offline_reason() -> str | None:
     """Why the Hugging Face hub is unusable now (``HF_HUB_OFFLINE``, or one failed connection),
     or None when it answers. One request, 5 s at most: no retries."""
-    import urllib.error
-    import urllib.request
-
-    from huggingface_hub import constants
-
     if constants.HF_HUB_OFFLINE:
         return "HF_HUB_OFFLINE is set"
     try:
@@ -61,10 +59,6 @@ class _cache_only:
     cache: no request at all, so nothing retries against an unreachable hub."""
 
     def __enter__(self):
-        import sys
-
-        from huggingface_hub import constants
-
         self._flags = [(constants, constants.HF_HUB_OFFLINE)]
         dconfig = sys.modules.get("datasets.config")  # datasets keeps its own copy of the flag
         if dconfig is not None and hasattr(dconfig, "HF_HUB_OFFLINE"):
@@ -82,21 +76,3 @@ def _offline_error(spec: str, reason: str, timm: bool = False) -> ModelError:
     return ModelError(f"cannot load {spec}: it is not in the local Hugging Face cache and the hub cannot be "
                       f"reached ({reason}); pass {alt}, or run once online to cache it")
 
-
-def _seeded(seed):
-    """Seed torch's RNG for the weights a checkpoint lacks, without touching the caller's."""
-    import contextlib
-
-    if seed is None:
-        return contextlib.nullcontext()
-    rng = torch.random.fork_rng(devices=[])
-
-    class _Ctx:
-        def __enter__(self):
-            rng.__enter__()
-            torch.manual_seed(int(seed))
-
-        def __exit__(self, *exc):
-            return rng.__exit__(*exc)
-
-    return _Ctx()

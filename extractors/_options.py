@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -17,8 +18,6 @@ FINAL_HIDDEN = "final_hidden"
 
 
 def check_options(pool, batch_size, dtype, storage_dtype, compression, checkpoint_every=5.0):
-    import math
-
     try:
         every = float(checkpoint_every)
     except (TypeError, ValueError):

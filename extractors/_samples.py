@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from actkit.errors import InputError
 
@@ -84,8 +85,6 @@ class Inputs:
 
     def image(self, i: int):
         """Return sample ``i`` as an RGB ``PIL.Image`` (image inputs only)."""
-        from PIL import Image
-
         if self.array is not None:
             return Image.fromarray(np.ascontiguousarray(self.array[i]))
         if self.image_values is not None:

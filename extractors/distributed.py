@@ -28,11 +28,18 @@ because ranks whose shard is already finished wait for the others.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import torch
+import torch.distributed as dist
+
 from actkit.errors import ActkitError
+from actkit.store import (LayerSpec, WriterLock, create_store, finished_request_hash, remove_stale, request_hash,
+                          rerun_state, shard_files, write_virtual_store)
 
 #: how long a finished rank waits for the others at a barrier
 BARRIER_TIMEOUT = datetime.timedelta(days=7)
@@ -71,9 +78,6 @@ def world_from_env() -> World | None:
 
 def init(world: World, device: str) -> None:
     """Join the process group (created here unless one exists)."""
-    import torch
-    import torch.distributed as dist
-
     world.backend = "nccl" if str(device).startswith("cuda") else "gloo"
     if world.backend == "nccl":
         torch.cuda.set_device(int(str(world.device(device)).split(":")[1]))
@@ -89,10 +93,6 @@ def init(world: World, device: str) -> None:
 
 def agree(world: World, request: dict) -> None:
     """Refuse (on every rank) unless every rank holds the same request (a JSON-ready dict)."""
-    import json
-
-    import torch.distributed as dist
-
     mine = json.loads(json.dumps(request, sort_keys=True, default=str))
     gathered = [None] * world.world_size
     dist.all_gather_object(gathered, mine)
@@ -108,8 +108,6 @@ def agree(world: World, request: dict) -> None:
 
 
 def barrier(world: World) -> None:
-    import torch.distributed as dist
-
     if world.backend == "nccl":
         dist.barrier(device_ids=[world.local_rank])
     else:
@@ -117,8 +115,6 @@ def barrier(world: World) -> None:
 
 
 def finish(world: World) -> None:
-    import torch.distributed as dist
-
     if world.owns_group and dist.is_initialized():
         dist.destroy_process_group()
         world.owns_group = False
@@ -126,16 +122,12 @@ def finish(world: World) -> None:
 
 def broadcast(world: World, obj):
     """Rank 0's ``obj`` on every rank."""
-    import torch.distributed as dist
-
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
 
 def gather(world: World, obj) -> list:
-    import torch.distributed as dist
-
     got = [None] * world.world_size
     dist.all_gather_object(got, obj)
     return got
@@ -164,11 +156,6 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
         Called on rank 0 once it is known that there is something to compute (the deferred
         warnings about the inputs: a no-op rerun says nothing).
     """
-    import numpy as np
-
-    from actkit.store import (LayerSpec, WriterLock, create_store, finished_request_hash, remove_stale, request_hash,
-                              rerun_state, shard_files, write_virtual_store)
-
     report = {} if report is None else report
     init(world, device)
     lock = None

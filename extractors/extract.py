@@ -37,17 +37,24 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
+from tqdm.auto import tqdm
 
+from actkit._faults import fault
 from actkit._threads import follows_thread_policy, torch_region
 from actkit._warn import warn_user
 from actkit.errors import ActkitError, InputError, LayerError
+from actkit.store import LayerSpec, create_store
 
+from . import distributed, registry
 from ._base import DTYPES
 from ._buffer import RowBuffer
 from ._hooks import Capture
 from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
 from ._plan import plan_layers, rows_and_index, to_rows
+from .hf_datasets import is_hf_inputs, read_label_column
+from .inputs import inputs_fingerprint, read_inputs
 from .naming import resolve_names
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
@@ -270,13 +277,6 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
              context_length, max_tokens, device_map, label_column=None):
     """Everything before streaming: inputs, model, layers, row counts, the store (a torchrun
     rank gets back a function of ``checkpoint_every`` that runs its sharded extraction)."""
-    from actkit._faults import fault
-    from actkit.store import LayerSpec, create_store
-
-    from . import distributed
-    from .inputs import inputs_fingerprint, read_inputs
-    from .registry import load_model
-
     world = distributed.world_from_env()
     device_arg = str(device)
     if world is not None:
@@ -286,9 +286,9 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         device = world.device(device)
         progress = progress and world.rank == 0
     data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
-    adapter = load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
-                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, init_seed=INIT_SEED,
-                         device_map=device_map)
+    adapter = registry.load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
+                                  trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
+                                  init_seed=INIT_SEED, device_map=device_map)
     t_load = time.perf_counter()
     fault("model-loaded")
     if data.kind not in adapter.kind.split("+"):
@@ -412,10 +412,6 @@ def _keep_labels(params, inputs, column, n, packing, split, config, max_samples)
     ``label:COLUMN`` (int64 code per sample) with ``{COLUMN: names}`` for the provenance."""
     if column is None:
         return None
-    import numpy as np
-
-    from .hf_datasets import is_hf_inputs, read_label_column
-
     if not is_hf_inputs(inputs):
         raise InputError("--label-column reads a column of a datasets input (.parquet, .arrow, a save_to_disk "
                          "folder, hf:NAME)")
@@ -431,8 +427,6 @@ def _keep_labels(params, inputs, column, n, packing, split, config, max_samples)
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,
          first=0, last=None):
     """Stream samples ``first + writer.samples_done`` to ``last`` (default: all) into ``writer``."""
-    from tqdm.auto import tqdm
-
     n = adapter.n_samples(data) if last is None else last
     start = first + writer.samples_done
     buffers = {name: RowBuffer(writer, name) for name in names}

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from actkit.errors import InputError
 from actkit._warn import warn_user
 
 from ._base import Adapter, Batch
-from .windows import quiet_logs
+from .windows import pack_windows, quiet_logs
 
 
 class TextAdapter(Adapter):
@@ -59,8 +60,6 @@ class TextAdapter(Adapter):
         return int(n) if isinstance(n, int) and n > 0 else None
 
     def prepare(self, inputs, max_length):
-        from tqdm.auto import tqdm
-
         if max_length is not None and int(max_length) < 1:
             raise InputError(f"--max-length must be a positive integer, got {max_length}")
         model_max = self._model_max()
@@ -94,8 +93,6 @@ class TextAdapter(Adapter):
 
     def prepare_windows(self, inputs, context_length, max_tokens=None, progress=True):
         """Pack the texts into token windows (:func:`actkit.extractors.windows.pack_windows`)."""
-        from .windows import pack_windows
-
         self._windows, self.packing = pack_windows(self.tokenizer, inputs.texts, context_length, max_tokens,
                                                    model_positions=self._model_max(), progress=progress)
         self._max_length = int(context_length)

@@ -9,6 +9,8 @@ paths (``vision_model.encoder.layers.3``) or the tower-prefixed aliases of
 
 from __future__ import annotations
 
+from PIL import Image
+
 from actkit.errors import InputError
 
 from ._base import Adapter
@@ -37,8 +39,6 @@ class VisionTower(VisionAdapter):
         return self.model.get_image_features(**batch.kwargs)
 
     def dummy_batch(self):
-        from PIL import Image
-
         size = getattr(self.model.config.vision_config, "image_size", 224)
         size = size if isinstance(size, (tuple, list)) else (size, size)
         img = Image.new("RGB", (int(size[1]), int(size[0])), (128, 128, 128))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 import torch
+from PIL import Image
 
 from ._base import Adapter, Batch
 
@@ -58,8 +59,6 @@ class VisionAdapter(Adapter):
         return self._batch(self._pixels(inputs.images(start, stop)))
 
     def dummy_batch(self):
-        from PIL import Image
-
         size = getattr(self.model.config, "image_size", 224)
         size = size if isinstance(size, (tuple, list)) else (size, size)
         img = Image.new("RGB", (int(size[1]), int(size[0])), (128, 128, 128))

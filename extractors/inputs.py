@@ -21,10 +21,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from actkit.errors import InputError
+from actkit.matrix_files import check_npy_header
 
 from ._samples import Inputs, short_error, text_digest
+from .hf_datasets import is_hf_inputs, read_hf
 
 __all__ = ["IMAGE_SUFFIXES", "Inputs", "inputs_fingerprint", "read_inputs", "text_digest"]
 
@@ -60,8 +63,6 @@ def read_inputs(path, max_samples: int | None = None, *, column: str | None = No
     """
     if max_samples is not None and int(max_samples) < 1:
         raise InputError(f"--max-samples must be a positive integer, got {max_samples}")
-    from .hf_datasets import is_hf_inputs, read_hf
-
     if is_hf_inputs(path):
         inputs = read_hf(path, column=column, split=split, config=config, max_samples=max_samples)
         if len(inputs) == 0:
@@ -124,8 +125,6 @@ def _read_text(p: Path, max_samples, jsonl: bool) -> Inputs:
 
 
 def _read_image_folder(p: Path, max_samples) -> Inputs:
-    from PIL import Image
-
     files = sorted(
         (f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES),
         key=lambda f: f.relative_to(p).as_posix(),
@@ -150,8 +149,6 @@ def _read_image_folder(p: Path, max_samples) -> Inputs:
 
 
 def _read_npy(p: Path, max_samples) -> Inputs:
-    from actkit.matrix_files import check_npy_header
-
     check_npy_header(p, "the images")
     try:
         arr = np.load(p, mmap_mode="r", allow_pickle=False)

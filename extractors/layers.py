@@ -6,8 +6,10 @@ import torch
 
 from actkit.errors import InputError
 
+from . import registry
 from ._hooks import probe_forward
-from .naming import EMBED, FINAL_HIDDEN
+from .inputs import read_inputs
+from .naming import EMBED, FINAL_HIDDEN, alias_table, names_of
 
 
 def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="cpu", dtype="float32",
@@ -26,11 +28,8 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
         :mod:`actkit.extractors.naming`) or ``""``. Then ``embed`` and ``final_hidden`` (per
         tower of a two-tower model), whose ``module`` says what they read.
     """
-    from .inputs import read_inputs
-    from .registry import load_model
-
-    adapter = load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
-                         trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+    adapter = registry.load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
+                                  trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     if inputs is not None:
         data = read_inputs(inputs, max_samples=1)
         if data.kind not in adapter.kind.split("+"):
@@ -43,8 +42,6 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
         parts = list(getattr(adapter, "towers", [adapter]))  # a two-tower model: probe each tower
         with torch.inference_mode():
             batches = [part.dummy_batch() for part in parts]
-    from .naming import alias_table
-
     table = alias_table(adapter)
     taps = {a: module for a, (_, module) in table.items() if a.endswith((EMBED, FINAL_HIDDEN))}
     names = [n for n, _ in adapter.model.named_modules() if n] + list(taps)
@@ -73,8 +70,6 @@ def list_layers(model, *, inputs=None, revision=None, checkpoint=None, device="c
             note, ok = "shape not storable as rows", False
         result.append({"name": name, "type": mtype, "shape": None if shape is None else list(shape[1:]),
                        "calls": calls, "extractable": ok, "note": note})
-    from .naming import names_of
-
     for x in result:  # the alias of each module, e.g. resid.3 (resid.-1 also works)
         x["alias"] = ",".join(a for a in names_of(table, x["name"])[1:] if not a.split(".")[-1].startswith("-"))
     for alias in taps:  # embed and final_hidden, with what they read

@@ -31,7 +31,9 @@ import torch
 
 from actkit.errors import LayerError
 
+from ._hooks import resolve_layers
 from ._options import FINAL_HIDDEN
+from .hf_towers import TOWERS
 
 EMBED, RESID = "embed", "resid"
 _ALIAS = re.compile(r"^(?:(?P<tower>[a-z]+)\.)?(?P<what>embed|final_hidden|resid\.(?P<i>all|-?\d+))$")
@@ -129,8 +131,6 @@ def schemes(adapter) -> list[Scheme]:
     """The alias schemes of an adapter: one, or one per tower of a two-tower model."""
     towers = getattr(adapter, "towers", None)
     if towers:
-        from .hf_towers import TOWERS
-
         out = []
         for tower in towers:
             attr, kind = TOWERS[tower.tower]
@@ -252,8 +252,6 @@ def resolve_names(adapter, layers, final_hidden=False):
     an alias of :mod:`.naming` (``embed``, ``resid.3``, ``resid.all``, ``final_hidden``,
     ``vision.resid.3``); ``final_hidden=True`` adds ``final_hidden``.
     """
-    from ._hooks import resolve_layers
-
     if isinstance(layers, str):
         layers = layers.split(",")
     requested = [str(name).strip() for name in layers if str(name).strip()]

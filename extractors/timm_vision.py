@@ -10,9 +10,12 @@ the per-position rows need no transpose).
 
 from __future__ import annotations
 
+import timm.data
 import torch
+from PIL import Image
 
 from ._base import Adapter, Batch
+from .naming import Scheme, find_blocks
 
 
 class TimmAdapter(Adapter):
@@ -20,8 +23,6 @@ class TimmAdapter(Adapter):
 
     def __init__(self, *, model, name, device, info, dtype):
         super().__init__(kind="image", model=model, name=name, device=device, info=info)
-        import timm.data
-
         self.dtype = dtype
         # CNNs run in channels-last memory format: faster convolutions on CPU (oneDNN) and GPU,
         # and a (B, C, H, W) map is then laid out as (B, H, W, C) -- exactly the rows of
@@ -63,8 +64,6 @@ class TimmAdapter(Adapter):
         ``forward_intermediates`` in its order; ``embed``: the input of the first one when it is
         a block of a list (``blocks.0``, ``stages.0``), not a stem; ``final_hidden``: the output
         of ``forward_features``."""
-        from .naming import Scheme, find_blocks
-
         known = {n for n, _ in self.model.named_modules()}
         blocks = [f.get("module") for f in (getattr(self.model, "feature_info", None) or [])]
         if not blocks or not all(b in known for b in blocks):
@@ -85,8 +84,6 @@ class TimmAdapter(Adapter):
         return self._stack(inputs.images(start, stop))
 
     def dummy_batch(self):
-        from PIL import Image
-
         _, h, w = self.data_config["input_size"]
         return self._stack([Image.new("RGB", (w, h), (128, 128, 128))])
 

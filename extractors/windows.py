@@ -24,7 +24,9 @@ import contextlib
 import importlib
 
 import numpy as np
+from tqdm.auto import tqdm
 
+from actkit._warn import warn_user
 from actkit.errors import InputError
 
 _CHUNK = 1024  # texts tokenised per tokenizer call (the first calls take fewer: 64, 128, ...)
@@ -47,8 +49,6 @@ def quiet_logs(library: str = "transformers"):
 def _say_no_document_tokens(tokenizer, bos, eos) -> None:
     """One warning when the tokenizer marks documents with special tokens (BERT's [CLS] ...
     [SEP]) but has no BOS/EOS: its windows then join documents with no separator at all."""
-    from actkit._warn import warn_user
-
     marks = [t for t in (getattr(tokenizer, "cls_token", None), getattr(tokenizer, "sep_token", None)) if t]
     if bos is None and eos is None and marks:
         warn_user(f"token windows: this tokenizer has no BOS/EOS token, so documents are joined with no "
@@ -86,8 +86,6 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
         ``L`` < 2 (with BOS) or < 1, ``L`` beyond the position table, ``N < L``, or fewer
         tokens than one window.
     """
-    from tqdm.auto import tqdm
-
     L = int(context_length)
     bos = tokenizer.bos_token_id
     eos = tokenizer.eos_token_id

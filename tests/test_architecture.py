@@ -183,17 +183,9 @@ def test_the_module_prints_the_table():
 
 
 # ----------------------------------------------------------------------------- import cost
-# the rooms whose imports inside functions were reviewed (issue 35; the list may only grow): an
-# import stays inside a function only for an optional dependency, a measured import cost or a
-# hand-off, and says which on its line
-REVIEWED = ["actkit/store", "actkit/runners", "actkit/matrix_files", "actkit/stats", "actkit/ica", "actkit/evaluation",
-            "actkit/_params.py", "actkit/_h5.py", "actkit/_data.py", "actkit/_threads.py", "actkit/_atomic.py",
-            "actkit/_rows.py", "actkit/_architecture.py", "actkit/_versions.py", "actkit/whitening.py",
-            "actkit/_commands", "actkit/cli.py", "actkit/_derived.py", "actkit/export.py", "actkit/sweep.py",
-            "actkit/pipeline.py", "actkit/report.py",
-            "actkit/alignment", "actkit/measures", "actkit/inference", "actkit/metrics", "actkit/dictionary",
-            "actkit/sae", "actkit/loader", "actkit/demo.py", "actkit/_device.py", "actkit/_faults.py",
-            "actkit/_progress.py"]
+# every module of actkit/ and extractors/ (issue 35): an import stays inside a function only for an
+# optional dependency, a measured import cost or a hand-off to a room above, and says which on its line
+REVIEWED = ["actkit", "extractors"]
 
 
 def test_imports_inside_functions_carry_a_reason():

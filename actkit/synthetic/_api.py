@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+import actkit
+from actkit.metrics import linear_r2 as _linear_r2
+from actkit.metrics import mcc as _mcc
+
 
 def split_indices(n, *, eval_fraction=0.2, random_state=0):
     """Random fit/eval split of ``range(n)`` -> (fit_idx, eval_idx)."""
@@ -19,16 +23,12 @@ def split_indices(n, *, eval_fraction=0.2, random_state=0):
 
 def whiten(Z, fit_idx):
     """PCA-whiten ``Z`` with an :class:`actkit.Whitener` fitted on ``Z[fit_idx]``."""
-    import actkit
-
     w = actkit.Whitener(method="pca").fit(Z[fit_idx])
     return w.transform(Z)
 
 
 def ica_sources(Z, fit_idx, *, random_state=0, n_components=None, device="cpu"):
     """PCA whitening + :class:`actkit.FastICA` fitted on ``Z[fit_idx]``, applied to all rows."""
-    import actkit
-
     ica = actkit.FastICA(n_components=n_components, random_state=random_state, max_iter=1000,
                          device=str(device))
     ica.fit(Z[fit_idx])
@@ -37,19 +37,13 @@ def ica_sources(Z, fit_idx, *, random_state=0, n_components=None, device="cpu"):
 
 def alignment_error(A, B, fit_idx, eval_idx, *, method="rigid"):
     """``actkit.align`` fitted on the fit rows; mean l2 error / diam(B_eval) on the eval rows."""
-    import actkit
-
     aligner = actkit.align(A[fit_idx], B[fit_idx], method=method)
     return float(aligner.score(A[eval_idx], B[eval_idx]))
 
 
 def mcc(Z_true, Z_est):
-    from actkit.metrics import mcc as _mcc
-
     return float(_mcc(Z_true, Z_est))
 
 
 def linear_r2(Z, S, *, random_state=0):
-    from actkit.metrics import linear_r2 as _r2
-
-    return float(_r2(Z, S, random_state=random_state))
+    return float(_linear_r2(Z, S, random_state=random_state))

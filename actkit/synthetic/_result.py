@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 
 from actkit._atomic import save_figure_atomic, write_text_atomic
@@ -153,9 +154,7 @@ def save_figure(fig, path) -> str:
 
 def pyplot():
     """``matplotlib.pyplot`` on the non-interactive Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    matplotlib.use("Agg", force=True)  # when a figure is drawn, never at import (a user's session keeps its own)
+    import matplotlib.pyplot as plt  # pyplot binds a backend at import: only after the line above
 
     return plt

@@ -7,6 +7,10 @@ given device and thread count. Everything here is private; the experiments use i
 from __future__ import annotations
 
 import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from actkit._device import resolve_device
 from actkit.errors import ValidationError
@@ -25,24 +29,18 @@ class single_thread:
         self.cpu = str(device).startswith("cpu")
 
     def __enter__(self):
-        import torch
-
         self.saved = torch.get_num_threads()
         if self.cpu:
             torch.set_num_threads(1)
         return self
 
     def __exit__(self, *exc):
-        import torch
-
         torch.set_num_threads(self.saved)
         return False
 
 
 def mlp(sizes, *, activation="leaky_relu"):
     """``Linear -> act -> ... -> Linear`` (no activation after the last layer)."""
-    import torch.nn as nn
-
     acts = {"leaky_relu": lambda: nn.LeakyReLU(0.2), "relu": nn.ReLU, "tanh": nn.Tanh,
             "elu": nn.ELU}
     layers = []
@@ -54,8 +52,6 @@ def mlp(sizes, *, activation="leaky_relu"):
 
 
 def _loop(n_rows, batch_size, n_steps, generator):
-    import torch
-
     done = 0
     while done < n_steps:
         perm = torch.randperm(n_rows, generator=generator)
@@ -71,9 +67,6 @@ def _fit_steps(params, step_loss, *, n_rows, batch_size, n_steps, lr, seed, desc
 
     ``step_loss(idx) -> (logged, total)``: the loss to log and the objective to minimise on
     the rows ``idx`` (a tensor on ``device``). Returns the logged loss averaged per 100 steps."""
-    import torch
-    from tqdm.auto import tqdm
-
     opt = torch.optim.Adam(params, lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     gen = torch.Generator().manual_seed(seed)
@@ -93,8 +86,6 @@ def _fit_steps(params, step_loss, *, n_rows, batch_size, n_steps, lr, seed, desc
 
 
 def _encode_fn(module, device):
-    import torch
-
     def encode(X, batch_size=4096):
         module.eval()
         out = []
@@ -133,8 +124,6 @@ def _train_autoencoder(X, *, n_latents, hidden=(64, 64), n_steps=2000, batch_siz
     encode : callable, ndarray (n, n_features) -> ndarray (n, n_latents)
     history : dict with ``loss`` (list of float, one per 100 steps) and ``final_mse``
     """
-    import torch
-
     dev = resolve_device(device)
     torch.manual_seed(seed)
     D = X.shape[1]
@@ -159,8 +148,6 @@ class _Classifier:
     """Encoder -> representation (optionally ReLU) -> bias-free linear read-out."""
 
     def __init__(self, n_in, width, n_classes, hidden, representation, readout_bias):
-        import torch.nn as nn
-
         self.encoder = mlp([n_in, *hidden, width])
         self.nonneg = representation == "relu"
         self.readout = nn.Linear(width, n_classes, bias=readout_bias)
@@ -174,8 +161,6 @@ class _Classifier:
         return self
 
     def represent(self, x):
-        import torch
-
         h = self.encoder(x)
         return torch.relu(h) if self.nonneg else h
 
@@ -223,9 +208,6 @@ def _train_classifier(X, y, *, width, n_classes=None, hidden=(64, 64), represent
         ``final_objective`` (``final_loss`` plus the energy and weight-decay penalties:
         the quantity the optimiser minimises, for choosing among restarts)
     """
-    import torch
-    import torch.nn.functional as F
-
     dev = resolve_device(device)
     torch.manual_seed(seed)
     multilabel = np.ndim(y) == 2
@@ -303,8 +285,6 @@ def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256,
     encoder, decoder : torch.nn.Module
         ``encoder``: (n, 3, size, size) -> (n, n_latents); ``decoder`` the reverse.
     """
-    import torch.nn as nn
-
     if decoder not in ("deconv", "broadcast"):
         raise ValidationError(f"decoder must be 'deconv' or 'broadcast', got {decoder!r}")
 
@@ -333,9 +313,6 @@ def conv_autoencoder(size, n_latents, *, channels=(32, 32, 64, 64), hidden=256,
 
 
 def _broadcast_decoder(size, n_latents, width, n_layers):
-    import torch
-    import torch.nn as nn
-
     class Broadcast(nn.Module):
         """(n, k) -> (n, k + 2, size, size): the code tiled, then x and y coordinates."""
 
@@ -384,8 +361,6 @@ def _train_conv_autoencoder(images, *, n_latents, channels=(32, 32, 64, 64), hid
     history : dict with ``loss`` (per 100 steps) and ``relative_mse`` (reconstruction
         error on all ``images`` / their mean squared norm)
     """
-    import torch
-
     dev = resolve_device(device)
     torch.manual_seed(seed)
     size = images.shape[1]

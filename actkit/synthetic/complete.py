@@ -32,6 +32,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
+from scipy.special import logsumexp, ndtr
 
 from actkit.synthetic import _api
 from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
@@ -89,8 +91,6 @@ def bayes_cross_entropy(Z, y, info):
 
     The optimum any encoder of ``x = g(z)`` can reach (``g`` is invertible).
     """
-    from scipy.special import logsumexp, ndtr
-
     levels, sigma, box = info["levels"], info["sigma"], info["box"]
     values = np.linspace(-1.0, 1.0, levels)
     digits = np.stack(np.unravel_index(y, (levels,) * Z.shape[1]), axis=1)
@@ -272,8 +272,6 @@ def run(*, quick=False, device="cpu", random_state=0):
 
 
 def _plot(result, out):
-    from matplotlib.ticker import MaxNLocator
-
     plt = pyplot()
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.5))
     sweep = [r for r in result.rows if r["regime"] in ("complete", "undercomplete")]

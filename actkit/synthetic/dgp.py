@@ -23,6 +23,7 @@ can be written into the result files.
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import hadamard
 from sklearn.utils import check_random_state
 
 from actkit.errors import ValidationError
@@ -265,8 +266,6 @@ def hadamard_frame(n_rows):
     possible for a union of two orthonormal bases, and its spark is ``2 sqrt(D)``
     (Donoho & Huo 2001 for Dirac-Walsh pairs): the best-understood undercomplete setting.
     """
-    from scipy.linalg import hadamard
-
     if n_rows < 1 or n_rows & (n_rows - 1):
         raise ValidationError(f"n_rows must be a power of two, got {n_rows!r}")
     return np.hstack([np.eye(n_rows), hadamard(n_rows) / np.sqrt(n_rows)])

@@ -35,10 +35,13 @@ import time
 
 import numpy as np
 
+import actkit
+from actkit.metrics import infomec
 from actkit.synthetic import _api
 from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
 from actkit.synthetic._training import train_conv_autoencoder
 from actkit.synthetic.dgp import random_orthogonal
+from actkit.zoo.shapes import render_shapes
 
 NAME = "disentanglement"
 TITLE = "Nelson et al., Table 2: AE vs AE + ICA disentanglement (InfoM / InfoE / InfoC)"
@@ -63,8 +66,6 @@ ORDER = ("AE", "AE + ICA", "AE + PCA", "AE + PCA + rand", "PCA", "PCA + ICA", "P
 
 
 def _scores(factors, latents, per_factor=None):
-    from actkit.metrics import infomec
-
     d = infomec(factors, latents, random_state=0)
     if per_factor is not None:
         per_factor.append([float(v) for v in d["infoe_per_source"]])
@@ -73,9 +74,6 @@ def _scores(factors, latents, per_factor=None):
 
 def run(*, quick=False, device="cpu", random_state=0):
     """Run the experiment; returns an :class:`~actkit.synthetic._result.ExperimentResult`."""
-    import actkit
-    from actkit.zoo.shapes import render_shapes
-
     cfg = dict(QUICK if quick else FULL)
     t0 = time.perf_counter()
     images, factors, names = render_shapes(cfg["n_samples"], size=cfg["size"],

@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from actkit.metrics import mean_cca, softmax_distances
 from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
 from actkit.synthetic._training import train_classifier
 from actkit.synthetic.dgp import kl_counterexample, radial_classification
@@ -40,8 +41,6 @@ M = 2
 
 def run(*, quick=False, device="cpu", random_state=0):
     """Run the experiment; returns an :class:`~actkit.synthetic._result.ExperimentResult`."""
-    from actkit.metrics import mean_cca, softmax_distances
-
     cfg = dict(QUICK if quick else FULL)
     t0 = time.perf_counter()
     rows = []

@@ -25,7 +25,9 @@ True
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
+from actkit._device import resolve_device
 from actkit.errors import ActkitError
 
 #: experiment name -> module under ``actkit.synthetic``
@@ -71,13 +73,9 @@ def reproduce(name, *, quick=False, out=None, device="cpu", random_state=0, echo
     -------
     list of ExperimentResult
     """
-    from actkit._device import resolve_device
-
     names = resolve(name)
     resolve_device(device)  # a bad device fails before any work
     if out is not None:
-        from pathlib import Path
-
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise ActkitError(f"--out {str(out)!r} exists and is not a directory")

@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+import actkit
+from actkit.metrics import mcc
 from actkit.synthetic import _api
 from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
 from actkit.synthetic._training import train_classifier
@@ -64,9 +66,6 @@ def support_f1(Z_true, codes, matching, *, tol=1e-8):
 
 def recover(H, Z, fit, ev, *, k, random_state=0, n_epochs=10):
     """SparseDictionary on ``H[fit]``; MCC and support F1 of its codes on ``H[ev]``."""
-    import actkit
-    from actkit.metrics import mcc
-
     # SparseDictionary runs on the CPU (numpy kernels) whatever the training device
     sd = actkit.SparseDictionary(Z.shape[1], code="topk", k=k, positive=True,
                                  n_epochs=n_epochs, random_state=random_state)

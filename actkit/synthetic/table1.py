@@ -27,6 +27,9 @@ import time
 
 import numpy as np
 
+import actkit
+from actkit.demo import run_demo
+from actkit.stats import RunningMoments
 from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
 
 NAME = "table1"
@@ -36,8 +39,6 @@ METHODS = ("permutation", "ica", "rigid", "linear")
 
 def run(*, quick=False, device="cpu", random_state=0):
     """Run the experiment; returns an :class:`~actkit.synthetic._result.ExperimentResult`."""
-    from actkit.demo import run_demo
-
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="actkit-table1-") as tmp:
         report = run_demo(tmp, quick=quick, device=device, random_state=random_state, log=None)
@@ -118,9 +119,6 @@ def effective_dim(path, layer, *, share=0.99):
     -------
     int
     """
-    import actkit
-    from actkit.stats import RunningMoments
-
     moments = RunningMoments()
     for _, block in actkit.open_store(path)[layer].iter_blocks():
         moments.add(block)

@@ -32,8 +32,9 @@ Layout: this module is the runtime half (names, paths, metadata; all that extrac
 the demo need). The training half -- ``_corpus`` (corpus and tokenizer), ``_fitting``
 (the training loop and its helpers), ``_families`` (the four trainers) and ``training``
 (:func:`~actkit.zoo.training.train_model`, :func:`~actkit.zoo.training.train_zoo`) -- is
-imported only by ``python -m actkit.zoo train`` (``actkit/zoo/__main__.py``). ``shapes``
-renders the shapes images the vision models are trained and evaluated on.
+imported only by ``python -m actkit.zoo`` (``actkit/zoo/__main__.py``; torch only for
+``train``). ``shapes`` renders the shapes images the vision models are trained and
+evaluated on.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from actkit.errors import ActkitError
+from actkit.zoo.shapes import FACTOR_NAMES
 
 __all__ = [
     "FAMILIES",
@@ -153,8 +155,6 @@ def image_inputs() -> Path:
 
 def image_factors() -> tuple[np.ndarray, tuple[str, ...]]:
     """Factors of :func:`image_inputs`: int64 array (512, 7) and the factor names."""
-    from actkit.zoo.shapes import FACTOR_NAMES
-
     path = require(zoo_dir() / "inputs" / "shapes_factors.npy", "zoo image factors")
     return np.load(path), FACTOR_NAMES
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import torch
+
 from actkit.zoo import CHECKPOINTS, CONTEXT, HELDOUT_EVERY, IMAGE_MEAN, IMAGE_SIZE, IMAGE_STD, TRAIN, TRAIN_IMAGES, TRAIN_IMAGES_SEED
 from actkit.zoo._fitting import factor_accuracy, factor_labels, factor_loss, fit, image_processor
 
 
 def train_pythia(seed: int, out: Path, data: dict) -> dict:
-    import torch
-    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM  # ~3 s (measured), not for a ResNet
 
     tokenizer = AutoTokenizer.from_pretrained(data["tokenizer_dir"])
     cfg = TRAIN["pythia"]
@@ -62,79 +63,59 @@ def train_pythia(seed: int, out: Path, data: dict) -> dict:
         f"corpus/python_reference.txt minus every {HELDOUT_EVERY}th paragraph, "
         f"{len(stream)} tokens, random {CONTEXT}-token windows"
     )
-    return {
-        "framework": "transformers",
-        "class": "GPTNeoXForCausalLM",
-        "model": model,
-        "train": record,
-        "heldout": {"loss_per_token": round(total / count, 4), "uniform_loss": round(math.log(config.vocab_size), 4)},
-    }
+    heldout = {"loss_per_token": round(total / count, 4), "uniform_loss": round(math.log(config.vocab_size), 4)}
+    return result(model, record, heldout)
+
+
+# the transformer encoder of both vision transformers, ViT and MAE (their patch sizes differ)
+VIT_ENCODER = {
+    "image_size": IMAGE_SIZE,
+    "num_channels": 3,
+    "hidden_size": 96,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "intermediate_size": 192,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
 
 
 def train_vit(seed: int, out: Path, data: dict) -> dict:
-    import torch
-    from transformers import ViTConfig, ViTForImageClassification
+    from transformers import ViTConfig, ViTForImageClassification  # ~3.5 s at import (measured), not for a ResNet
 
     labels = factor_labels()
     cfg = TRAIN["vit"]
     config = ViTConfig(
-        image_size=IMAGE_SIZE,
+        **VIT_ENCODER,
         patch_size=8,
-        num_channels=3,
-        hidden_size=96,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=192,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
         num_labels=len(labels),
         id2label=labels,
         label2id={v: k for k, v in labels.items()},
     )
     model = ViTForImageClassification(config)
-    x_all, f_all = data["train_pixels"], data["train_factors"]
 
-    def batch_loss(step, gen):
-        idx = torch.randint(0, len(x_all), (cfg["batch_size"],), generator=gen)
-        return factor_loss(model(pixel_values=x_all[idx]).logits, f_all[idx])
+    def logits(pixels):
+        return model(pixel_values=pixels).logits
 
-    record = fit(model, cfg, batch_loss, seed, f"vit-tiny-seed{seed}")
-    with torch.no_grad():
-        acc = factor_accuracy(model(pixel_values=data["eval_pixels"]).logits, data["eval_factors"])
+    record, heldout = fit_factors(model, logits, cfg, seed, f"vit-tiny-seed{seed}", data)
     model.save_pretrained(out, safe_serialization=True)
     image_processor().save_pretrained(out)
-    record["data"] = shapes_data_note()
-    record["objective"] = "mean over the 7 factors of the cross-entropy of its slice of the 50 logits"
-    return {
-        "framework": "transformers",
-        "class": "ViTForImageClassification",
-        "model": model,
-        "train": record,
-        "heldout": {"factor_accuracy": acc},
-    }
+    return result(model, record, heldout)
 
 
 def train_mae(seed: int, out: Path, data: dict) -> dict:
-    import torch
-    from transformers import ViTMAEConfig, ViTMAEForPreTraining
+    from transformers import ViTMAEConfig, ViTMAEForPreTraining  # ~3.5 s at import (measured), not for a ResNet
 
     cfg = TRAIN["mae"]
     config = ViTMAEConfig(
-        image_size=IMAGE_SIZE,
+        **VIT_ENCODER,
         patch_size=4,
-        num_channels=3,
-        hidden_size=96,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=192,
         decoder_hidden_size=64,
         decoder_num_hidden_layers=2,
         decoder_num_attention_heads=4,
         decoder_intermediate_size=128,
         mask_ratio=0.75,
         norm_pix_loss=False,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
     )
     model = ViTMAEForPreTraining(config)
     x_all = data["train_pixels"]
@@ -153,13 +134,9 @@ def train_mae(seed: int, out: Path, data: dict) -> dict:
     image_processor().save_pretrained(out)
     record["data"] = shapes_data_note()
     record["objective"] = "MAE masked-patch reconstruction (mask ratio 0.75, pixel MSE)"
-    return {
-        "framework": "transformers",
-        "class": "ViTMAEForPreTraining",
-        "model": model,
-        "train": record,
-        "heldout": {"masked_reconstruction_mse": round(loss, 5), "pixel_variance": round(float(data["eval_pixels"].var()), 5)},
-    }
+    heldout = {"masked_reconstruction_mse": round(loss, 5),
+               "pixel_variance": round(float(data["eval_pixels"].var()), 5)}
+    return result(model, record, heldout)
 
 
 RESNET_ARGS = {
@@ -171,20 +148,11 @@ RESNET_ARGS = {
 
 
 def train_resnet(seed: int, out: Path, data: dict) -> dict:
-    import timm
-    import torch
+    import timm  # timm: ~2 s at import beyond torch (measured); only the ResNet family needs it
 
     cfg = TRAIN["resnet"]
     model = timm.create_model("resnet18", pretrained=False, **RESNET_ARGS)
-    x_all, f_all = data["train_pixels"], data["train_factors"]
-
-    def batch_loss(step, gen):
-        idx = torch.randint(0, len(x_all), (cfg["batch_size"],), generator=gen)
-        return factor_loss(model(x_all[idx]), f_all[idx])
-
-    record = fit(model, cfg, batch_loss, seed, f"resnet-tiny-seed{seed}")
-    with torch.no_grad():
-        acc = factor_accuracy(model(data["eval_pixels"]), data["eval_factors"])
+    record, heldout = fit_factors(model, model, cfg, seed, f"resnet-tiny-seed{seed}", data)
     timm.models.save_for_hf(
         model,
         out,
@@ -208,18 +176,39 @@ def train_resnet(seed: int, out: Path, data: dict) -> dict:
             }
         },
     )
-    record["data"] = shapes_data_note()
-    record["objective"] = "mean over the 7 factors of the cross-entropy of its slice of the 50 logits"
-    return {
-        "framework": "timm",
-        "class": "timm resnet18 (layers [1,1,1,1], channels [16,32,64,128], stem_width 16)",
-        "model": model,
-        "train": record,
-        "heldout": {"factor_accuracy": acc},
-    }
+    cls = "timm resnet18 (layers [1,1,1,1], channels [16,32,64,128], stem_width 16)"
+    return result(model, record, heldout, framework="timm", cls=cls)
 
 
 TRAINERS = {"pythia": train_pythia, "vit": train_vit, "mae": train_mae, "resnet": train_resnet}
+
+
+def fit_factors(model, logits_of, cfg: dict, seed: int, desc: str, data: dict) -> tuple[dict, dict]:
+    """Train a shapes-factor classifier (ViT, ResNet) and score it on the held-out images.
+
+    The loss is :func:`~actkit.zoo._fitting.factor_loss` of ``logits_of(pixels)`` (n, 50) on
+    random minibatches of the training images; returns the training record (with its data and
+    objective) and ``{"factor_accuracy": {factor: accuracy}}`` on the evaluation images.
+    """
+    x_all, f_all = data["train_pixels"], data["train_factors"]
+
+    def batch_loss(step, gen):
+        idx = torch.randint(0, len(x_all), (cfg["batch_size"],), generator=gen)
+        return factor_loss(logits_of(x_all[idx]), f_all[idx])
+
+    record = fit(model, cfg, batch_loss, seed, desc)
+    with torch.no_grad():
+        acc = factor_accuracy(logits_of(data["eval_pixels"]), data["eval_factors"])
+    record["data"] = shapes_data_note()
+    record["objective"] = "mean over the 7 factors of the cross-entropy of its slice of the 50 logits"
+    return record, {"factor_accuracy": acc}
+
+
+def result(model, record: dict, heldout: dict, *, framework: str = "transformers", cls: str | None = None) -> dict:
+    """What a trainer returns: the trained model, its training record, its held-out scores, and
+    its framework and class as ``zoo.json`` records them (``cls`` default: the model's class name)."""
+    return {"framework": framework, "class": cls or type(model).__name__, "model": model, "train": record,
+            "heldout": heldout}
 
 
 def shapes_data_note() -> str:

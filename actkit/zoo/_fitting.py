@@ -9,14 +9,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from actkit.zoo import IMAGE_MEAN, IMAGE_SIZE, IMAGE_STD
+from actkit.zoo.shapes import FACTOR_NAMES, FACTOR_SIZES, SHAPE_NAMES
 
 
 @contextlib.contextmanager
 def deterministic(seed: int, threads: int | None):
-    import torch
-
     old_threads = torch.get_num_threads()
     old_det = torch.are_deterministic_algorithms_enabled()
     if threads:
@@ -42,9 +44,6 @@ def fit(model, cfg: dict, batch_loss, seed: int, desc: str, save_at=(), save=Non
     """AdamW loop; ``batch_loss(step, generator) -> loss``; returns the training record.
     ``save(n)`` is called after optimizer step ``n`` for every ``n`` in ``save_at`` (the
     training itself is unchanged: saving draws no random numbers)."""
-    import torch
-    from tqdm.auto import tqdm
-
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
     gen = torch.Generator().manual_seed(10_000 + seed)  # data order
     losses = []
@@ -77,8 +76,6 @@ def fit(model, cfg: dict, batch_loss, seed: int, desc: str, save_at=(), save=Non
 
 def pixels(images_uint8):
     """uint8 (N, H, W, 3) numpy -> normalised float32 (N, 3, H, W), as the saved processors do."""
-    import torch
-
     x = torch.from_numpy(np.ascontiguousarray(images_uint8)).permute(0, 3, 1, 2).float() / 255.0
     mean = torch.tensor(IMAGE_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(IMAGE_STD).view(1, 3, 1, 1)
@@ -87,10 +84,6 @@ def pixels(images_uint8):
 
 def factor_loss(logits, factors):
     """Mean over the 7 factors of the cross-entropy of each factor's slice of the logits."""
-    import torch.nn.functional as F
-
-    from actkit.zoo.shapes import FACTOR_SIZES
-
     loss, start = 0.0, 0
     for j, k in enumerate(FACTOR_SIZES):
         loss = loss + F.cross_entropy(logits[:, start : start + k], factors[:, j])
@@ -99,8 +92,6 @@ def factor_loss(logits, factors):
 
 
 def factor_accuracy(logits, factors) -> dict:
-    from actkit.zoo.shapes import FACTOR_NAMES, FACTOR_SIZES
-
     acc, start = {}, 0
     for j, (name, k) in enumerate(zip(FACTOR_NAMES, FACTOR_SIZES)):
         pred = logits[:, start : start + k].argmax(1)
@@ -110,8 +101,6 @@ def factor_accuracy(logits, factors) -> dict:
 
 
 def factor_labels() -> dict:
-    from actkit.zoo.shapes import FACTOR_NAMES, FACTOR_SIZES, SHAPE_NAMES
-
     labels = []
     for name, k in zip(FACTOR_NAMES, FACTOR_SIZES):
         for level in range(k):
@@ -132,7 +121,7 @@ def sha256(path: Path) -> str:
 
 
 def image_processor():
-    from transformers import ViTImageProcessor
+    from transformers import ViTImageProcessor  # ~3.5 s at import (measured), only the ViT and MAE families
 
     return ViTImageProcessor(
         do_resize=True,

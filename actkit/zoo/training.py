@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from actkit.errors import ActkitError
 from actkit._atomic import write_json_atomic
@@ -22,14 +23,11 @@ from actkit.zoo import EVAL_IMAGES, EVAL_IMAGES_SEED, HELDOUT_EVERY, IMAGE_SIZE,
 from actkit.zoo._corpus import build_corpus, split_corpus, train_tokenizer
 from actkit.zoo._families import TRAINERS
 from actkit.zoo._fitting import deterministic, n_params, pixels, sha256
+from actkit.zoo.shapes import render_shapes
 
 
 def prepare_data(families: set[str], root: Path, corpus: Path) -> dict:
     """Build (and write under ``root``) what the requested families train and evaluate on."""
-    import torch
-
-    from actkit.zoo.shapes import render_shapes
-
     data: dict = {}
     inputs = root / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
