@@ -78,6 +78,14 @@ def _env(fault=None):
     return env
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    """The runs of this process (the resumptions) at the killed runs' budget (_env): a forward
+    pass at 2 threads differs from one at 1 thread in the last bits, and without this the
+    budget would follow the machine's load."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
 @pytest.fixture(scope="module")
 def refs(tiny_gpt_neox, text_file, tmp_path_factory):
     """Uninterrupted runs (this process): the extraction stores and the analysis outputs."""
@@ -85,8 +93,11 @@ def refs(tiny_gpt_neox, text_file, tmp_path_factory):
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("refs")
-    old = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = EPOCH
+    # the killed runs' settings (_env): without OMP_NUM_THREADS=1 the thread budget here would
+    # follow the machine's load (2 threads when idle), and a forward pass at 2 threads differs
+    # from one at 1 thread in the last bits
+    saved = {k: os.environ.get(k) for k in ("SOURCE_DATE_EPOCH", "OMP_NUM_THREADS")}
+    os.environ.update(SOURCE_DATE_EPOCH=EPOCH, OMP_NUM_THREADS="1")
     from actkit.cli import main
 
     try:
@@ -97,10 +108,11 @@ def refs(tiny_gpt_neox, text_file, tmp_path_factory):
             out[name] = root / f"{name}.h5"
             assert main(_analysis_argv(command, out["plain"], out[name])) == 0
     finally:
-        if old is None:
-            os.environ.pop("SOURCE_DATE_EPOCH")
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = old
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return out
 
 
