@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import textwrap
+
 from actkit.measures._registry import all_measures
 
 __all__ = ["measure_table", "format_measure_table"]
-
-_COLUMNS = ("name", "kind", "invariances", "computed", "params", "reference")
 
 
 def measure_table() -> list:
@@ -15,15 +16,23 @@ def measure_table() -> list:
     return [m.describe() for m in all_measures()]
 
 
-def format_measure_table() -> str:
-    """The measures as a text table (name, kind, invariances, out of core or sampled,
-    parameters, reference)."""
+def format_measure_table(width: int | None = None) -> str:
+    """The measures as text: one line each (name, kind, how it is computed, parameters and
+    their defaults), then what it is invariant to and its reference, wrapped to ``width``
+    columns (default: the terminal's, else 100)."""
     rows = measure_table()
-    head = {c: c for c in _COLUMNS}
-    widths = {c: max(len(str(r[c])) for r in [head, *rows]) for c in _COLUMNS[:-1]}
-    lines = []
-    for r in [head, *rows]:
-        cells = [str(r[c]).ljust(widths[c]) for c in _COLUMNS[:-1]] + [str(r["reference"])]
-        lines.append("  ".join(cells).rstrip())
-    lines.insert(1, "-" * min(len(lines[0]), 120))
+    width = max(60, width or shutil.get_terminal_size((100, 24)).columns)
+    w = max(len(r["name"]) for r in rows)
+    k = max(len(r["kind"]) for r in rows)
+    c = max(len(r["computed"]) for r in rows)
+    head = f"{'name':<{w}}  {'kind':<{k}}  {'computed':<{c}}  parameters (defaults)"
+    lines = [head, "-" * min(width, len(head))]
+    for r in rows:
+        lead = f"{r['name']:<{w}}  {r['kind']:<{k}}  {r['computed']:<{c}}  "
+        lines += textwrap.wrap(r["params"] or "-", width, initial_indent=lead,
+                               subsequent_indent=" " * len(lead), break_on_hyphens=False)
+        for label, text in (("invariant to", r["invariances"]), ("reference", r["reference"])):
+            if text:
+                lines += textwrap.wrap(f"{label}: {text}", width, initial_indent="    ",
+                                       subsequent_indent="      ", break_on_hyphens=False)
     return "\n".join(lines)
