@@ -282,6 +282,19 @@ def test_permutation_products_on_a_torch_device_equal_numpy():
             pytest.approx(get_measure("linear_cka_debiased").compute(here.permuted_moments(perm)), abs=1e-12)
 
 
+@pytest.mark.parametrize("G,d", [(20, (5, 4)), (12, (24, 20))], ids=["G>=D", "G<D"])
+def test_bootstrap_on_a_torch_device_equals_numpy(G, d):
+    """``device``: the bootstrap's one-time products (per-sample blocks, Gram matrices, rows
+    against the sample sums) run in torch on that device and give the numpy path's values."""
+    A, B, g = _pair(G=G, seed=10, unequal=True, d=d)
+    here, torch_cpu = Samples(A, B, g), Samples(A, B, g, device="cpu")
+    W = bootstrap_draws(G, 6, random_state=4)
+    np.testing.assert_allclose(bootstrap_cka(torch_cpu, W), bootstrap_cka(here, W), rtol=1e-12, atol=1e-12)
+    for m_dev, m_np in zip(torch_cpu.weighted_moments(W), here.weighted_moments(W)):
+        for name in MEASURES:
+            assert get_measure(name).compute(m_dev) == pytest.approx(get_measure(name).compute(m_np), abs=1e-10)
+
+
 def test_fast_paths_of_wide_pairs_equal_the_rows_and_keep_their_digits_at_any_thread_count(monkeypatch):
     """Fewer input samples than features (the bootstrap's route through the rows' products
     with the sample sums) and more rows than one step of a permutation's product (B's rows
