@@ -33,7 +33,7 @@ from actkit import zoo
 from actkit._atomic import write_json_atomic
 from actkit.alignment import ica_summary
 from actkit.errors import ActkitError
-from actkit.report import format_table as _table, library_versions
+from actkit.report import format_table as _table, library_versions, pyplot
 
 __all__ = ["DemoPair", "PAPER_TABLE1", "default_out", "zoo_pairs", "run_demo", "format_table", "plot_demo"]
 
@@ -331,11 +331,7 @@ def format_table(report: dict) -> str:
 
 def plot_demo(report: dict, path: str | os.PathLike) -> Path:
     """Bar chart: per row, the four alignment errors, ours beside the paper's (PNG)."""
-    import matplotlib  # with pyplot ~0.6 s at import (measured), only for the figure; the backend first
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt  # matplotlib.pyplot: ~0.6 s at import (measured), only for the figure
-
+    plt = pyplot()
     rows = report["rows"]
     methods = ("permutation", "rigid", "linear", "ica")
     fig, axes = plt.subplots(1, len(rows), figsize=(3.2 * len(rows), 3.2), squeeze=False)

@@ -23,7 +23,7 @@ from actkit._versions import library_versions  # noqa: F401  (re-exported: actki
 from actkit.alignment import format_matrix, format_table, ica_summary, row_labels, value_of
 from actkit.evaluation._result import LABELS, METRICS, TITLES, VERSIONS
 
-__all__ = ["format_table", "format_matrix", "ica_summary", "plot_compare", "plot_captions", "source_cut", "plot_errors",
+__all__ = ["pyplot", "format_table", "format_matrix", "ica_summary", "plot_compare", "plot_captions", "source_cut", "plot_errors",
            "plot_source_correlation", "plot_matrix", "plot_postprocessing", "plot_layer_map", "save_layer_map"]
 
 _METHODS = ("permutation", "rigid", "linear", "ica")
@@ -32,7 +32,9 @@ _METHODS = ("permutation", "rigid", "linear", "ica")
 
 
 # ------------------------------------------------------------------------------ figures
-def _plt():
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend, set when a figure is drawn
+    (never at import): every figure actkit draws (here, ``demo``, ``sweep``, ``synthetic``)."""
     import matplotlib  # matplotlib: ~0.06 s at import (measured), only for a figure (Agg set before pyplot)
 
     matplotlib.use("Agg", force=True)
@@ -47,7 +49,7 @@ def plot_errors(results, labels=None, ax=None):
     Several pairs: one line per method across the pairs (x axis, in the given order, e.g. by
     depth). One pair: one bar per method with its value written on it (a line needs two
     points)."""
-    plt = _plt()
+    plt = pyplot()
     results = list(results)
     labels = row_labels(results, labels)
     if ax is None:
@@ -81,7 +83,7 @@ def plot_errors(results, labels=None, ax=None):
 
 def plot_source_correlation(result, ax=None, *, max_components=64, title=None):
     """|correlation| of A's and B's ICA sources on held-out rows, matched pairs on the diagonal."""
-    plt = _plt()
+    plt = pyplot()
     C = getattr(result, "source_correlation", None)
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 3.5))
@@ -124,7 +126,7 @@ def source_cut(result, max_components=64):
 
 def plot_matrix(matrix, labels=None, *, metric="", ax=None):
     """Heat map of a pairwise matrix from :func:`actkit.alignment.compare_many`."""
-    plt = _plt()
+    plt = pyplot()
     matrix = np.asarray(matrix, dtype=float)
     K = matrix.shape[0]
     labels = labels or [str(i + 1) for i in range(K)]
@@ -151,7 +153,7 @@ def plot_matrix(matrix, labels=None, *, metric="", ax=None):
 def plot_layer_map(layer_map, *, title=None, ax=None):
     """Heat map of :func:`actkit.compare_layers`: layers of A down, of B across, each cell's
     value printed; with p-values, cells with p > 0.05 hatched and marked ``n.s.``."""
-    plt = _plt()
+    plt = pyplot()
     M = np.asarray(layer_map.matrix, dtype=float)
     ra, rb = M.shape
     if ax is None:
@@ -206,7 +208,7 @@ def plot_compare(results, labels=None, path=None, *, max_matrices=4, max_compone
     max_components : int, default=64
         Sources shown per matrix (the first matched ones).
     """
-    plt = _plt()
+    plt = pyplot()
     results = list(results)
     labels = row_labels(results, labels)
     mats = [r for r in results if getattr(r, "source_correlation", None) is not None][:max_matrices]
@@ -259,7 +261,7 @@ def plot_postprocessing(result, path=None, title=None):
     title : str, optional
         A first title line (``actkit evaluate``: the embeddings and the labels).
     """
-    plt = _plt()
+    plt = pyplot()
     d = result.to_dict()
     fig, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.8), squeeze=False)
     colors = ["#8c8c8c", "#4c72b0", "#dd8452", "#55a868"]

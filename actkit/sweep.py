@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from actkit._atomic import save_figure_atomic
 from actkit.alignment import compare
 from actkit.errors import ActkitError, InputError
+from actkit.report import pyplot
 from actkit.store import open_store
 
 __all__ = ["sweep", "plot_sweep", "step_of", "check_revisions"]
@@ -237,11 +238,7 @@ def plot_sweep(result: dict, path, *, metrics: Sequence[str] | None = None) -> P
         Keys to draw (default: the errors of the four methods, ``linear_cka``, ``mean_cca``
         and ``ica_efficiency``, those present).
     """
-    import matplotlib  # matplotlib: ~0.06 s at import (measured), only for the plot (Agg set before pyplot)
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # matplotlib.pyplot: ~0.2 s at import (measured), only for the plot
-
+    plt = pyplot()
     rows = result["comparisons"]
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     present = [k for k in (metrics or ("permutation", "rigid", "linear", "ica", "linear_cka", "mean_cca",

@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 
 from actkit._atomic import save_figure_atomic, write_text_atomic
@@ -151,10 +150,3 @@ def save_figure(fig, path) -> str:
     """Save a matplotlib figure atomically (PNG) and close it."""
     return save_figure_atomic(fig, path, dpi=110)
 
-
-def pyplot():
-    """``matplotlib.pyplot`` on the non-interactive Agg backend."""
-    matplotlib.use("Agg", force=True)  # when a figure is drawn, never at import (a user's session keeps its own)
-    import matplotlib.pyplot as plt  # pyplot binds a backend at import: only after the line above
-
-    return plt

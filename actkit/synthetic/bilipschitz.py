@@ -30,7 +30,8 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from actkit.synthetic import _api
-from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
+from actkit.report import pyplot
+from actkit.synthetic._result import Claim, ExperimentResult, save_figure
 from actkit.synthetic._training import train_autoencoder
 from actkit.synthetic.dgp import empirical_bilipschitz, isometric_dgp
 

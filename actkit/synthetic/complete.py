@@ -36,7 +36,8 @@ from matplotlib.ticker import MaxNLocator
 from scipy.special import logsumexp, ndtr
 
 from actkit.synthetic import _api
-from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
+from actkit.report import pyplot
+from actkit.synthetic._result import Claim, ExperimentResult, save_figure
 from actkit.synthetic._training import train_classifier
 from actkit.synthetic.dgp import generative_dgp
 

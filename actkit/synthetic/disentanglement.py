@@ -38,7 +38,8 @@ import numpy as np
 import actkit
 from actkit.metrics import infomec
 from actkit.synthetic import _api
-from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
+from actkit.report import pyplot
+from actkit.synthetic._result import Claim, ExperimentResult, save_figure
 from actkit.synthetic._training import train_conv_autoencoder
 from actkit.synthetic.dgp import random_orthogonal
 from actkit.zoo.shapes import render_shapes

@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 from actkit.metrics import mean_cca, softmax_distances
-from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
+from actkit.report import pyplot
+from actkit.synthetic._result import Claim, ExperimentResult, save_figure
 from actkit.synthetic._training import train_classifier
 from actkit.synthetic.dgp import kl_counterexample, radial_classification
 

@@ -32,7 +32,8 @@ import numpy as np
 import actkit
 from actkit.metrics import mcc
 from actkit.synthetic import _api
-from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
+from actkit.report import pyplot
+from actkit.synthetic._result import Claim, ExperimentResult, save_figure
 from actkit.synthetic._training import train_classifier
 from actkit.synthetic.dgp import discriminative_dgp, hadamard_frame, mutual_coherence
 

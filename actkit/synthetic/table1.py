@@ -30,7 +30,8 @@ import numpy as np
 import actkit
 from actkit.demo import run_demo
 from actkit.stats import RunningMoments
-from actkit.synthetic._result import Claim, ExperimentResult, pyplot, save_figure
+from actkit.report import pyplot
+from actkit.synthetic._result import Claim, ExperimentResult, save_figure
 
 NAME = "table1"
 TITLE = "Nelson et al., Table 1: alignment errors between two seeds (shipped zoo)"
