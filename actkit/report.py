@@ -15,6 +15,7 @@ backend, so ``import actkit.report`` stays cheap and works without a display.
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
@@ -33,11 +34,16 @@ _METHODS = ("permutation", "rigid", "linear", "ica")
 
 # ------------------------------------------------------------------------------ figures
 def pyplot():
-    """``matplotlib.pyplot`` on the non-interactive Agg backend, set when a figure is drawn
-    (never at import): every figure actkit draws (here, ``demo``, ``sweep``, ``synthetic``)."""
+    """``matplotlib.pyplot`` for every figure actkit draws (here, ``demo``, ``sweep``,
+    ``synthetic``): the session's own where pyplot is already imported (a notebook keeps its
+    backend), else on the non-interactive Agg backend, set when the first figure is drawn (never
+    at import)."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        return plt
     import matplotlib  # matplotlib: ~0.06 s at import (measured), only for a figure (Agg set before pyplot)
 
-    matplotlib.use("Agg", force=True)
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # matplotlib.pyplot: ~0.2 s at import (measured), only for a figure
 
     return plt

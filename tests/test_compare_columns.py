@@ -281,3 +281,22 @@ def test_cli_json_notes_gcv_and_a_bad_alpha(tmp_path, capsys):
         run_cli(capsys, "compare", a, b, "--alpha", "-1")
     assert exc.value.code == 2
     assert "argument --alpha: must be a number >= 0 or 'gcv'" in capsys.readouterr().err
+
+
+def test_figures_keep_a_session_s_matplotlib_backend():
+    """A notebook's pyplot (here on the svg backend) stays as it is when actkit draws; without
+    one, actkit draws on Agg without importing pyplot before a figure is asked for."""
+    code = ("import sys, matplotlib\n"
+            "import actkit.report as r\n"
+            "assert 'matplotlib.pyplot' not in sys.modules\n"
+            "matplotlib.use('svg')\n"
+            "import matplotlib.pyplot as plt\n"
+            "assert r.pyplot() is plt\n"
+            "print(matplotlib.get_backend())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "svg"
+    fresh = subprocess.run([sys.executable, "-c", "import actkit.report as r, matplotlib\nr.pyplot()\n"
+                            "print(matplotlib.get_backend())"], capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.strip().lower() == "agg"
