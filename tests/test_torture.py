@@ -255,25 +255,20 @@ def test_preflight_space_check_uses_readable_units(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """``mount(size)``: a real tmpfs of ``size`` bytes under ``tmp_path`` (unmounted after)."""
-    mounted = []
-
-    def mount(size):
-        where = tmp_path / "tmpfs"
-        where.mkdir()
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(size)}", "tmpfs", str(where)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0 and os.geteuid() != 0:
-            pytest.skip(f"cannot mount a tmpfs without root (CI runs as root): {proc.stderr.strip()[:200]}")
-        assert proc.returncode == 0, f"root could not mount a tmpfs: {proc.stderr.strip()[:200]}"
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in mounted:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+def _on_a_full_tmpfs(tmp_path, size, argv, trigger):
+    """Run ``tests/_full_disk_run.py`` in a mount namespace of its own (``unshare
+    --map-root-user --mount``: root or not, the same real tmpfs of ``size`` bytes, invisible
+    outside and gone with the namespace); its results (JSON)."""
+    disk, spec, results = tmp_path / "tmpfs", tmp_path / "spec.json", tmp_path / "results.json"
+    disk.mkdir()
+    spec.write_text(json.dumps({"argv": argv, "disk": str(disk), "trigger": trigger}))
+    mount = f'mount -t tmpfs -o size={int(size)} tmpfs "$0" && exec "$@"'
+    proc = subprocess.run(["unshare", "--map-root-user", "--mount", "sh", "-c", mount, str(disk), sys.executable,
+                           str(REPO / "tests" / "_full_disk_run.py"), str(spec), str(results)],
+                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, ("a real tmpfs needs `unshare --map-root-user --mount` (util-linux, user "
+                                  f"namespaces enabled): {proc.stderr.strip()[-2000:]}")
+    return json.loads(results.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -289,47 +284,27 @@ def resnet_ref(tmp_path_factory):
     return argv, ref
 
 
-def _fill(folder: Path) -> None:
-    """Write a file into ``folder`` until its filesystem has no byte left."""
-    with open(folder / "filler", "wb", buffering=0) as fh:
-        for chunk in (1 << 16, 1 << 12, 1):
-            while True:
-                try:
-                    fh.write(b"\0" * chunk)
-                except OSError:
-                    break
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("fill_when", ["partial", "progress.json"])
-def test_real_full_tmpfs_is_one_line_never_a_crash_and_resumes(fill_when, tmpfs, resnet_ref):
+def test_real_full_tmpfs_is_one_line_never_a_crash_and_resumes(fill_when, tmp_path, resnet_ref):
     """Issue 20: a tmpfs of (store size + 3 MiB) under --out, filled once ``r.h5.partial`` (or
     the first cursor) appears. HDF5 crashed in its close path (exit 139); now the store's
     space is reserved before HDF5 writes, the failure is one line, and a rerun after space is
     freed gives the uninterrupted run's bytes."""
     argv, ref = resnet_ref
-    disk = tmpfs(ref.stat().st_size + 3 * 2**20)
-    out = disk / "r.h5"
-    proc = subprocess.Popen(argv + ["--out", str(out)], cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    trigger = disk / f"r.h5.{fill_when}"
-    while not trigger.exists() and proc.poll() is None:
-        pass  # busy: the filler must win the race against the first writes
-    _fill(disk)
-    _, err = proc.communicate(timeout=600)
+    res = _on_a_full_tmpfs(tmp_path, ref.stat().st_size + 3 * 2**20, argv, f"r.h5.{fill_when}")
+    out = tmp_path / "tmpfs" / "r.h5"
+    first, err = res["first"], res["first"]["stderr"]
     lines = err.strip().splitlines()
-    assert proc.returncode in (0, 2), (proc.returncode, err[-3000:])  # never 139 (SIGSEGV)
-    if proc.returncode:
+    assert first["returncode"] in (0, 2), (first["returncode"], err[-3000:])  # never 139 (SIGSEGV)
+    if first["returncode"]:
         assert len(lines) == 1 and lines[0].startswith(f"actkit: error: no space left on the disk of {out}.partial "
                                                        "while "), err[-3000:]
         assert lines[0].endswith("free space and rerun the same command to resume")
-        assert not out.exists()
-    (disk / "filler").unlink()
-    again = subprocess.run(argv + ["--out", str(out)], cwd=REPO, env=_env(), capture_output=True, text=True,
-                           timeout=600)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert _sha(out) == _sha(ref)
-    assert sorted(p.name for p in disk.iterdir()) == ["r.h5"]
+        assert not first["out_exists"]
+    assert res["again"]["returncode"] == 0, res["again"]["stderr"][-2000:]
+    assert res["sha"] == _sha(ref)
+    assert res["listing"] == ["r.h5"]
 
 
 def test_store_creation_reserves_the_planned_size(tmp_path):
