@@ -24,8 +24,8 @@ import actkit
 from actkit.errors import SchedulerError, StoreError
 from actkit.store import LayerSpec, create_store
 
-da = pytest.importorskip("dask.array")  # the [dask] extra is part of [test]: present in CI
-distributed = pytest.importorskip("distributed")
+from dask import array as da  # the [dask] extra is part of [test]: present in CI
+import distributed
 
 
 def _store(path, X, layer="l", index=None, request=None):

@@ -46,7 +46,7 @@ def test_parquet_streams_rows_index_and_labels(store, tmp_path, capsys):
 
 
 def test_hf_datasets_folder_loads_with_load_from_disk(store, tmp_path, capsys):
-    datasets = pytest.importorskip("datasets")
+    import datasets
     path, X, index = store
     out = tmp_path / "ds"
     labels = tmp_path / "l.npy"
@@ -90,7 +90,7 @@ def test_label_columns_the_store_recorded_are_exported(tmp_path, capsys):
     t = pq.read_table(tmp_path / "a.parquet")
     assert t.column_names == ["sample", "position", "activation", "topic"]
     assert t["topic"].to_pylist() == ["bio"] * 3 + ["art"] * 3 + ["cs"] * 3 + ["bio"] * 3
-    datasets = pytest.importorskip("datasets")
+    import datasets
     run_cli(capsys, "export", str(path), "--format", "hf-datasets", "--out", str(tmp_path / "ds"), "--quiet")
     ds = datasets.load_from_disk(str(tmp_path / "ds"))
     assert ds[4]["topic"] == "art" and ds[4]["sample"] == 1 and ds[4]["position"] == 1

@@ -48,8 +48,8 @@ def test_export_saelens_defaults_and_small_blocks(tmp_path, store):
 
 
 def test_saelens_activations_store_reads_it(tmp_path, store):
-    torch = pytest.importorskip("torch")
-    sae_lens_store = pytest.importorskip("sae_lens.training.activations_store")
+    import torch
+    from sae_lens.training import activations_store as sae_lens_store
     path, X = store
     out = tmp_path / "cache"
     assert main(["export", str(path), "--format", "saelens", "--out", str(out), "--hook-name", "hook",

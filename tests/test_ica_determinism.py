@@ -91,8 +91,8 @@ def test_unmixing_bitwise_for_any_block_rows_and_threads_on_a_store(store_layer)
 
 
 def test_unmixing_bitwise_on_a_dask_local_cluster():
-    da = pytest.importorskip("dask.array")
-    distributed = pytest.importorskip("distributed")
+    from dask import array as da
+    import distributed
     X = _mixtures(n=12000, k=6, seed=3).astype(np.float64)
     # pre-whitened rows (whiten=False): Dask's own moments merge is exact only to 1e-12,
     # the passes of the solver are what must match bit for bit

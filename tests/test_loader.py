@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from actkit.errors import StoreError, ValidationError  # noqa: E402
 from actkit.loader import ActivationDataset  # noqa: E402

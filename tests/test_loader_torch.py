@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from actkit.errors import ValidationError  # noqa: E402
 from actkit.store import LayerSpec, create_store, open_store  # noqa: E402
@@ -76,7 +76,7 @@ def test_negative_workers_is_one_line(layer):
 def test_lightning_default_loaders(layer):
     """A LightningModule whose train_dataloader is a plain DataLoader over the rows, with two
     workers: each of two epochs sees every row once."""
-    pl = pytest.importorskip("pytorch_lightning")
+    import pytorch_lightning as pl
 
     seen = []
 

@@ -64,7 +64,7 @@ def test_export_overwrite_never_replaces_a_user_file(store, tmp_path, capsys, fm
 @pytest.mark.parametrize("fmt,name", [("parquet", "e.parquet"), ("hf-datasets", "e-hf")])
 def test_export_overwrite_replaces_its_own_export(store, tmp_path, capsys, fmt, name):
     if fmt == "hf-datasets":
-        pytest.importorskip("datasets")
+        import datasets
     out = tmp_path / name
     assert run_cli(capsys, "export", store, "--format", fmt, "--out", out, "--quiet")[0] == 0
     first = _tree(tmp_path)
@@ -88,7 +88,7 @@ def test_a_terminated_export_leaves_nothing(store, tmp_path, capsys, monkeypatch
     from actkit.export import export_store
 
     if fmt == "hf-datasets":
-        pytest.importorskip("datasets")
+        import datasets
     out = tmp_path / name
     assert run_cli(capsys, "export", store, "--format", fmt, "--out", out, "--quiet")[0] == 0
     before = _tree(tmp_path)

@@ -46,7 +46,7 @@ def scheduler():
     """The address of a real 2-worker LocalCluster on loopback, for ``--scheduler``."""
     import warnings
 
-    distributed = pytest.importorskip("distributed")
+    import distributed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",

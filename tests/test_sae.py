@@ -138,8 +138,8 @@ def test_saelens_pre6_configs_are_converted(tmp_path, X, arch, norm):
 
 @pytest.mark.parametrize("arch,norm,apply_b_dec,rescale", CASES)
 def test_saelens_side_by_side(tmp_path, X, arch, norm, apply_b_dec, rescale):
-    torch = pytest.importorskip("torch")
-    sae_lens = pytest.importorskip("sae_lens")
+    import torch
+    import sae_lens
     saelens_folder(tmp_path / "sae", arch, norm=norm, apply_b_dec=apply_b_dec, rescale=rescale)
     ref = sae_lens.SAE.load_from_disk(str(tmp_path / "sae"))
     with torch.no_grad():
@@ -201,9 +201,9 @@ def test_sparsify_formulas(tmp_path, X, activation, skip):
 
 @pytest.mark.parametrize("activation,skip", [("topk", False), ("groupmax", False), ("topk", True)])
 def test_sparsify_side_by_side(tmp_path, X, activation, skip, monkeypatch):
-    torch = pytest.importorskip("torch")
+    import torch
     monkeypatch.setenv("SPARSIFY_DISABLE_TRITON", "1")  # its CPU decoder (triton needs a GPU)
-    sparsify = pytest.importorskip("sparsify")
+    import sparsify
     sparsify_folder(tmp_path / "sp", activation=activation, skip=skip)
     ref = sparsify.SparseCoder.load_from_disk(tmp_path / "sp")
     x = torch.from_numpy(X)
@@ -294,8 +294,8 @@ def test_save_sae_round_trip(tmp_path, positive, code):
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_save_sae_loads_in_saelens(tmp_path):
-    torch = pytest.importorskip("torch")
-    sae_lens = pytest.importorskip("sae_lens")
+    import torch
+    import sae_lens
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1200, D_IN)).astype(np.float32)
     for positive in (True, False):

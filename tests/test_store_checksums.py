@@ -88,7 +88,7 @@ def test_unknown_checksum_algorithm_is_one_line(v2_store):
 
 @pytest.mark.parametrize("version", ["v3", "v2"])
 def test_the_loader_verifies_blocks_with_the_stores_own_algorithm(tmp_path, v2_store, version):
-    pytest.importorskip("torch")
+    import torch
     if version == "v3":
         path, rows = tmp_path / "s.h5", np.random.default_rng(2).standard_normal((1500, 64)).astype(np.float32)
         _write(path, rows)
