@@ -109,8 +109,9 @@ def image_record(sources: Sequence[str], *, location: Mapping[str, Any], image_s
     image_size : (H, W)
         What the model's preprocessing feeds it.
     resize : dict
-        ``{"shortest_edge": S}`` or ``{"height": H, "width": W}``, then a centre crop to
-        ``image_size`` (the model's own geometry; the colour normalisation is left out).
+        ``{"shortest_edge": S}`` or ``{"height": H, "width": W}``, with its ``resample`` filter
+        (``"bilinear"``, ``"bicubic"``, ...), then a centre crop to ``image_size`` (the model's
+        own geometry; the colour normalisation is left out).
     patch_grid : (gh, gw), optional
         A ViT's grid of patches (token ``prefix_tokens + h * gw + w``).
     prefix_tokens : int
@@ -190,10 +191,20 @@ class RecordedInputs:
         self._strings: dict = {}
         self._array = None
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], *, fingerprint: str = "", where: str = "") -> "RecordedInputs":
+        """In-memory inputs from :func:`text_record` / :func:`image_record` (not in a store)."""
+        return cls(meta_entry(record), dict(record["arrays"]), fingerprint=fingerprint, where=where)
+
+    def check_for(self, store) -> None:
+        """One line unless these are the inputs of ``store`` (a store or embedding file): equal
+        inputs fingerprints, or, where the store has none, as many samples."""
+        check_attachable(store, self)
+
     # --- raw arrays, checked once
     def _get(self, name: str) -> np.ndarray:
         if name not in self._cache:
-            if isinstance(self._source, Mapping):
+            if isinstance(self._source, dict):  # in memory (an h5py group is a Mapping too)
                 arr = np.asarray(self._source[name])
             else:
                 with integrity.h5_errors(self._where):
@@ -334,13 +345,17 @@ class RecordedInputs:
     def as_record(self) -> dict:
         """These inputs as :func:`text_record` / :func:`image_record` give them (what
         :func:`~actkit.store.create_store` writes: a copy of a store keeps its inputs)."""
-        names = sorted(self.info.get("sha256") or (self._source.keys() if isinstance(self._source, Mapping) else ()))
+        names = sorted(self.info.get("sha256") or (self._source.keys() if isinstance(self._source, dict) else ()))
         info = {k: v for k, v in self.info.items() if k not in ("kind", "n_samples", "sha256")}
         return {"kind": self.kind, "n_samples": self.n_samples, "info": info,
                 "arrays": {name: self._get(name) for name in names}}
 
     def __repr__(self):
         return f"<actkit RecordedInputs {self.kind}, {self.n_samples} samples>"
+
+
+#: resampling filter names -> PIL's codes (the values of PIL.Image.Resampling)
+_RESAMPLE = {"nearest": 0, "lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
 
 
 def preprocess_geometry(pil, resize: Mapping[str, Any], image_size) -> np.ndarray:
@@ -356,7 +371,7 @@ def preprocess_geometry(pil, resize: Mapping[str, Any], image_size) -> np.ndarra
     else:
         new = (int(resize["width"]), int(resize["height"]))
     if new != (w, h):
-        pil = pil.resize(new, Image.BICUBIC)
+        pil = pil.resize(new, _RESAMPLE.get(str(resize.get("resample", "bicubic")), Image.BICUBIC))
     arr = np.asarray(pil.convert("RGB"), dtype=np.uint8)
     if image_size is not None:
         H, W = (int(x) for x in image_size)
