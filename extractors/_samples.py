@@ -6,6 +6,7 @@ other."""
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,8 +101,6 @@ class Inputs:
         """Where each image sample came from: ``(sources, location)``, a path relative to the
         input folder or ``"i"`` (row ``i`` of the ``.npy`` array or dataset) per sample, and
         the input's location (``{"type": "folder" | "npy" | "dataset", "path": ...}``)."""
-        import os
-
         if self.image_files is not None:
             return ([Path(f).relative_to(self.root).as_posix() for f in self.image_files],
                     {"type": "folder", "path": os.path.abspath(self.root)})

@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from actkit.errors import InputError
+from actkit.store import text_record
 from actkit._warn import warn_user
 
 from ._base import Adapter, Batch
@@ -134,8 +135,6 @@ class TextAdapter(Adapter):
     def record_inputs(self, inputs) -> dict:
         """The token ids of every sample (windows with ``--context-length``), the tokenizer's
         identity and its vocabulary (:func:`tokenizer_record`)."""
-        from actkit.store import text_record
-
         return text_record([np.asarray(s, np.int64) for s in self._sequences()],
                            **tokenizer_record(self.tokenizer, self.info.get("revision")))
 

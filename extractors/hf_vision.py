@@ -16,6 +16,8 @@ import json
 import torch
 from PIL import Image
 
+from actkit.store import image_record
+
 from ._base import Adapter, Batch
 
 
@@ -45,8 +47,6 @@ class VisionAdapter(Adapter):
 
     def record_inputs(self, inputs) -> dict:
         """Each image's source and the processor's geometry (size, centre crop, ViT patch grid)."""
-        from actkit.store import image_record
-
         sources, location = inputs.sources()
         proc = self.processor
         size = dict(getattr(proc, "size", None) or {})

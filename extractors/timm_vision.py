@@ -10,9 +10,13 @@ the per-position rows need no transpose).
 
 from __future__ import annotations
 
+import math
+
 import timm.data
 import torch
 from PIL import Image
+
+from actkit.store import image_record
 
 from ._base import Adapter, Batch
 from .naming import Scheme, find_blocks
@@ -45,10 +49,6 @@ class TimmAdapter(Adapter):
     def record_inputs(self, inputs) -> dict:
         """Each image's source and timm's eval geometry (resize the shorter side to
         ``size / crop_pct``, centre crop to ``size``; a ViT's patch grid and prefix tokens)."""
-        import math
-
-        from actkit.store import image_record
-
         sources, location = inputs.sources()
         _, h, w = self.data_config["input_size"]
         crop_pct = float(self.data_config.get("crop_pct") or 1.0)

@@ -311,7 +311,7 @@ class RecordedInputs:
     def image(self, sample: int) -> np.ndarray:
         """(H, W, 3) uint8: image ``sample`` resized and cropped as the model's preprocessing
         did (``image_size``; its colour normalisation left out), read from its source."""
-        from PIL import Image
+        from PIL import Image  # PIL: only to show an image (`import actkit.store` stays light)
 
         self._require("image", "image")
         src = self.source(sample)
@@ -361,7 +361,7 @@ _RESAMPLE = {"nearest": 0, "lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, 
 def preprocess_geometry(pil, resize: Mapping[str, Any], image_size) -> np.ndarray:
     """``pil`` resized (``{"shortest_edge": S}`` or ``{"height", "width"}``) and centre-cropped
     to ``image_size`` (H, W), as (H, W, 3) uint8."""
-    from PIL import Image
+    from PIL import Image  # PIL: only to show an image (`import actkit.store` stays light)
 
     w, h = pil.size
     if "shortest_edge" in resize:
