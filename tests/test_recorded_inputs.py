@@ -287,3 +287,35 @@ def test_timm_vit_records_its_patch_grid(tiny_timm_vit, image_npy, tmp_path):
         __import__("PIL.Image").Image.fromarray(np.load(image_npy)[0])).numpy()
     px = (px * np.asarray(cfg["std"])[:, None, None] + np.asarray(cfg["mean"])[:, None, None]) * 255
     assert np.abs(img - px.transpose(1, 2, 0)).max() <= 1.01
+
+
+def test_cli_skip_special_tokens_equals_the_api(text_pair, text_file, tmp_path, capsys):
+    model, _, skip = text_pair
+    out = tmp_path / "cli.h5"
+    code, _, err = run_cli(capsys, "extract", model, "--inputs", text_file, "--layers", "resid.1,embed,resid.0",
+                           "--skip-special-tokens", "--out", out, "--no-progress")
+    assert code == 0, err
+    with open_store(out) as a, open_store(skip) as b:
+        assert a.layers == b.layers and a.request == b.request
+        for name in a.layers:
+            assert np.array_equal(a[name].index, b[name].index)
+            assert np.array_equal(np.asarray(a[name]), np.asarray(b[name]))
+    line = cli_error(capsys, "extract", model, "--inputs", text_file, "--layers", "resid.0", "--pool", "mean",
+                     "--skip-special-tokens", "--out", tmp_path / "m.h5")
+    assert "--pool none" in line and not (tmp_path / "m.h5").exists()
+
+
+def test_an_embedding_file_takes_its_inputs_again(tiny_bert, text_file, tmp_path):
+    from actkit.extractors import record_inputs
+    from actkit.matrix_files import open_matrix
+
+    np.save(tmp_path / "emb.npy", np.random.default_rng(0).standard_normal((len(SENTENCES), 5)).astype(np.float32))
+    tok = _tokenizer(tiny_bert)
+    with open_matrix(tmp_path / "emb.npy") as emb:
+        assert emb.inputs is None
+        with pytest.raises(ActkitError, match="does not record the model"):
+            record_inputs(emb, text_file)
+        rec = record_inputs(emb, text_file, model=str(tiny_bert))
+        assert emb.inputs is rec and rec.tokens(2) == [tok.decode([t]) for t in tok(SENTENCES[2])["input_ids"]]
+        with pytest.raises(ActkitError, match="hold 3 samples"):
+            record_inputs(emb, text_file, model=str(tiny_bert), max_samples=3)
