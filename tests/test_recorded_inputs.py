@@ -319,3 +319,16 @@ def test_an_embedding_file_takes_its_inputs_again(tiny_bert, text_file, tmp_path
         assert emb.inputs is rec and rec.tokens(2) == [tok.decode([t]) for t in tok(SENTENCES[2])["input_ids"]]
         with pytest.raises(ActkitError, match="hold 3 samples"):
             record_inputs(emb, text_file, model=str(tiny_bert), max_samples=3)
+
+
+def test_a_row_selection_compares_the_same_on_dask(text_pair, tmp_path, capsys):
+    _, full, _ = text_pair
+    args = ["--layer-a", "resid.0", "--layer-b", "resid.1", "--methods", "rigid", "--quiet", "--drop-special-tokens"]
+    code, _, err = run_cli(capsys, "compare", full, full, *args, "--json", tmp_path / "here.json")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "compare", full, full, *args, "--scheduler", "local:1", "--json", tmp_path / "dask.json")
+    assert code == 0, err
+    here, dask = (json.loads((tmp_path / f"{k}.json").read_text()) for k in ("here", "dask"))
+    assert dask["n_rows"] == here["n_rows"]
+    assert dask["rigid"] == pytest.approx(here["rigid"], rel=1e-9) and dask["linear_cka"] == pytest.approx(
+        here["linear_cka"], rel=1e-9)
