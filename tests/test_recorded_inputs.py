@@ -332,3 +332,19 @@ def test_a_row_selection_compares_the_same_on_dask(text_pair, tmp_path, capsys):
     assert dask["n_rows"] == here["n_rows"]
     assert dask["rigid"] == pytest.approx(here["rigid"], rel=1e-9) and dask["linear_cka"] == pytest.approx(
         here["linear_cka"], rel=1e-9)
+
+
+def test_token_windows_record_the_windows_and_take_them_again(tiny_neox_bos_eos, text_file, tmp_path, monkeypatch):
+    from actkit.extractors import record_inputs
+    from actkit.extractors.hf_text import TextAdapter
+
+    out = _extract(tiny_neox_bos_eos, text_file, tmp_path / "w.h5", layers="resid.0", context_length=8)
+    monkeypatch.setattr(TextAdapter, "record_inputs", lambda self, data: None)
+    old = _extract(tiny_neox_bos_eos, text_file, tmp_path / "old.h5", layers="resid.0", context_length=8)
+    monkeypatch.undo()
+    with open_store(out) as st, open_store(old) as o:
+        rec = st.inputs
+        assert rec.n_samples == st.n_samples > 1 and set(rec.lengths.tolist()) == {8}
+        assert st["resid.0"].index[:8, 1].tolist() == list(range(8))
+        again = record_inputs(o, text_file)
+        assert all(again.token_ids(w).tolist() == rec.token_ids(w).tolist() for w in range(st.n_samples))
