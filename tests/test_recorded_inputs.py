@@ -348,3 +348,24 @@ def test_token_windows_record_the_windows_and_take_them_again(tiny_neox_bos_eos,
         assert st["resid.0"].index[:8, 1].tolist() == list(range(8))
         again = record_inputs(o, text_file)
         assert all(again.token_ids(w).tolist() == rec.token_ids(w).tolist() for w in range(st.n_samples))
+
+
+def test_dataset_images_are_shown_through_record_inputs(tiny_vit, tmp_path):
+    import datasets
+    from PIL import Image
+    from transformers import AutoImageProcessor
+
+    from actkit.extractors import record_inputs
+    from conftest import make_images
+
+    pics = [Image.fromarray(a) for a in make_images(n=4)]
+    datasets.Dataset.from_dict({"image": pics}).cast_column("image", datasets.Image()).save_to_disk(tmp_path / "ds")
+    out = actkit.extract(str(tiny_vit), tmp_path / "ds", tmp_path / "d.h5", layers="resid.0", progress=False)
+    proc = AutoImageProcessor.from_pretrained(tiny_vit)
+    with open_store(out) as st:
+        assert st.inputs.source(3) == "3" and st.inputs.info["location"]["type"] == "dataset"
+        with pytest.raises(ActkitError, match="record_inputs"):
+            st.inputs.image(0)
+        rec = record_inputs(st, tmp_path / "ds")
+        assert st.inputs is rec
+        assert np.abs(rec.image(2) - _processed(proc, [pics[2]])[0]).max() <= 1.01
