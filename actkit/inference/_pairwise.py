@@ -60,7 +60,8 @@ def _gather2(M, r):
 # ---------------------------------------------------------------------------------------- RSA
 class RSAStructure:
     """RSA's RDMs of the row sample: value under ``r`` from the (ranked) RDMs as full
-    matrices; bootstrap values from the upper triangles sorted once."""
+    matrices; bootstrap values from the upper triangles sorted once, each pair's weight read
+    from a (G, G) table of sample pairs in that order."""
 
     def __init__(self, a, b, layout, method="spearman", permutations=True, bootstrap=True):
         from actkit.measures.rsa import _average_ranks, _rdm_upper
@@ -68,79 +69,83 @@ class RSAStructure:
         self.method, self.layout = method, layout
         n = layout.n
         iu, ju = np.triu_indices(n, 1)
-        self.sides = []
+        block = (layout.sid[iu] * layout.G + layout.sid[ju]).astype(np.int32) if bootstrap else None
+        self.sides, centred = [], []
         for X in (a, b):
             v = _rdm_upper(X)
-            t = _average_ranks(v) if method == "spearman" else v
-            self.sides.append(_Side(_host(v), _host(t), bootstrap))
-        self.den = float(np.prod([np.linalg.norm(s.tc) for s in self.sides]))
+            t = _host(_average_ranks(v) if method == "spearman" else v)
+            centred.append(t - t.mean())
+            if bootstrap:
+                self.sides.append(_Side(_host(v), block, method))
+        self.den = float(np.linalg.norm(centred[0]) * np.linalg.norm(centred[1]))
         if permutations:
             self.full = []
-            for s in self.sides:
+            for tc in centred:
                 F = np.zeros((n, n))
-                F[iu, ju] = s.tc
+                F[iu, ju] = tc
                 self.full.append(F + F.T)
-        if bootstrap:
-            G = layout.G
-            self.block = (layout.sid[iu] * G + layout.sid[ju]).astype(np.int32)
-        for s in self.sides:
-            s.tc = None
+        if bootstrap:                 # B's sorted position of each pair, in A's sorted order
+            pos_b = np.empty(iu.size, dtype=np.int64)
+            pos_b[self.sides[1].order] = np.arange(iu.size)
+            self.a_to_b = pos_b[self.sides[0].order].astype(self.sides[0].order.dtype)
+            for side in self.sides:
+                side.order = None
 
     @staticmethod
     def nbytes(n, permutations, bootstrap):
         m = n * (n - 1) // 2
-        return 16 * n * n * bool(permutations) + m * (4 + 2 * 24) * bool(bootstrap) + 32 * m
+        return 16 * n * n * bool(permutations) + 40 * m * bool(bootstrap) + 32 * m
 
     def permuted(self, r):
         Fa, Fb = self.full
-        return float(0.5 * np.vdot(Fa, _gather2(Fb, r)) / self.den)
+        return float(0.5 * np.vdot(Fa, Fb.take(r, 0).take(r, 1)) / self.den)
 
     def resampled(self, m):
         m = np.asarray(m, dtype=np.float64)
         M = np.outer(m, m)
         M[np.diag_indices_from(M)] = m          # two rows of one sample: once per drawn copy
         Mf = M.ravel()
-        w = Mf[self.block]
-        W = w.sum()
-        xs = [s.weighted(Mf, w, W, self.method) for s in self.sides]
-        num = np.dot(w, xs[0] * xs[1])
-        den = np.sqrt(np.dot(w, xs[0] * xs[0]) * np.dot(w, xs[1] * xs[1]))
+        (xa, wa), (xb, wb) = (s.weighted(Mf) for s in self.sides)
+        wxa = wa * xa
+        num = np.dot(wxa, xb.take(self.a_to_b))
+        den = np.sqrt(np.dot(wxa, xa) * np.dot(wb * xb, xb))
         return float(num / den) if den > 0 else float("nan")
 
 
 class _Side:
-    """One side's RDM upper triangle: the values, their centred transform (ranks or values)
-    and, for the bootstrap, the order sorted once with its groups of ties."""
+    """One side's RDM upper triangle in its sorted order: each pair's sample-pair index
+    (``k``), its groups of ties, and (Pearson) its values."""
 
-    def __init__(self, v, t, bootstrap):
-        self.tc = t - t.mean()
-        if not bootstrap:
-            return
-        self.v = v
+    def __init__(self, v, block, method):
+        self.method = method
         order = np.argsort(v, kind="stable")
-        self.order = order.astype(np.int32 if v.size < 2 ** 31 else np.int64)
+        idx = np.int32 if v.size < 2 ** 31 else np.int64
+        self.order = order.astype(idx)
+        self.k = block[order]
         sv = v[order]
-        self.starts = np.concatenate([[0], np.flatnonzero(np.diff(sv) != 0) + 1])
-        self.ties = self.starts.size < sv.size
+        self.v = sv if method != "spearman" else None
+        new = np.r_[True, np.diff(sv) != 0]
+        self.ties = not new.all()
         if self.ties:
-            self.group = (np.cumsum(np.r_[0, np.diff(sv) != 0])).astype(np.int32)
-        self.block_sorted = None
+            self.starts = np.flatnonzero(new)
+            self.group = (np.cumsum(new) - 1).astype(idx)
 
-    def weighted(self, Mf, w, W, method):
-        """The centred weighted ranks (or values) in pair order."""
-        if method != "spearman":
-            return self.v - np.dot(w, self.v) / W
-        ws = w[self.order]
+    def weighted(self, Mf):
+        """``(x, w)`` in sorted order: the centred weighted average ranks (or values) and
+        the pairs' weights."""
+        w = Mf.take(self.k)
+        W = w.sum()
+        if self.method != "spearman":
+            return self.v - np.dot(w, self.v) / W, w
         if self.ties:
-            gw = np.add.reduceat(ws, self.starts)
-            avg = np.cumsum(gw) - (gw - 1) / 2
-            rs = avg[self.group]
+            gw = np.add.reduceat(w, self.starts)
+            ranks = (np.cumsum(gw) - (gw - 1) / 2)[self.group]
         else:
-            rs = np.cumsum(ws) - (ws - 1) / 2
-        out = np.empty_like(rs)
-        out[self.order] = rs
-        out -= (W + 1) / 2                      # the weighted mean of average ranks
-        return out
+            ranks = np.cumsum(w)
+            ranks -= 0.5 * w
+            ranks += 0.5
+        ranks -= (W + 1) / 2                      # the weighted mean of average ranks
+        return ranks, w
 
 
 # ---------------------------------------------------------------------------------------- kNN
@@ -224,6 +229,31 @@ def _positions(la, lb, block=256):
         hit = eq.any(-1)
         out[s:s + block][hit] = eq.argmax(-1)[hit]
     return out
+
+
+class CknnaStructure:
+    """CKNNA's neighbour lists with their kernel values: permutations only (a bootstrap
+    resample recomputes from the rows: which copy of a row a list holds is not defined)."""
+
+    def __init__(self, a, b, layout, k=10, permutations=True, bootstrap=True):
+        from actkit.measures.knn import _neighbours, _normalised
+
+        self.lists = [_neighbours(_normalised(X), int(k)) for X in (a, b)]
+
+    @staticmethod
+    def nbytes(n, permutations, bootstrap):
+        return n * 16 * 40
+
+    def permuted(self, r):
+        import torch  # torch: ~1.2 s at import (measured); only with a row-based measure
+
+        from actkit.measures.knn import cknna_from_lists
+
+        (ka, ia), (lb, ib) = self.lists
+        rt = torch.as_tensor(r, device=ia.device)
+        inv = torch.empty_like(rt)
+        inv[rt] = torch.arange(rt.numel(), device=ia.device)
+        return cknna_from_lists(ka, ia, lb[rt], inv[ib[rt]])
 
 
 # ---------------------------------------------------------------------------------------- dcor
@@ -363,7 +393,7 @@ def _weighted_median(sorted_pairs, w):
 
 #: measure name -> (structure class, its parameter names)
 STRUCTURES = {"rsa": RSAStructure, "mutual_knn": KnnStructure, "jaccard_knn": KnnStructure,
-              "dcor": DcorStructure, "rbf_cka": RbfCkaStructure}
+              "cknna": CknnaStructure, "dcor": DcorStructure, "rbf_cka": RbfCkaStructure}
 
 
 def structure_for(name, params, a, b, layout, *, permutations, bootstrap):

@@ -58,6 +58,19 @@ def infer_rows(a, b, sample_ids, measures, *, permutations=0, bootstrap=0, confi
     """
     import torch  # torch: ~1.2 s at import (measured); import actkit.alignment stays torch-free
 
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)     # a torch reduction's digits depend on its threads: one, and
+    try:                         # the resamples on the budget's workers
+        return _infer_rows(a, b, sample_ids, measures, permutations, bootstrap, confidence, random_state,
+                           interval, progress, structures)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _infer_rows(a, b, sample_ids, measures, permutations, bootstrap, confidence, random_state, interval,
+                progress, structures):
+    import torch  # torch: ~1.2 s at import (measured); import actkit.alignment stays torch-free
+
     inv = np.unique(sample_ids, return_inverse=True)[1].ravel()
     order = np.argsort(inv, kind="stable")
     layout = Layout(inv[order])
@@ -83,12 +96,12 @@ def infer_rows(a, b, sample_ids, measures, *, permutations=0, bootstrap=0, confi
         spans = [(s, min(len(draws), s + ROW_BATCH)) for s in range(0, len(draws), ROW_BATCH)]
 
         def task(span, draws=draws, which=which):
-            with small_linalg():
-                return [[evals[k][which](draws[j]) for k in names] for j in range(*span)]
+            return [[evals[k][which](draws[j]) for k in names] for j in range(*span)]
 
-        for (s0, s1), vals in zip(spans, map_ordered(task, spans, workers)):
-            out[s0:s1] = vals
-            bar.update(s1 - s0)
+        with small_linalg():      # one BLAS thread for every task (a dot's digits)
+            for (s0, s1), vals in zip(spans, map_ordered(task, spans, workers)):
+                out[s0:s1] = vals
+                bar.update(s1 - s0)
     bar.close()
     records = measure_records(names, measures, observed, null, boot, permutations, bootstrap, confidence,
                               interval)
@@ -143,11 +156,12 @@ def _estimate(names, evals, R, W, n, progress):
                     evals[k][which](draws[0])
             t += (time.perf_counter() - t0) * len(draws)
     t /= max(1, current_threads())
-    fit = int(n * np.sqrt(TARGET_SECONDS / t)) if t > 0 else n
-    fit = max(100, fit // 100 * 100)
-    print(f"actkit: compare: resampling {', '.join(names)} on {n:,} rows ({len(R)} permutations + "
-          f"{len(W)} bootstrap resamples): about {_clock(t)}; --max-rows {fit:,} would take about "
-          f"{_clock(TARGET_SECONDS if fit < n else t * (fit / n) ** 2)}", file=sys.stderr, flush=True)
+    line = (f"actkit: compare: resampling {', '.join(names)} on {n:,} rows ({len(R)} permutations + "
+            f"{len(W)} bootstrap resamples): about {_clock(t)}")
+    if t > TARGET_SECONDS:      # the cost grows with the square of the rows
+        fit = max(100, int(n * np.sqrt(TARGET_SECONDS / t)) // 100 * 100)
+        line += f"; --max-rows {fit:,} would take about {_clock(t * (fit / n) ** 2)}"
+    print(line, file=sys.stderr, flush=True)
     return t
 
 
