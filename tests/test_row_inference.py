@@ -17,7 +17,7 @@ import torch
 import actkit
 from actkit._threads import use_threads
 from actkit.inference import infer_rows
-from actkit.inference._pairwise import Layout, structure_for
+from actkit.measures import SampleLayout, structure_for
 from actkit.inference._resample import bootstrap_draws
 from actkit.measures import get_measure, sample_by_groups
 
@@ -76,7 +76,7 @@ def test_a_resample_that_draws_each_sample_at_most_once_equals_the_measure_on_it
     """Where no sample is drawn twice the definitions coincide: the structure's value is the
     measure recomputed on the drawn samples' rows."""
     A, B, sid = _texts(G=30, seed=2)
-    a, b, layout = torch.from_numpy(A), torch.from_numpy(B), Layout(sid)
+    a, b, layout = torch.from_numpy(A), torch.from_numpy(B), SampleLayout(sid)
     rng = np.random.default_rng(0)
     for name, params in STRUCTURED:
         st = structure_for(name, params, a, b, layout, permutations=False, bootstrap=True)
@@ -140,7 +140,7 @@ def test_a_bootstrap_resample_never_pairs_a_sample_with_its_copy(name, params):
     and the pairs of a row with its copies (and of two copies of one sample) are left out
     of the RDMs; the structure's value equals that brute force on the resampled rows."""
     A, B, sid = _texts(G=16, seed=3)
-    st = structure_for(name, params, torch.from_numpy(A), torch.from_numpy(B), Layout(sid),
+    st = structure_for(name, params, torch.from_numpy(A), torch.from_numpy(B), SampleLayout(sid),
                        permutations=False, bootstrap=True)
     for w in bootstrap_draws(16, 4, 5):
         assert w.max() >= 2

@@ -4,10 +4,10 @@ A row-based measure (``rsa``, ``mutual_knn``, ``dcor``, ...) is computed from a 
 sample of input samples (:func:`actkit.measures.rows_of`); its inference uses the same rows:
 a permutation re-pairs the sampled input samples of B with those of A (equal lengths, as for
 the moments), a bootstrap resample takes the sampled input samples with replacement. Both
-re-index the measure's pairwise structure, computed once (:mod:`actkit.inference._pairwise`:
+re-index the measure's pairwise structure, computed once (:mod:`actkit.measures._structures`:
 RDMs, neighbour lists, distance and kernel matrices), rather than recomputing the measure
 from the resampled rows; a measure without one (``cknna``'s bootstrap), or whose structure
-would not fit :data:`~actkit.inference._pairwise.STRUCTURE_BYTES`, recomputes. Before the
+would not fit :data:`actkit.measures._structures.STRUCTURE_BYTES`, recomputes. Before the
 resamples, one timed evaluation of each gives an estimate of the time, printed on stderr
 with the ``max_rows`` that would fit in about :data:`TARGET_SECONDS`.
 """
@@ -21,7 +21,7 @@ import numpy as np
 
 from actkit._progress import progress_bar
 from actkit._threads import current_threads, map_ordered, small_linalg
-from actkit.inference._pairwise import Layout, structure_for
+from actkit.measures import SampleLayout, structure_for
 from actkit.inference._resample import bootstrap_draws, measure_records, permutation_draws
 
 #: the ``max_rows`` the estimate suggests would take about this long (seconds)
@@ -43,7 +43,7 @@ def infer_rows(a, b, sample_ids, measures, *, permutations=0, bootstrap=0, confi
         Input sample of each row.
     measures : dict of name -> (compute(a, b), kind)
         ``compute`` may carry ``.measure`` (the registry's name) and ``.params``: then its
-        structure (:func:`~actkit.inference._pairwise.structure_for`) is used.
+        structure (:func:`~actkit.measures._structures.structure_for`) is used.
     progress : bool, optional
         None: the estimate and a bar on a terminal, else log lines; False: neither.
     structures : bool, default=True
@@ -73,7 +73,7 @@ def _infer_rows(a, b, sample_ids, measures, permutations, bootstrap, confidence,
 
     inv = np.unique(sample_ids, return_inverse=True)[1].ravel()
     order = np.argsort(inv, kind="stable")
-    layout = Layout(inv[order])
+    layout = SampleLayout(inv[order])
     position = np.arange(layout.n) - layout.offsets[layout.sid]
     idx = torch.as_tensor(order, device=a.device)
     a, b = a[idx], b[idx]

@@ -43,7 +43,7 @@ def _centred(p, r, s, n, unbiased):
 
 def _centred_sums(p, rs, rsum, ssum, n, unbiased):
     """:func:`_centred` from ``p``, ``rs = r . s``, ``rsum = sum r``, ``ssum = sum s`` (also
-    what a bootstrap resample's weighted sums give: actkit.inference._pairwise)."""
+    what a bootstrap resample's weighted sums give: actkit.measures._structures)."""
     if not unbiased:   # A = D - r_i/n - r_j/n + g/n^2 (D symmetric)
         return p - 2.0 / n * rs + rsum * ssum / n ** 2
     # A_ij = D_ij - a_i - a_j + c off the diagonal, 0 on it: a = r/(n-2), c = g/((n-1)(n-2))

@@ -90,7 +90,7 @@ def cknna_from_rows(A, B, k=10):
 
 def cknna_from_lists(ka, ia, lb, ib):
     """CKNNA from both sides' neighbour lists: values and indices (n, k), decreasing (what a
-    permutation of B's rows re-indexes: actkit.inference._pairwise)."""
+    permutation of B's rows re-indexes: actkit.measures._structures)."""
     import torch  # torch: ~1.2 s at import (measured); the registry imports every measure module, torch-free ones too
 
     n, k = ia.shape

@@ -21,19 +21,26 @@ input sample that no row meets through another copy of itself:
   multiplicities; ``rbf_cka`` takes the median bandwidth of the resampled rows anew.
 
 Everything here runs in numpy on the CPU at one BLAS thread per task (the structures are
-built on the measures' device), so the digits do not depend on the thread count.
+built on the measures' device), so the digits do not depend on the thread count. Used by
+:func:`actkit.inference.infer_rows`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from actkit.measures._rowtools import pairwise_sq_distances, row_blocks
+from actkit.measures.cka import _median
+from actkit.measures.distance_correlation import _centred_sums, _distances
+from actkit.measures.knn import _neighbours, _normalised, cknna_from_lists
+from actkit.measures.rsa import _average_ranks, _rdm_upper
+
 #: the structures of one measure are kept up to this many bytes; above, a resample recomputes
 #: the measure from the resampled rows
 STRUCTURE_BYTES = 2 << 30
 
 
-class Layout:
+class SampleLayout:
     """Rows in input-sample order: ``sid`` (n,), ``n_s`` (G,), ``offsets`` (G + 1,)."""
 
     def __init__(self, sid):
@@ -64,8 +71,6 @@ class RSAStructure:
     from a (G, G) table of sample pairs in that order."""
 
     def __init__(self, a, b, layout, method="spearman", permutations=True, bootstrap=True):
-        from actkit.measures.rsa import _average_ranks, _rdm_upper
-
         self.method, self.layout = method, layout
         n = layout.n
         iu, ju = np.triu_indices(n, 1)
@@ -153,8 +158,6 @@ class KnnStructure:
     """Both sides' neighbour lists (each row's ``depth`` nearest, cosine, self excluded)."""
 
     def __init__(self, a, b, layout, k=10, kind="mutual_knn", permutations=True, bootstrap=True):
-        from actkit.measures.knn import _neighbours, _normalised
-
         self.k, self.kind, self.layout = int(k), kind, layout
         n = layout.n
         self.depth = min(n - 1, max(4 * self.k, self.k + 32)) if bootstrap else self.k
@@ -236,8 +239,6 @@ class CknnaStructure:
     resample recomputes from the rows: which copy of a row a list holds is not defined)."""
 
     def __init__(self, a, b, layout, k=10, permutations=True, bootstrap=True):
-        from actkit.measures.knn import _neighbours, _normalised
-
         self.lists = [_neighbours(_normalised(X), int(k)) for X in (a, b)]
 
     @staticmethod
@@ -246,8 +247,6 @@ class CknnaStructure:
 
     def permuted(self, r):
         import torch  # torch: ~1.2 s at import (measured); only with a row-based measure
-
-        from actkit.measures.knn import cknna_from_lists
 
         (ka, ia), (lb, ib) = self.lists
         rt = torch.as_tensor(r, device=ia.device)
@@ -261,9 +260,6 @@ class DcorStructure:
     """The two distance matrices ``D``, ``E`` of the row sample (as dcor forms them)."""
 
     def __init__(self, a, b, layout, unbiased=False, permutations=True, bootstrap=True):
-        from actkit.measures._rowtools import row_blocks
-        from actkit.measures.distance_correlation import _distances
-
         self.unbiased, self.layout = bool(unbiased), layout
         n = layout.n
         mats = []
@@ -280,8 +276,6 @@ class DcorStructure:
         return 5 * 8 * n * n
 
     def _centred(self, p, rs, rsum, ssum, n):
-        from actkit.measures.distance_correlation import _centred_sums
-
         return _centred_sums(p, rs, rsum, ssum, n, self.unbiased)
 
     def _finish(self, xy, xx, yy):
@@ -314,9 +308,6 @@ class RbfCkaStructure:
     ``gram_rbf``, median bandwidth)."""
 
     def __init__(self, a, b, layout, sigma=0.8, permutations=True, bootstrap=True):
-        from actkit.measures._rowtools import pairwise_sq_distances
-        from actkit.measures.cka import _median
-
         self.sigma, self.layout = float(sigma), layout
         self.d2 = [_host(pairwise_sq_distances(X)) for X in (a, b)]
         self.K = [np.exp(d * (-1.0 / (2.0 * self.sigma ** 2 * _median(_t(d))))) for d in self.d2]
