@@ -59,9 +59,18 @@ def _host(t):
     return t.detach().cpu().numpy().astype(np.float64, copy=False)
 
 
-def _gather2(M, r):
-    """``M[r][:, r]`` (the matrix with rows and columns re-paired)."""
-    return M[np.ix_(r, r)]
+#: rows of one step of :func:`_permuted_dot` (a constant: the same digits at any thread count)
+DOT_ROWS = 32
+
+
+def _permuted_dot(Fa, Fb, r):
+    """``sum_ij Fa[i, j] Fb[r_i, r_j]`` in steps of rows: each step's gather of ``Fb`` stays in
+    cache for its product (3x faster than gathering all of ``Fb[r][:, r]`` first)."""
+    total = 0.0
+    for lo in range(0, r.size, DOT_ROWS):
+        hi = min(r.size, lo + DOT_ROWS)
+        total += np.vdot(Fa[lo:hi], Fb.take(r[lo:hi], 0).take(r, 1))
+    return total
 
 
 # ---------------------------------------------------------------------------------------- RSA
@@ -103,7 +112,7 @@ class RSAStructure:
 
     def permuted(self, r):
         Fa, Fb = self.full
-        return float(0.5 * np.vdot(Fa, Fb.take(r, 0).take(r, 1)) / self.den)
+        return float(0.5 * _permuted_dot(Fa, Fb, r) / self.den)
 
     def resampled(self, m):
         m = np.asarray(m, dtype=np.float64)
@@ -287,7 +296,7 @@ class DcorStructure:
 
     def permuted(self, r):
         n = r.size
-        xy = self._centred(np.vdot(self.D, _gather2(self.E, r)), self.r @ self.s[r], self.r.sum(),
+        xy = self._centred(_permuted_dot(self.D, self.E, r), self.r @ self.s[r], self.r.sum(),
                            self.s.sum(), n)
         return self._finish(xy, self.xx, self.yy)
 
@@ -328,14 +337,16 @@ class RbfCkaStructure:
     def nbytes(n, permutations, bootstrap):
         return 4 * 8 * n * n + (2 * 8 * n * n if bootstrap else 0)
 
+    def _permuted_kl(self, r):
+        (K, L), (rk, rl), n = self.K, self.rk, r.size
+        return _permuted_dot(K, L, r) - 2.0 / n * (rk @ rl[r]) + rk.sum() * rl.sum() / n ** 2
+
     @staticmethod
     def _dot(K, L, rk, rl, n):
         return np.vdot(K, L) - 2.0 / n * (rk @ rl) + rk.sum() * rl.sum() / n ** 2
 
     def permuted(self, r):
-        K, L = self.K
-        n = r.size
-        kl = self._dot(K, _gather2(L, r), self.rk[0], self.rk[1][r], n)
+        kl = self._permuted_kl(r)
         return float(kl / (np.sqrt(self.kk[0]) * np.sqrt(self.kk[1])))
 
     def resampled(self, m):
