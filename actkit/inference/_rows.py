@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from actkit._progress import progress_bar
+from actkit._progress import heartbeat, progress_bar
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.measures import SampleLayout, structure_for
 from actkit.inference._resample import bootstrap_draws, measure_records, permutation_draws
@@ -86,8 +86,10 @@ def _infer_rows(a, b, sample_ids, measures, permutations, bootstrap, confidence,
     null = np.full((permutations, len(names)), np.nan)
     boot = np.full((bootstrap, len(names)), np.nan)
     evals = {}
-    for k in names:
-        evals[k] = _evaluators(k, measures[k][0], a, b, layout, permutations, bootstrap, structures)
+    if permutations or bootstrap:
+        for k in names:      # a log line a minute while a structure is built (on a terminal: none)
+            with heartbeat(f"compare: {k}: pairwise structure of {layout.n:,} rows", progress):
+                evals[k] = _evaluators(k, measures[k][0], a, b, layout, permutations, bootstrap, structures)
     _estimate(names, evals, R, W, layout.n, progress)
     bar = progress_bar(permutations + bootstrap, f"compare: resampling {', '.join(names)}", progress,
                        unit="resample")
