@@ -251,3 +251,18 @@ def test_a_long_estimate_names_the_max_rows_that_fits(capsys, monkeypatch):
     infer_rows(torch.from_numpy(A), torch.from_numpy(B), sid, measures, permutations=3, bootstrap=3)
     err = capsys.readouterr().err
     assert "--max-rows 100 would take about" in err
+
+
+def test_a_row_sample_of_texts_of_unique_lengths_carries_a_note():
+    """All rows fit (whole texts), and no two texts share a length: no sampled row can be
+    re-paired; permutation_exchangeable is 0 for the measure and a note says so."""
+    rng = np.random.default_rng(9)
+    g = np.repeat(np.arange(12), np.arange(3, 15))
+    A = rng.normal(size=(g.size, 6))
+    B = A @ rng.normal(size=(6, 5)) + rng.normal(size=(g.size, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = actkit.compare(A, B, groups=g, methods=("rigid",), measures=["mutual_knn"], permutations=5,
+                             progress=False)
+    assert res.to_dict()["mutual_knn_permutation_exchangeable"] == 0.0
+    assert any(n.startswith("mutual_knn: only 0% of its sampled rows") for n in res.notes)
