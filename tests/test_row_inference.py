@@ -133,13 +133,18 @@ def _knn_reference(A, B, sid, w, k, kind):
     return float(np.mean(c / k if kind == "mutual_knn" else c / (2 * k - c)))
 
 
-@pytest.mark.parametrize("name,params", [("rsa", {"method": "spearman"}), ("rsa", {"method": "pearson"}),
-                                         ("mutual_knn", {"k": 4}), ("jaccard_knn", {"k": 4})])
-def test_a_bootstrap_resample_never_pairs_a_sample_with_its_copy(name, params):
+@pytest.mark.parametrize("name,params,ties", [("rsa", {"method": "spearman"}, False),
+                                              ("rsa", {"method": "spearman"}, True),
+                                              ("rsa", {"method": "pearson"}, False),
+                                              ("mutual_knn", {"k": 4}, False), ("jaccard_knn", {"k": 4}, False)])
+def test_a_bootstrap_resample_never_pairs_a_sample_with_its_copy(name, params, ties):
     """A sample drawn twice is two distinct input samples: no row is its copy's neighbour,
     and the pairs of a row with its copies (and of two copies of one sample) are left out
-    of the RDMs; the structure's value equals that brute force on the resampled rows."""
+    of the RDMs; the structure's value equals that brute force on the resampled rows (also
+    with tied RDM entries: two identical rows, as repeated [CLS] tokens give)."""
     A, B, sid = _texts(G=16, seed=3)
+    if ties:
+        A[-1], B[-1] = A[0], B[0]
     st = structure_for(name, params, torch.from_numpy(A), torch.from_numpy(B), SampleLayout(sid),
                        permutations=False, bootstrap=True)
     for w in bootstrap_draws(16, 4, 5):
