@@ -18,7 +18,9 @@ input sample that no row meets through another copy of itself:
   (a multiset: the copies of a row are tied);
 * ``dcor``, ``rbf_cka``: the V-statistics of the resampled rows, duplicates included (their
   definitions; a copy's distance 0 is part of them), from the matrices weighted by the row
-  multiplicities; ``rbf_cka`` takes the median bandwidth of the resampled rows anew.
+  multiplicities; ``rbf_cka`` takes the median bandwidth of the resampled rows anew;
+* ``cknna``: permutations only (its neighbour lists and kernel values re-indexed); its
+  bootstrap recomputes from the resampled rows.
 
 Everything here runs in numpy on the CPU at one BLAS thread per task (the structures are
 built on the measures' device), so the digits do not depend on the thread count. Used by
