@@ -301,7 +301,11 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     records, resampling_info = uncertainty(
         A, B, groups, chosen, pair, {**sims, **asked}, errors, eval_rows, diam_b,
         permutations=permutations, bootstrap=bootstrap, confidence=confidence,
-        interval=interval, random_state=random_state, max_rows=max_rows, device=device)
+        interval=interval, random_state=random_state, max_rows=max_rows, device=device, progress=progress)
+    for name, rec in records.items():
+        if rec.exchangeable is not None and rec.exchangeable < 0.5:
+            _note(notes, f"{name}: only {rec.exchangeable:.0%} of its sampled rows are in input samples that "
+                  f"another of equal length can replace: its permutation test is conservative", UserWarning)
     t_end = time.perf_counter()
 
     info = {

@@ -54,6 +54,7 @@ def resampled_measures(chosen):
 def _bound_rows(m, params):
     def compute(a, b):
         return float(m.compute(a, b, **params))
+    compute.measure, compute.params = m.name, dict(params)     # its pairwise structure's key
     return compute
 
 
@@ -75,7 +76,7 @@ def map_measure(name, params=None, dtype="float64"):
 
 
 def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confidence, interval,
-                       random_state, dtype, block_rows=None, max_rows=10000, device="cpu"):
+                       random_state, dtype, block_rows=None, max_rows=10000, device="cpu", progress=None):
     """:class:`MeasureRecord` of each moment-based measure (:func:`resampled_measures`) and
     each asked-for row-based one (on its row sample), and info keys
     (``resampling_skipped``: asked-for measures without resampling)."""
@@ -92,7 +93,8 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
         a, b, rows = rows_of(A, B, groups, max_rows, random_state, device)
         ids = rows if groups is None else np.asarray(groups)[rows]
         records.update(infer_rows(a, b, ids, by_rows, permutations=permutations, bootstrap=bootstrap,
-                                  confidence=confidence, random_state=random_state, interval=interval))
+                                  confidence=confidence, random_state=random_state, interval=interval,
+                                  progress=progress))
     if skipped:
         info["resampling_skipped"] = skipped
     return records, info
@@ -133,7 +135,7 @@ def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidenc
 
 
 def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *, permutations,
-                bootstrap, confidence, interval, random_state, max_rows=10000, device="cpu"):
+                bootstrap, confidence, interval, random_state, max_rows=10000, device="cpu", progress=None):
     """compare's resampling: the records of the moment-based measures (``values``: the
     values compare reports) and of the held-out errors, and the info keys."""
     if not (permutations or bootstrap):
@@ -141,7 +143,7 @@ def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *
     records, extra = similarity_records(
         A, B, groups, chosen, permutations=permutations, bootstrap=bootstrap,
         confidence=confidence, interval=interval, random_state=random_state, dtype=pair.dtype,
-        block_rows=pair.block_rows, max_rows=max_rows, device=device)
+        block_rows=pair.block_rows, max_rows=max_rows, device=device, progress=progress)
     for name, value in values.items():
         if name in records:
             records[name].value = float(value)      # the value compare reports

@@ -59,6 +59,9 @@ class MeasureRecord:
         without bootstrap.
     permutations, bootstrap : int
     confidence : float
+    exchangeable : float or None
+        A row-based measure's share of its sampled rows whose input sample the permutations
+        can move (``<name>_permutation_exchangeable``); None for the others.
     """
 
     name: str
@@ -73,6 +76,7 @@ class MeasureRecord:
     bootstrap: int = 0
     confidence: float = 0.95
     interval: str = "basic"
+    exchangeable: float | None = None
 
     def keys(self) -> dict:
         """The ``to_dict()`` keys of this record: ``<name>_p``, ``_null_mean``, ``_null_sd``,
@@ -81,6 +85,8 @@ class MeasureRecord:
         if self.permutations:
             out.update({f"{self.name}_p": self.p, f"{self.name}_null_mean": self.null_mean,
                         f"{self.name}_null_sd": self.null_sd})
+            if self.exchangeable is not None:
+                out[f"{self.name}_permutation_exchangeable"] = self.exchangeable
         if self.bootstrap:
             out.update({f"{self.name}_ci_low": self.ci_low, f"{self.name}_ci_high": self.ci_high})
         return out

@@ -32,8 +32,9 @@ and how it computes, ``source``:
     ``<name>_from_rows``), with ``A`` (n, p) and ``B`` (n, q) torch float64 tensors on the
     measure's device: a seeded sample of whole input samples (``groups``) of at most
     ``max_rows`` rows (:func:`sample_by_groups`); the result reports the rows it used
-    (``<name>_rows``). Inference resamples or permutes these rows by input sample and calls
-    the same ``compute``.
+    (``<name>_rows``). Inference permutes and resamples these rows by input sample: from the
+    measure's pairwise structure computed once (:func:`structure_for`: RDMs, neighbour
+    lists, distance or kernel matrices), else by calling the same ``compute``.
 
 ``"alignment"``: ``compute(d) -> float`` reads ``d = compare(...).to_dict()``: the four
     held-out alignment errors and the ICA efficiency, fitted by :func:`actkit.compare`.
@@ -72,6 +73,8 @@ _LAZY = {
     "evaluate": "actkit.measures._compute",
     "held_out_mask": "actkit.measures._compute",
     "sample_by_groups": "actkit.measures._rowtools",
+    "structure_for": "actkit.measures._structures",
+    "SampleLayout": "actkit.measures._structures",
     "rank_cut": "actkit.measures._linalg",
     "canonical_correlations": "actkit.measures._linalg",
     "cca": "actkit.measures._linalg",

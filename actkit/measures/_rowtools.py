@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._rows import sample_rows
 from actkit.errors import ValidationError
 
 __all__ = ["sample_by_groups", "pairwise_sq_distances", "row_blocks", "check_k"]
@@ -14,12 +15,16 @@ BLOCK = 1024
 
 
 def sample_by_groups(n, groups, max_rows, random_state):
-    """Sorted row indices of a seeded sample of whole input samples, at most ``max_rows`` rows.
+    """Sorted row indices of a seeded sample of input samples, at most ``max_rows`` rows.
 
-    The samples (``groups``; None: one row each) are taken in the order of
-    ``np.random.default_rng(random_state).permutation`` while their rows fit in
-    ``max_rows``; all rows when they all fit. When even the first drawn sample has more rows
-    than ``max_rows``, its first ``max_rows`` rows.
+    All rows when they all fit. Without ``groups`` (one row each), the first ``max_rows`` of
+    ``np.random.default_rng(random_state).permutation(n)``. With ``groups``: an equal number ``r`` of
+    rows from each of ``g`` input samples, ``r`` and ``g`` chosen for the most rows
+    ``r g <= max_rows`` (ties: the smaller ``r``, more samples), ``g`` the samples with at
+    least ``r`` rows, as many as fit: the samples, then ``r`` rows of each (in row order),
+    drawn by :func:`actkit._rows.sample_rows` from one generator. Every sampled input sample
+    then has as many rows as the others, so a permutation of whole input samples can move all
+    of them (whole texts of varied length could only be re-paired with those of equal length).
     """
     if max_rows is None or (not isinstance(max_rows, bool) and isinstance(max_rows, (int, np.integer))
                             and max_rows >= n):
@@ -34,13 +39,18 @@ def sample_by_groups(n, groups, max_rows, random_state):
     groups = np.asarray(groups)
     if groups.shape != (n,):
         raise ValidationError(f"groups must have one entry per row ({n}), got shape {groups.shape}")
-    uniq, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    order = rng.permutation(uniq.size)
-    total = np.cumsum(counts[order])
-    take = order[total <= max_rows]
-    if take.size == 0:
-        return np.flatnonzero(inv.ravel() == order[0])[:max_rows]
-    return np.flatnonzero(np.isin(inv.ravel(), take))
+    _, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    inv = inv.ravel()
+    r_all = np.arange(1, counts.max() + 1)
+    at_least = np.searchsorted(np.sort(counts), r_all, side="left")
+    g_all = np.minimum(counts.size - at_least, int(max_rows) // r_all)
+    r = int(r_all[np.argmax(r_all * g_all)])          # argmax: the first, the smallest r
+    eligible = np.flatnonzero(counts >= r)
+    chosen = sample_rows(eligible, int(g_all[r - 1]), rng)
+    by_sample = np.argsort(inv, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    rows = [sample_rows(by_sample[starts[s]:starts[s + 1]], r, rng) for s in chosen]
+    return np.sort(np.concatenate(rows))
 
 
 def pairwise_sq_distances(X):

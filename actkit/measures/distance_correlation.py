@@ -38,14 +38,20 @@ def _sums(X, Y):
 def _centred(p, r, s, n, unbiased):
     """``sum_ij A_ij B_ij`` of the double-centred (or U-centred) matrices from ``p = sum D*E``
     and the row sums: centring expands into row-sum terms, so no centred copy is formed."""
+    return _centred_sums(p, r @ s, r.sum(), s.sum(), n, unbiased)
+
+
+def _centred_sums(p, rs, rsum, ssum, n, unbiased):
+    """:func:`_centred` from ``p``, ``rs = r . s``, ``rsum = sum r``, ``ssum = sum s`` (also
+    what a bootstrap resample's weighted sums give: actkit.measures._structures)."""
     if not unbiased:   # A = D - r_i/n - r_j/n + g/n^2 (D symmetric)
-        return p - 2.0 / n * (r @ s) + r.sum() * s.sum() / n ** 2
+        return p - 2.0 / n * rs + rsum * ssum / n ** 2
     # A_ij = D_ij - a_i - a_j + c off the diagonal, 0 on it: a = r/(n-2), c = g/((n-1)(n-2))
-    a, b = r / (n - 2), s / (n - 2)
-    c, d = r.sum() / ((n - 1) * (n - 2)), s.sum() / ((n - 1) * (n - 2))
-    cross = -2 * (r @ b) + d * r.sum() - 2 * (s @ a) + c * s.sum()
-    full = 2 * n * (a @ b) + 2 * a.sum() * b.sum() - 2 * n * d * a.sum() - 2 * n * c * b.sum() + n * n * c * d
-    diag = 4 * (a @ b) - 2 * d * a.sum() - 2 * c * b.sum() + n * c * d
+    ab, asum, bsum = rs / (n - 2) ** 2, rsum / (n - 2), ssum / (n - 2)
+    c, d = rsum / ((n - 1) * (n - 2)), ssum / ((n - 1) * (n - 2))
+    cross = -2 * rs / (n - 2) + d * rsum - 2 * rs / (n - 2) + c * ssum
+    full = 2 * n * ab + 2 * asum * bsum - 2 * n * d * asum - 2 * n * c * bsum + n * n * c * d
+    diag = 4 * ab - 2 * d * asum - 2 * c * bsum + n * c * d
     return p + cross + full - diag
 
 

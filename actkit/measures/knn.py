@@ -85,10 +85,16 @@ def cknna_from_rows(A, B, k=10):
     import torch  # torch: ~1.2 s at import (measured); the registry imports every measure module, torch-free ones too
 
     X, Y = _normalised(A), _normalised(B)
-    n = X.shape[0]
-    ka, ia = _neighbours(X, k)
-    lb, ib = _neighbours(Y, k)
-    rows = torch.arange(n, device=X.device)[:, None].expand(n, k)
+    return cknna_from_lists(*_neighbours(X, k), *_neighbours(Y, k))
+
+
+def cknna_from_lists(ka, ia, lb, ib):
+    """CKNNA from both sides' neighbour lists: values and indices (n, k), decreasing (what a
+    permutation of B's rows re-indexes: actkit.measures._structures)."""
+    import torch  # torch: ~1.2 s at import (measured); the registry imports every measure module, torch-free ones too
+
+    n, k = ia.shape
+    rows = torch.arange(n, device=ia.device)[:, None].expand(n, k)
     eq = _shared(ia, ib)                           # (n, k, k)
     both = eq.any(-1)                              # A's neighbour s is also one of B's
     l_at_a = (eq.to(lb.dtype) * lb[:, None, :]).sum(-1)     # L at A's neighbour positions

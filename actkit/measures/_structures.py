@@ -1,0 +1,428 @@
+"""Pairwise structures of the row-based measures, computed once on their row sample, and the
+measures' values under a permutation or a bootstrap resample of whole input samples.
+
+A permutation re-pairs the input samples of B with those of A: the rows of each side, hence
+their RDMs, neighbour lists and distance / kernel matrices, are unchanged; only B's indices
+move (``r``: the row of B paired with row ``i`` of A). A bootstrap resample changes only the
+multiplicity ``m_s`` of each input sample. Each drawn copy of a sample counts as a distinct
+input sample that no row meets through another copy of itself:
+
+* ``rsa``: the RDMs' upper triangles with each pair of rows weighted by how often it occurs
+  (``m_s m_t`` for rows of samples ``s != t``, ``m_s`` for two rows of one sample), the
+  pairs of a row with its own copies, and of two copies of one sample, left out (as
+  rsatoolbox's pattern bootstrap leaves out a pattern's self-pairs); weighted average ranks
+  from the order sorted once;
+* ``mutual_knn``, ``jaccard_knn``: each row's neighbour list walked in its order computed
+  once, taking ``m_t`` copies of a row of another sample and one of a row of its own sample
+  (never a row of another copy of its own sample), until ``k``; overlaps count copies
+  (a multiset: the copies of a row are tied);
+* ``dcor``, ``rbf_cka``: the V-statistics of the resampled rows, duplicates included (their
+  definitions; a copy's distance 0 is part of them), from the matrices weighted by the row
+  multiplicities; ``rbf_cka`` takes the median bandwidth of the resampled rows anew;
+* ``cknna``: permutations only (its neighbour lists and kernel values re-indexed); its
+  bootstrap recomputes from the resampled rows.
+
+Everything here runs in numpy on the CPU at one BLAS thread per task (the structures are
+built on the measures' device), so the digits do not depend on the thread count. Used by
+:func:`actkit.inference.infer_rows`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit.measures._rowtools import pairwise_sq_distances, row_blocks
+from actkit.measures.cka import _median
+from actkit.measures.distance_correlation import _centred_sums, _distances
+from actkit.measures.knn import _neighbours, _normalised, cknna_from_lists
+from actkit.measures.rsa import _average_ranks, _rdm_upper
+
+#: the structures of one measure are kept up to this many bytes; above, a resample recomputes
+#: the measure from the resampled rows
+STRUCTURE_BYTES = 2 << 30
+
+
+class SampleLayout:
+    """Rows in input-sample order: ``sid`` (n,), ``n_s`` (G,), ``offsets`` (G + 1,)."""
+
+    def __init__(self, sid):
+        self.sid = np.asarray(sid, dtype=np.int64)
+        self.n_s = np.bincount(self.sid)
+        self.G = self.n_s.size
+        self.n = self.sid.size
+        self.offsets = np.concatenate([[0], np.cumsum(self.n_s)])
+
+    def row_weights(self, m):
+        """Multiplicity of each row in a resample with sample multiplicities ``m`` (G,)."""
+        return np.asarray(m, dtype=np.float64)[self.sid]
+
+
+def _host(t):
+    return t.detach().cpu().numpy().astype(np.float64, copy=False)
+
+
+#: rows of one step of :func:`_permuted_dot` (a constant: the same digits at any thread count)
+DOT_ROWS = 32
+
+
+def _permuted_dot(Fa, Fb, r):
+    """``sum_ij Fa[i, j] Fb[r_i, r_j]`` in steps of rows: each step's gather of ``Fb`` stays in
+    cache for its product (3x faster than gathering all of ``Fb[r][:, r]`` first)."""
+    total = 0.0
+    for lo in range(0, r.size, DOT_ROWS):
+        hi = min(r.size, lo + DOT_ROWS)
+        total += np.vdot(Fa[lo:hi], Fb.take(r[lo:hi], 0).take(r, 1))
+    return total
+
+
+# ---------------------------------------------------------------------------------------- RSA
+class RSAStructure:
+    """RSA's RDMs of the row sample: value under ``r`` from the (ranked) RDMs as full
+    matrices; bootstrap values from the upper triangles sorted once, each pair's weight read
+    from a (G, G) table of sample pairs in that order."""
+
+    def __init__(self, a, b, layout, method="spearman", permutations=True, bootstrap=True):
+        self.method, self.layout = method, layout
+        n = layout.n
+        iu, ju = np.triu_indices(n, 1)
+        block = (layout.sid[iu] * layout.G + layout.sid[ju]).astype(np.int32) if bootstrap else None
+        self.sides, centred = [], []
+        for X in (a, b):
+            v = _rdm_upper(X)
+            t = _host(_average_ranks(v) if method == "spearman" else v)
+            centred.append(t - t.mean())
+            if bootstrap:
+                self.sides.append(_Side(_host(v), block, method))
+        self.den = float(np.linalg.norm(centred[0]) * np.linalg.norm(centred[1]))
+        if permutations:
+            self.full = []
+            for tc in centred:
+                F = np.zeros((n, n))
+                F[iu, ju] = tc
+                self.full.append(F + F.T)
+        if bootstrap:                 # B's sorted position of each pair, in A's sorted order
+            pos_b = np.empty(iu.size, dtype=np.int64)
+            pos_b[self.sides[1].order] = np.arange(iu.size)
+            self.a_to_b = pos_b[self.sides[0].order].astype(self.sides[0].order.dtype)
+            self.counts = np.bincount(block, minlength=layout.G ** 2).astype(np.float64)
+            for side in self.sides:
+                side.order = None
+
+    @staticmethod
+    def nbytes(n, permutations, bootstrap):
+        m = n * (n - 1) // 2
+        return 16 * n * n * bool(permutations) + 40 * m * bool(bootstrap) + 32 * m
+
+    def permuted(self, r):
+        Fa, Fb = self.full
+        return float(0.5 * _permuted_dot(Fa, Fb, r) / self.den)
+
+    def resampled(self, m):
+        m = np.asarray(m, dtype=np.float64)
+        M = np.outer(m, m)
+        M[np.diag_indices_from(M)] = m          # two rows of one sample: once per drawn copy
+        Mf = M.ravel()
+        sa, sb = self.sides
+        if self.method != "spearman" or sa.ties or sb.ties:
+            (xa, wa), (xb, wb) = (s.weighted(Mf) for s in self.sides)
+            wxa = wa * xa
+            num = np.dot(wxa, xb.take(self.a_to_b))
+            den = np.sqrt(np.dot(wxa, xa) * np.dot(wb * xb, xb))
+            return float(num / den) if den > 0 else float("nan")
+        # no ties: a pair drawn w times holds ranks c - w + 1 .. c (c: the cumulative weight),
+        # its average c - (w - 1) / 2; sum w r^2 about the mean is W (W^2 - 1) / 12 less the
+        # spread within each pair's copies, sum (w^3 - w) / 12, read from the sample-pair table
+        W = float(self.counts @ Mf)
+        var = (W * (W * W - 1) - float(self.counts @ (Mf ** 3 - Mf))) / 12
+        wa = Mf.take(sa.k)
+        ra = np.cumsum(wa)
+        ra -= 0.5 * wa
+        ra += 0.5 - (W + 1) / 2
+        ra *= wa                                 # w r_a: its sum is 0, so B's ranks need no shift
+        cb = np.cumsum(Mf.take(sb.k)).take(self.a_to_b)
+        num = np.dot(ra, cb) - 0.5 * np.dot(ra, wa)
+        return float(num / var) if var > 0 else float("nan")
+
+
+class _Side:
+    """One side's RDM upper triangle in its sorted order: each pair's sample-pair index
+    (``k``), its groups of ties, and (Pearson) its values."""
+
+    def __init__(self, v, block, method):
+        self.method = method
+        order = np.argsort(v, kind="stable")
+        idx = np.int32 if v.size < 2 ** 31 else np.int64
+        self.order = order.astype(idx)
+        self.k = block[order]
+        sv = v[order]
+        self.v = sv if method != "spearman" else None
+        new = np.r_[True, np.diff(sv) != 0]
+        self.ties = not new.all()
+        if self.ties:
+            self.starts = np.flatnonzero(new)
+            self.group = (np.cumsum(new) - 1).astype(idx)
+
+    def weighted(self, Mf):
+        """``(x, w)`` in sorted order: the centred weighted average ranks (or values) and
+        the pairs' weights."""
+        w = Mf.take(self.k)
+        W = w.sum()
+        if self.method != "spearman":
+            return self.v - np.dot(w, self.v) / W, w
+        if self.ties:
+            gw = np.add.reduceat(w, self.starts)
+            ranks = (np.cumsum(gw) - (gw - 1) / 2)[self.group]
+        else:
+            ranks = np.cumsum(w)
+            ranks -= 0.5 * w
+            ranks += 0.5
+        ranks -= (W + 1) / 2                      # the weighted mean of average ranks
+        return ranks, w
+
+
+# ---------------------------------------------------------------------------------------- kNN
+class KnnStructure:
+    """Both sides' neighbour lists (each row's ``depth`` nearest, cosine, self excluded)."""
+
+    def __init__(self, a, b, layout, k=10, kind="mutual_knn", permutations=True, bootstrap=True):
+        self.k, self.kind, self.layout = int(k), kind, layout
+        n = layout.n
+        self.depth = min(n - 1, max(4 * self.k, self.k + 32)) if bootstrap else self.k
+        X, Y = _normalised(a), _normalised(b)
+        self.lists = [_neighbours(Z, self.depth)[1].cpu().numpy() for Z in (X, Y)]
+        if bootstrap:
+            self.rows = [_host(X), _host(Y)]
+            sid = layout.sid
+            self.same = [sid[L] == sid[:, None] for L in self.lists]
+            self.match = _positions(self.lists[0], self.lists[1])
+            self._deep = {}
+
+    @staticmethod
+    def nbytes(n, permutations, bootstrap):
+        return n * 64 * 40 + (16 * n * 2 if bootstrap else 0)
+
+    def _score(self, overlap, weights):
+        c = overlap.astype(np.float64)
+        per = c / self.k if self.kind == "mutual_knn" else c / (2 * self.k - c)
+        return float(np.dot(weights, per) / weights.sum())
+
+    def permuted(self, r):
+        k = self.k
+        inv = np.empty_like(r)
+        inv[r] = np.arange(r.size)
+        la = self.lists[0][:, :k]
+        lb = inv[self.lists[1][r, :k]]
+        overlap = (la[:, :, None] == lb[:, None, :]).any(-1).sum(1)
+        return self._score(overlap, np.ones(r.size))
+
+    def _taken(self, side, wr, rows=slice(None)):
+        L, same = self.lists[side][rows], self.same[side][rows]
+        c = np.where(same, 1.0, wr[L])
+        cum = np.cumsum(c, axis=1)
+        return np.clip(self.k - (cum - c), 0.0, c), cum[:, -1]
+
+    def resampled(self, m):
+        wr = self.layout.row_weights(m)
+        ta, da = self._taken(0, wr)
+        tb, db = self._taken(1, wr)
+        at_b = np.where(self.match >= 0, np.take_along_axis(tb, np.maximum(self.match, 0), axis=1), 0.0)
+        overlap = np.minimum(ta, at_b).sum(1)
+        short = np.flatnonzero((wr > 0) & ((da < self.k) | (db < self.k)))
+        for i in short:                  # lists too short for this resample: the full order
+            overlap[i] = self._deep_overlap(i, wr)
+        return self._score(overlap, wr)
+
+    def _deep_overlap(self, i, wr):
+        sid = self.layout.sid
+        taken = []
+        for side in (0, 1):
+            order = self._deep.get((side, i))
+            if order is None:
+                X = self.rows[side]
+                sim = X @ X[i]
+                sim[i] = -np.inf
+                order = self._deep[(side, i)] = np.argsort(-sim, kind="stable")[:-1]
+            c = np.where(sid[order] == sid[i], 1.0, wr[order])
+            cum = np.cumsum(c)
+            t = np.zeros(wr.size)
+            t[order] = np.clip(self.k - (cum - c), 0.0, c)
+            taken.append(t)
+        return np.minimum(taken[0], taken[1]).sum()
+
+
+def _positions(la, lb, block=256):
+    """``(n, K)``: where row ``i``'s ``s``-th neighbour of A stands in its list of B (-1: not
+    there)."""
+    out = np.full(la.shape, -1, dtype=np.int64)
+    for s in range(0, la.shape[0], block):
+        eq = la[s:s + block, :, None] == lb[s:s + block, None, :]
+        hit = eq.any(-1)
+        out[s:s + block][hit] = eq.argmax(-1)[hit]
+    return out
+
+
+class CknnaStructure:
+    """CKNNA's neighbour lists with their kernel values: permutations only (a bootstrap
+    resample recomputes from the rows: which copy of a row a list holds is not defined)."""
+
+    def __init__(self, a, b, layout, k=10, permutations=True, bootstrap=True):
+        self.lists = [_neighbours(_normalised(X), int(k)) for X in (a, b)]
+
+    @staticmethod
+    def nbytes(n, permutations, bootstrap):
+        return n * 16 * 40
+
+    def permuted(self, r):
+        import torch  # torch: ~1.2 s at import (measured); only with a row-based measure
+
+        (ka, ia), (lb, ib) = self.lists
+        rt = torch.as_tensor(r, device=ia.device)
+        inv = torch.empty_like(rt)
+        inv[rt] = torch.arange(rt.numel(), device=ia.device)
+        return cknna_from_lists(ka, ia, lb[rt], inv[ib[rt]])
+
+
+# ---------------------------------------------------------------------------------------- dcor
+class DcorStructure:
+    """The two distance matrices ``D``, ``E`` of the row sample (as dcor forms them)."""
+
+    def __init__(self, a, b, layout, unbiased=False, permutations=True, bootstrap=True):
+        self.unbiased, self.layout = bool(unbiased), layout
+        n = layout.n
+        mats = []
+        for X in (a - a.mean(0), b - b.mean(0)):
+            mats.append(np.concatenate([_host(_distances(X, s, e)) for s, e in row_blocks(n)]))
+        self.D, self.E = mats
+        self.r, self.s = self.D.sum(1), self.E.sum(1)
+        self.DE, self.DD, self.EE = self.D * self.E, self.D * self.D, self.E * self.E
+        self.xx = self._centred(self.DD.sum(), self.r @ self.r, self.r.sum(), self.r.sum(), n)
+        self.yy = self._centred(self.EE.sum(), self.s @ self.s, self.s.sum(), self.s.sum(), n)
+
+    @staticmethod
+    def nbytes(n, permutations, bootstrap):
+        return 5 * 8 * n * n
+
+    def _centred(self, p, rs, rsum, ssum, n):
+        return _centred_sums(p, rs, rsum, ssum, n, self.unbiased)
+
+    def _finish(self, xy, xx, yy):
+        den = np.sqrt(xx * yy)
+        if not den > 0:
+            return 0.0
+        r2 = xy / den
+        return float(r2) if self.unbiased else float(np.sqrt(max(r2, 0.0)))
+
+    def permuted(self, r):
+        n = r.size
+        xy = self._centred(_permuted_dot(self.D, self.E, r), self.r @ self.s[r], self.r.sum(),
+                           self.s.sum(), n)
+        return self._finish(xy, self.xx, self.yy)
+
+    def resampled(self, m):
+        w = self.layout.row_weights(m)
+        N = w.sum()
+        Dw, Ew = self.D @ w, self.E @ w
+        rs, rsum, ssum = np.dot(w, Dw * Ew), np.dot(w, Dw), np.dot(w, Ew)
+        xy = self._centred(w @ (self.DE @ w), rs, rsum, ssum, N)
+        xx = self._centred(w @ (self.DD @ w), np.dot(w, Dw * Dw), rsum, rsum, N)
+        yy = self._centred(w @ (self.EE @ w), np.dot(w, Ew * Ew), ssum, ssum, N)
+        return self._finish(xy, xx, yy)
+
+
+# ---------------------------------------------------------------------------------------- rbf_cka
+class RbfCkaStructure:
+    """The squared distances and Gaussian kernels of the row sample (Kornblith et al.'s
+    ``gram_rbf``, median bandwidth)."""
+
+    def __init__(self, a, b, layout, sigma=0.8, permutations=True, bootstrap=True):
+        self.sigma, self.layout = float(sigma), layout
+        self.d2 = [_host(pairwise_sq_distances(X)) for X in (a, b)]
+        self.K = [np.exp(d * (-1.0 / (2.0 * self.sigma ** 2 * _median(_t(d))))) for d in self.d2]
+        n = layout.n
+        self.rk = [K.sum(1) for K in self.K]
+        self.kk = [self._dot(K, K, rk, rk, n) for K, rk in zip(self.K, self.rk)]
+        if bootstrap:
+            iu, ju = np.triu_indices(n, 1)
+            self.sorted = []
+            for d in self.d2:
+                v = d[iu, ju]
+                order = np.argsort(v, kind="stable")
+                self.sorted.append((v[order], iu[order].astype(np.int32), ju[order].astype(np.int32)))
+        if not permutations:
+            self.K = None
+
+    @staticmethod
+    def nbytes(n, permutations, bootstrap):
+        return 4 * 8 * n * n + (2 * 8 * n * n if bootstrap else 0)
+
+    def _permuted_kl(self, r):
+        (K, L), (rk, rl), n = self.K, self.rk, r.size
+        return _permuted_dot(K, L, r) - 2.0 / n * (rk @ rl[r]) + rk.sum() * rl.sum() / n ** 2
+
+    @staticmethod
+    def _dot(K, L, rk, rl, n):
+        return np.vdot(K, L) - 2.0 / n * (rk @ rl) + rk.sum() * rl.sum() / n ** 2
+
+    def permuted(self, r):
+        kl = self._permuted_kl(r)
+        return float(kl / (np.sqrt(self.kk[0]) * np.sqrt(self.kk[1])))
+
+    def resampled(self, m):
+        w = self.layout.row_weights(m)
+        N = w.sum()
+        Ks = [np.exp(d * (-1.0 / (2.0 * self.sigma ** 2 * _weighted_median(s, w))))
+              for d, s in zip(self.d2, self.sorted)]
+        Kw = [K @ w for K in Ks]
+
+        def dot(K, L, kw, lw):
+            return w @ ((K * L) @ w) - 2.0 / N * np.dot(w, kw * lw) + np.dot(w, kw) * np.dot(w, lw) / N ** 2
+
+        kl = dot(Ks[0], Ks[1], Kw[0], Kw[1])
+        kk, ll = dot(Ks[0], Ks[0], Kw[0], Kw[0]), dot(Ks[1], Ks[1], Kw[1], Kw[1])
+        return float(kl / (np.sqrt(kk) * np.sqrt(ll)))
+
+
+def _t(x):
+    import torch  # torch: ~1.2 s at import (measured); only with a row-based measure
+
+    return torch.from_numpy(x)
+
+
+def _weighted_median(sorted_pairs, w):
+    """``np.median`` of the ``N^2`` squared distances of the resampled rows (``N = sum w``):
+    each pair ``i < j`` twice, ``w_i w_j`` times; ``sum w_i^2`` zeros (a row against itself
+    or a copy)."""
+    v, i, j = sorted_pairs
+    cw = np.cumsum(2.0 * w[i] * w[j])
+    Z = float(np.dot(w, w))
+    zpos = int(np.searchsorted(v, 0.0, side="left"))
+    before = cw[zpos - 1] if zpos else 0.0
+    T = float(w.sum()) ** 2
+
+    def at(q):
+        if q < before:
+            return v[np.searchsorted(cw, q, side="right")]
+        if q < before + Z:
+            return 0.0
+        return v[min(np.searchsorted(cw, q - Z, side="right"), v.size - 1)]
+
+    if int(T) % 2:
+        return float(at(T // 2))
+    return float((at(T / 2 - 1) + at(T / 2)) / 2)
+
+
+#: measure name -> (structure class, its parameter names)
+STRUCTURES = {"rsa": RSAStructure, "mutual_knn": KnnStructure, "jaccard_knn": KnnStructure,
+              "cknna": CknnaStructure, "dcor": DcorStructure, "rbf_cka": RbfCkaStructure}
+
+
+def structure_for(name, params, a, b, layout, *, permutations, bootstrap):
+    """The pairwise structure of measure ``name`` on rows ``a``, ``b`` (torch, in sample
+    order), or None where it has none or it would exceed :data:`STRUCTURE_BYTES`."""
+    cls = STRUCTURES.get(name)
+    if cls is None or cls.nbytes(layout.n, permutations, bootstrap) > STRUCTURE_BYTES:
+        return None
+    kw = dict(params)
+    if cls is KnnStructure:
+        kw["kind"] = name
+    return cls(a, b, layout, permutations=bool(permutations), bootstrap=bool(bootstrap), **kw)
