@@ -12,10 +12,10 @@ components, ICA sources, dictionary atoms and SAE latents (docs/units.md).
 """
 
 from actkit.units._api import ORDERS, units
-from actkit.units._match import UnitMatch, match_units
+from actkit.units._match import UnitMatch, check_match, match_units
 from actkit.units._report import SCHEMA, UnitReport
 
-__all__ = ["ORDERS", "SCHEMA", "UnitMatch", "UnitReport", "match_units", "units"]
+__all__ = ["ORDERS", "SCHEMA", "UnitMatch", "UnitReport", "check_match", "match_units", "units"]
 
 
 class _CallableModule(__import__("types").ModuleType):

@@ -222,3 +222,19 @@ def _attach(report, match):
         u["match"] = None if p is None else {"unit": p["b"], "corr": p["corr"], "p_value": p["p_value"],
                                              "shared": p["shared"]}
     report._data["matches"] = match.to_dict()
+
+
+def check_match(store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None, device="cpu") -> None:
+    """The checks :func:`match_units` makes before reading rows (layers, bases, the same inputs
+    and rows), for a command that runs a report first: one-line errors, nothing computed."""
+    sa, la, oa, _, _ = _side(store_a, layer, basis, device)
+    try:
+        sb, lb, ob, _, _ = _side(store_b, layer_b or la, basis_b, device)
+        try:
+            _check_pair(sa, la, sb, lb)
+        finally:
+            if ob:
+                sb.close()
+    finally:
+        if oa:
+            sa.close()
