@@ -346,3 +346,40 @@ def test_cli_bad_input_is_one_line_before_any_work(planted, tmp_path, capsys):
                                                    "--no-inputs")
     assert "reads 4 features, layer h has 8" in _error(capsys, "units", path, "--basis", sae, "--no-inputs")
     assert "another store" in _error(capsys, "units", path, "--basis", codes, "--no-inputs")
+
+
+# ----------------------------------------------------------------------------- the zoo
+@pytest.fixture(scope="module")
+def pythia(tmp_path_factory):
+    from actkit import zoo
+
+    out = tmp_path_factory.mktemp("zoo") / "p.h5"
+    return actkit.extract(zoo.model_spec("pythia-tiny-seed0"), zoo.text_inputs(), out,
+                          layers=["gpt_neox.layers.1", "final_hidden"], max_samples=40, max_length=32,
+                          batch_size=8, unembedding=True, progress=False)
+
+
+def test_zoo_top_k_equals_numpy_brute_force_and_logit_lens(pythia, tmp_path):
+    s = actkit.open_store(pythia)
+    for layer in ("gpt_neox.layers.1", "final_hidden"):
+        X = np.asarray(s[layer])
+        r = units(pythia, layer, k=9, inputs=False, order="index")
+        want = _brute_top(X, 9)
+        for j in range(X.shape[1]):
+            assert [e["row"] for e in r.unit(j)["top"]] == want[:, j].tolist()
+    W_U = np.asarray(s.params["unembedding"], np.float64)
+    r = units(pythia, "final_hidden", k=3, inputs=False)
+    assert r.to_dict()["logit_lens"]
+    for j in r.units[:8]:
+        want = np.argsort(-W_U[:, j], kind="stable")[:10]
+        assert [t[0] for t in r.unit(j)["logits"]["promoted"]] == want.tolist()
+    pca = actkit.Whitener(n_components=16).fit(s["final_hidden"])
+    out = actkit.transform_store(pca, s["final_hidden"], tmp_path / "pca.h5")
+    r = units(pythia, "final_hidden", basis=out, k=5, inputs=False)
+    Z = np.asarray(actkit.open_store(out)["final_hidden"])
+    assert r.to_dict()["order"] == "variance"  # of the components before whitening: the explained variance
+    assert r.units == np.argsort(-pca.explained_variance_, kind="stable").tolist()
+    for j in r.units[:4]:
+        logits = pca.dewhitening_[:, j].astype(np.float64) @ W_U.T
+        assert [t[0] for t in r.unit(j)["logits"]["promoted"]] == np.argsort(-logits, kind="stable")[:10].tolist()
+        assert [e["row"] for e in r.unit(j)["top"]] == _brute_top(Z[:, j:j + 1], 5)[:, 0].tolist()

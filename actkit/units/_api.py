@@ -127,7 +127,8 @@ def _order(order, table, basis, flip):
         return "custom", ids
     if name not in ORDERS:
         raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of unit indices, got {name!r}")
-    key = {"skewness": -table["skewness"], "frequency": -table["active"], "variance": -table["variance"],
+    variance = table["variance"] if basis.variance is None else basis.variance  # PCA: explained, before whitening
+    key = {"skewness": -table["skewness"], "frequency": -table["active"], "variance": -variance,
            "kurtosis": -table["kurtosis"], "index": np.arange(basis.n_units)}[name]
     ids = np.argsort(key, kind="stable")
     dead = table["active"][ids] == 0

@@ -49,9 +49,11 @@ class Basis:
         Where the units come from (a path or ``"neurons"``), for the report.
     """
 
-    def __init__(self, kind, rows, n_units, *, source, directions=None, sae=None):
+    def __init__(self, kind, rows, n_units, *, source, directions=None, sae=None, variance=None):
         self.kind, self.rows, self.n_units, self.source = kind, rows, int(n_units), str(source)
         self._directions, self.sae = directions, sae
+        #: (n_units,) the variance each unit explains in the layer (PCA: before whitening), or None
+        self.variance = None if variance is None else np.asarray(variance, np.float64)
         self.sparse = kind in ("dictionary", "sae")
 
     def activations(self, block, first_row=0):
@@ -115,7 +117,9 @@ def _derived(path, store, layer):
     W = d.params.get(param)
     directions = None if W is None else (np.asarray(W).T if how == "columns" else np.asarray(W))
     rows = d[layer]
-    return Basis(kind if kind != "zca" else "pca", rows, rows.shape[1], source=path, directions=directions)
+    ev = d.params.get("explained_variance") if command == "whiten" else None
+    return Basis(kind if kind != "zca" else "pca", rows, rows.shape[1], source=path, directions=directions,
+                 variance=ev if ev is not None and len(ev) == rows.shape[1] else None)
 
 
 def _codes(path, store, layer):

@@ -36,8 +36,8 @@ def _grid(inputs, n_positions, layer_attrs):
         g = layer_attrs.get(key) if layer_attrs else None
         if g is not None and len(g) == 2:
             return n_positions - int(g[0]) * int(g[1]), int(g[0]), int(g[1])
-    g = getattr(inputs, "patch_grid", None)
-    if g is not None and n_positions >= int(g[0]) * int(g[1]):
+    g = getattr(inputs, "patch_grid", None)  # a ViT: prefix tokens (CLS), then the patches row by row
+    if g is not None and n_positions == int(getattr(inputs, "prefix_tokens", 0) or 0) + int(g[0]) * int(g[1]):
         return n_positions - int(g[0]) * int(g[1]), int(g[0]), int(g[1])
     side = int(round(np.sqrt(n_positions)))
     if side * side == n_positions:
