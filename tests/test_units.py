@@ -383,3 +383,72 @@ def test_zoo_top_k_equals_numpy_brute_force_and_logit_lens(pythia, tmp_path):
         logits = pca.dewhitening_[:, j].astype(np.float64) @ W_U.T
         assert [t[0] for t in r.unit(j)["logits"]["promoted"]] == np.argsort(-logits, kind="stable")[:10].tolist()
         assert [e["row"] for e in r.unit(j)["top"]] == _brute_top(Z[:, j:j + 1], 5)[:, 0].tolist()
+
+
+def test_zoo_text_examples_are_the_recorded_tokens_in_context(pythia):
+    from transformers import AutoTokenizer
+
+    from actkit import zoo
+
+    tok = AutoTokenizer.from_pretrained(zoo.model_path("pythia-tiny-seed0"))
+    s = actkit.open_store(pythia)
+    assert s.inputs is not None and s.inputs.kind == "text"
+    r = units(pythia, "final_hidden", k=4, context=3, max_units=6)
+    for j in r.units:
+        for e in r.unit(j)["top"] + [x for b in r.unit(j)["bands"] for x in b["examples"]]:
+            ids = s.inputs.token_ids(e["sample"]).tolist()
+            t = e["text"]
+            a = max(0, e["position"] - 3)
+            assert t["start"] == a and t["tokens"] == [tok.decode([i]) for i in ids[a:e["position"] + 4]]
+            assert t["tokens"][t["highlight"]] == tok.decode([ids[e["position"]]])
+    promoted = r.unit(r.units[0])["logits"]["promoted"]
+    assert [p[1] for p in promoted] == [tok.decode([p[0]]) for p in promoted]
+
+
+def test_zoo_vit_examples_box_their_patch_in_the_recorded_image(tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from actkit import zoo
+
+    v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), tmp_path / "v.h5",
+                       layers=["encoder.layer.1"], max_samples=12, progress=False)
+    s = actkit.open_store(v)
+    gh, gw = s.inputs.patch_grid
+    H, W = s.inputs.image_size
+    r = units(v, k=5, max_units=10)
+    images = r.to_dict()["inputs"]["images"]
+    for j in r.units:
+        for e in r.unit(j)["top"]:
+            img = e["image"]
+            p = e["position"] - s.inputs.prefix_tokens
+            if p < 0:
+                assert img["box"] is None
+                continue
+            row, col = divmod(p, gw)
+            assert img["cell"] == [row, col]
+            assert img["box"] == [row * H / gh, col * W / gw, (row + 1) * H / gh, (col + 1) * W / gw]
+            png = base64.b64decode(images[str(e["sample"])].split(",", 1)[1])
+            np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")),
+                                          s.inputs.image(e["sample"]))
+
+
+def test_inputs_of_an_older_store_are_reattached_and_checked(pythia, tmp_path, capsys, monkeypatch):
+    from actkit import zoo
+    from actkit.extractors.hf_text import TextAdapter
+
+    monkeypatch.setattr(TextAdapter, "record_inputs", lambda self, data: None)  # as an older actkit wrote it
+    old = actkit.extract(zoo.model_spec("pythia-tiny-seed0"), zoo.text_inputs(), tmp_path / "old.h5",
+                         layers=["final_hidden"], max_samples=40, max_length=32, batch_size=8, unembedding=True,
+                         progress=False)
+    monkeypatch.undo()
+    assert actkit.open_store(old).inputs is None
+    assert "does not record its inputs" in _error(capsys, "units", old)
+    r = units(old, k=3, inputs=zoo.text_inputs(), max_units=4)
+    ref = units(pythia, "final_hidden", k=3, max_units=4)
+    assert r.to_dict()["units"] == ref.to_dict()["units"]
+    other = tmp_path / "other.txt"
+    other.write_text("something else entirely\n" * 40)
+    assert "not the inputs of" in _error(capsys, "units", old, "--inputs", other)
