@@ -266,8 +266,9 @@ def test_match_of_a_gaussian_control_shares_nothing(tmp_path):
 def test_dask_gives_the_same_report(planted):
     path, *_ = planted
     here = units(path, k=5, inputs=False, labels=np.arange(3000) % 3).to_dict()
-    there = units(path, k=5, inputs=False, labels=np.arange(3000) % 3, scheduler="threads").to_dict()
-    assert json.dumps(here, sort_keys=True) == json.dumps(there, sort_keys=True)
+    for scheduler in ("threads", "local:2"):  # Dask's threads, and a LocalCluster of two worker processes
+        there = units(path, k=5, inputs=False, labels=np.arange(3000) % 3, scheduler=scheduler).to_dict()
+        assert json.dumps(here, sort_keys=True) == json.dumps(there, sort_keys=True)
 
 
 def test_corpus_markup_is_data_in_every_output(planted, tmp_path):

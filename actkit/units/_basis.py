@@ -68,8 +68,8 @@ class Basis:
             return None
         return None if self._directions is None else np.asarray(self._directions, np.float64)
 
-    def __getstate__(self):
-        return dict(vars(self))
+    def __getstate__(self):  # what travels to a worker: not the open row source (it reads its own chunk)
+        return {**vars(self), "rows": None}
 
 
 class CodesRows:
