@@ -76,6 +76,7 @@ def main(argv=None):
     match = actkit.match_units(report, store, layer_b="encoder.layer.4", basis_b=icas["encoder.layer.4"],
                                permutations=args.permutations, progress=False)
     out["shared_l4_l5"] = len(match.shared)
+    out["null_rows"], out["null_samples"] = match.info["null_rows"], match.info["null_samples"]
     out["top_pairs"] = match.pairs[:8]
     rng = np.random.default_rng(0)
     from actkit.store import LayerSpec, create_store
@@ -89,10 +90,11 @@ def main(argv=None):
         w.append("encoder.layer.5", rng.normal(size=(n, args.components)).astype(np.float32))
         w.checkpoint(s.n_samples)
         w.finalize()
-    control = actkit.match_units(report, gauss, permutations=args.permutations, progress=False)
+    control = actkit.match_units(store, gauss, layer="encoder.layer.5", basis=icas["encoder.layer.5"],
+                                 permutations=args.permutations, progress=False)
     out["shared_gaussian_control"] = len(control.shared)
     out["units"] = []
-    for u in report.to_dict()["units"][:6]:
+    for u in report.to_dict()["units"][:8]:
         out["units"].append({"unit": u["unit"], "skewness": round(u["skewness"], 2),
                              "kurtosis": round(u["kurtosis"], 1), "flipped": u["flipped"],
                              "top": [_token_line(e) for e in u["top"][:4]],

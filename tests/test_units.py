@@ -263,6 +263,21 @@ def test_match_of_a_gaussian_control_shares_nothing(tmp_path):
     assert all(p["p_value"] > 0.05 for p in m.pairs)
 
 
+def test_match_null_re_pairs_only_samples_of_equal_length(tmp_path):
+    """Samples of a length no other sample has cannot move; they stay out of the null (else they
+    keep their pairing and a shared unit looks like chance)."""
+    rng = np.random.default_rng(7)
+    lengths = [10] * 150 + list(range(11, 61))  # 150 movable samples, 50 of unique lengths
+    index = np.concatenate([np.stack([np.full(n, s), np.arange(n)], 1) for s, n in enumerate(lengths)]).astype(np.int64)
+    S = rng.normal(size=(index.shape[0], 4))
+    a = _store(tmp_path / "a.h5", S, index)
+    b = _store(tmp_path / "b.h5", np.c_[S[:, :1] + 0.5 * rng.normal(size=(len(S), 1)), rng.normal(size=(len(S), 3))],
+               index)
+    m = match_units(a, b, permutations=100)
+    assert m.info["null_rows"] == 1500 and m.info["null_samples"] == 150
+    assert m.shared == [(0, 0)] and m.pairs[0]["p_value"] == pytest.approx(1 / 101)
+
+
 def test_dask_gives_the_same_report(planted):
     path, *_ = planted
     here = units(path, k=5, inputs=False, labels=np.arange(3000) % 3).to_dict()

@@ -7,7 +7,9 @@ from re-pairing whole input samples (``actkit.inference``'s permutations: a samp
 another sample of B of the same length, row by row): the null is the largest |correlation|
 that *any* pair of units reaches under the re-pairing (so the choice of the best partner
 and the number of pairs are accounted for), computed on up to ``max_rows`` rows of whole
-samples, and the pair's observed |correlation| on the same rows is compared with it. Pairs
+samples that can be re-paired (samples whose length no other sample has are left out: they
+would keep their pairing), and the pair's observed |correlation| on the same rows is compared
+with it. Pairs
 with ``p < alpha`` are the shared units; a Gaussian control has none (in 1 - alpha of runs).
 """
 
@@ -91,12 +93,19 @@ def _check_pair(sa, la, sb, lb):
 
 
 def _null_rows(index, max_rows, random_state):
-    """Rows of whole samples, at most ``max_rows`` (sorted global row numbers)."""
+    """Rows of whole samples that can be re-paired (another sample of the same length is among
+    them), at most ``max_rows`` (sorted global row numbers). Rows of a sample that cannot move
+    would keep their pairing under every re-pairing and make the null as large as the data."""
     groups = index[:, 0]
     ids, counts = np.unique(groups, return_counts=True)
+    lengths, per_length = np.unique(counts, return_counts=True)
+    movable = np.isin(counts, lengths[per_length >= 2])
+    ids, counts = ids[movable], counts[movable]
     rng = np.random.default_rng([int(random_state), 3])
     order = rng.permutation(ids.size)
     keep = order[np.cumsum(counts[order]) <= max_rows]
+    lengths, per_length = np.unique(counts[keep], return_counts=True)
+    keep = keep[np.isin(counts[keep], lengths[per_length >= 2])]
     return np.flatnonzero(np.isin(groups, ids[keep]))
 
 
@@ -197,6 +206,9 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
     if flip is not None:
         corr = np.where(flip[:, None], -corr, corr)
     ia, ib = linear_sum_assignment(-np.abs(corr))
+    if picks.size == 0:
+        raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
+                              "cannot be re-paired for the null")
     observed, null, movable, n_samples = _null(A, B, index[picks, 0], int(permutations), random_state)
     if movable == 0:
         raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
