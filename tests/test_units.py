@@ -153,6 +153,22 @@ def test_logit_lens_equals_direction_times_unembedding(tmp_path):
         np.testing.assert_allclose([t[2] for t in u["logits"]["promoted"]], np.sort(logits)[::-1][:10], rtol=1e-5)
 
 
+def test_a_fitted_estimator_is_the_same_basis_as_its_derived_store(tmp_path):
+    rng = np.random.default_rng(8)
+    X = (rng.laplace(size=(2000, 5)) @ rng.normal(size=(5, 5))).astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(200, 10))
+    layer = actkit.open_store(src)["h"]
+    ica = actkit.FastICA(random_state=0).fit(np.asarray(layer))
+    stored = units(src, basis=actkit.transform_store(ica, layer, tmp_path / "ica.h5"), k=6, inputs=False).to_dict()
+    direct = units(src, basis=ica, k=6, inputs=False).to_dict()
+    assert direct["basis"]["kind"] == "ica" and direct["flipped"] == stored["flipped"]
+    for u, v in zip(direct["units"], stored["units"]):
+        assert u["unit"] == v["unit"] and [e["row"] for e in u["top"]] == [e["row"] for e in v["top"]]
+        np.testing.assert_allclose([e["value"] for e in u["top"]], [e["value"] for e in v["top"]], rtol=1e-5)
+    with pytest.raises(actkit.ActkitError, match="fitted on 3 features"):
+        units(src, basis=actkit.FastICA(random_state=0).fit(X[:, :3]), inputs=False)
+
+
 def test_ica_sources_are_oriented_to_positive_skew(tmp_path):
     rng = np.random.default_rng(3)
     n = 3000

@@ -15,6 +15,8 @@ with ``p < alpha`` are the shared units; a Gaussian control has none (in 1 - alp
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from actkit._data import iter_blocks
@@ -70,8 +72,9 @@ def _side(x, layer, basis, device):
     if isinstance(x, UnitReport):
         d = x._data
         if basis is None and d["basis"]["kind"] != "neuron":
-            if d["basis"]["source"] == "SparseAutoencoder":
-                raise InputError("match_units: the report's SAE was given as an object; pass basis= again")
+            if not os.path.exists(d["basis"]["source"]):
+                raise InputError(f"match_units: the report's basis was given as an object "
+                                 f"({d['basis']['source']}); pass basis= again")
             basis = d["basis"]["source"]
         layer = d["layer"] if layer is None else layer
         flip = np.zeros(d["basis"]["n_units"], bool)
