@@ -294,6 +294,24 @@ def test_match_null_re_pairs_only_samples_of_equal_length(tmp_path):
     assert m.shared == [(0, 0)] and m.pairs[0]["p_value"] == pytest.approx(1 / 101)
 
 
+def test_a_positional_unit_does_not_hide_a_shared_content_unit(tmp_path):
+    """A unit firing on every sample's first token (a [CLS]) in both stores keeps its correlation
+    under any re-pairing of samples; a unit shared by content must still come out shared."""
+    rng = np.random.default_rng(9)
+    index = _index(300, 10)
+    first = (index[:, 1] == 0) * 5.0
+    content = rng.normal(size=len(index))
+    noise = rng.normal(size=(len(index), 4))
+    a = _store(tmp_path / "a.h5", np.c_[first + 0.1 * noise[:, 0], content, noise[:, 1]], index)
+    b = _store(tmp_path / "b.h5", np.c_[first + 0.1 * noise[:, 2], 0.8 * content + 0.6 * noise[:, 3],
+                                        rng.normal(size=len(index))], index)
+    m = match_units(a, b, permutations=100)
+    by_a = {p["a"]: p for p in m.pairs}
+    assert by_a[1]["b"] == 1 and by_a[1]["shared"] and by_a[1]["p_value"] < 0.02
+    assert by_a[0]["b"] == 0 and abs(by_a[0]["corr"]) > 0.99
+    assert not by_a[2]["shared"]
+
+
 def test_dask_gives_the_same_report(planted):
     path, *_ = planted
     here = units(path, k=5, inputs=False, labels=np.arange(3000) % 3).to_dict()
