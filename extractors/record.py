@@ -87,7 +87,8 @@ def record_inputs(store, inputs, *, model: str | None = None, revision: str | No
         adapter.prepare(data, max_length)
     recorded = adapter.record_inputs(data)
     fingerprint = samples_fingerprint(data, adapter, max_length, max_tokens, packing)
-    out = RecordedInputs.from_record(recorded, fingerprint=fingerprint, where=str(inputs))
+    reader = data.image if data.kind == "image" else None  # a dataset's images are read through it
+    out = RecordedInputs.from_record(recorded, fingerprint=fingerprint, where=str(inputs), reader=reader)
     out.check_for(store)
     attach = getattr(store, "attach_inputs", None)
     if attach is not None:

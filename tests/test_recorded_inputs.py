@@ -287,3 +287,85 @@ def test_timm_vit_records_its_patch_grid(tiny_timm_vit, image_npy, tmp_path):
         __import__("PIL.Image").Image.fromarray(np.load(image_npy)[0])).numpy()
     px = (px * np.asarray(cfg["std"])[:, None, None] + np.asarray(cfg["mean"])[:, None, None]) * 255
     assert np.abs(img - px.transpose(1, 2, 0)).max() <= 1.01
+
+
+def test_cli_skip_special_tokens_equals_the_api(text_pair, text_file, tmp_path, capsys):
+    model, _, skip = text_pair
+    out = tmp_path / "cli.h5"
+    code, _, err = run_cli(capsys, "extract", model, "--inputs", text_file, "--layers", "resid.1,embed,resid.0",
+                           "--skip-special-tokens", "--out", out, "--no-progress")
+    assert code == 0, err
+    with open_store(out) as a, open_store(skip) as b:
+        assert a.layers == b.layers and a.request == b.request
+        for name in a.layers:
+            assert np.array_equal(a[name].index, b[name].index)
+            assert np.array_equal(np.asarray(a[name]), np.asarray(b[name]))
+    line = cli_error(capsys, "extract", model, "--inputs", text_file, "--layers", "resid.0", "--pool", "mean",
+                     "--skip-special-tokens", "--out", tmp_path / "m.h5")
+    assert "--pool none" in line and not (tmp_path / "m.h5").exists()
+
+
+def test_an_embedding_file_takes_its_inputs_again(tiny_bert, text_file, tmp_path):
+    from actkit.extractors import record_inputs
+    from actkit.matrix_files import open_matrix
+
+    np.save(tmp_path / "emb.npy", np.random.default_rng(0).standard_normal((len(SENTENCES), 5)).astype(np.float32))
+    tok = _tokenizer(tiny_bert)
+    with open_matrix(tmp_path / "emb.npy") as emb:
+        assert emb.inputs is None
+        with pytest.raises(ActkitError, match="does not record the model"):
+            record_inputs(emb, text_file)
+        rec = record_inputs(emb, text_file, model=str(tiny_bert))
+        assert emb.inputs is rec and rec.tokens(2) == [tok.decode([t]) for t in tok(SENTENCES[2])["input_ids"]]
+        with pytest.raises(ActkitError, match="hold 3 samples"):
+            record_inputs(emb, text_file, model=str(tiny_bert), max_samples=3)
+
+
+def test_a_row_selection_compares_the_same_on_dask(text_pair, tmp_path, capsys):
+    _, full, _ = text_pair
+    args = ["--layer-a", "resid.0", "--layer-b", "resid.1", "--methods", "rigid", "--quiet", "--drop-special-tokens"]
+    code, _, err = run_cli(capsys, "compare", full, full, *args, "--json", tmp_path / "here.json")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "compare", full, full, *args, "--scheduler", "local:1", "--json", tmp_path / "dask.json")
+    assert code == 0, err
+    here, dask = (json.loads((tmp_path / f"{k}.json").read_text()) for k in ("here", "dask"))
+    assert dask["n_rows"] == here["n_rows"]
+    assert dask["rigid"] == pytest.approx(here["rigid"], rel=1e-9) and dask["linear_cka"] == pytest.approx(
+        here["linear_cka"], rel=1e-9)
+
+
+def test_token_windows_record_the_windows_and_take_them_again(tiny_neox_bos_eos, text_file, tmp_path, monkeypatch):
+    from actkit.extractors import record_inputs
+    from actkit.extractors.hf_text import TextAdapter
+
+    out = _extract(tiny_neox_bos_eos, text_file, tmp_path / "w.h5", layers="resid.0", context_length=8)
+    monkeypatch.setattr(TextAdapter, "record_inputs", lambda self, data: None)
+    old = _extract(tiny_neox_bos_eos, text_file, tmp_path / "old.h5", layers="resid.0", context_length=8)
+    monkeypatch.undo()
+    with open_store(out) as st, open_store(old) as o:
+        rec = st.inputs
+        assert rec.n_samples == st.n_samples > 1 and set(rec.lengths.tolist()) == {8}
+        assert st["resid.0"].index[:8, 1].tolist() == list(range(8))
+        again = record_inputs(o, text_file)
+        assert all(again.token_ids(w).tolist() == rec.token_ids(w).tolist() for w in range(st.n_samples))
+
+
+def test_dataset_images_are_shown_through_record_inputs(tiny_vit, tmp_path):
+    import datasets
+    from PIL import Image
+    from transformers import AutoImageProcessor
+
+    from actkit.extractors import record_inputs
+    from conftest import make_images
+
+    pics = [Image.fromarray(a) for a in make_images(n=4)]
+    datasets.Dataset.from_dict({"image": pics}).cast_column("image", datasets.Image()).save_to_disk(tmp_path / "ds")
+    out = actkit.extract(str(tiny_vit), tmp_path / "ds", tmp_path / "d.h5", layers="resid.0", progress=False)
+    proc = AutoImageProcessor.from_pretrained(tiny_vit)
+    with open_store(out) as st:
+        assert st.inputs.source(3) == "3" and st.inputs.info["location"]["type"] == "dataset"
+        with pytest.raises(ActkitError, match="record_inputs"):
+            st.inputs.image(0)
+        rec = record_inputs(st, tmp_path / "ds")
+        assert st.inputs is rec
+        assert np.abs(rec.image(2) - _processed(proc, [pics[2]])[0]).max() <= 1.01

@@ -176,10 +176,11 @@ class RecordedInputs:
     """
 
     def __init__(self, info: Mapping[str, Any], arrays, *, fingerprint: str = "", where: str = "",
-                 base: str | os.PathLike | None = None):
+                 base: str | os.PathLike | None = None, reader=None):
         """``arrays``: a dict of ndarrays, or an h5py group read (and checked against
         ``info["sha256"]``) on first use; ``base``: the folder a relative image location is
-        relative to (the store's)."""
+        relative to (the store's); ``reader(i)``: image ``i`` as a PIL image (datasets, read by
+        :func:`actkit.extractors.record_inputs`)."""
         self.info = dict(info)
         self.kind = str(self.info["kind"])
         self.n_samples = int(self.info["n_samples"])
@@ -190,11 +191,14 @@ class RecordedInputs:
         self._base = None if base is None else Path(base)
         self._strings: dict = {}
         self._array = None
+        self._reader = reader
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any], *, fingerprint: str = "", where: str = "") -> "RecordedInputs":
-        """In-memory inputs from :func:`text_record` / :func:`image_record` (not in a store)."""
-        return cls(meta_entry(record), dict(record["arrays"]), fingerprint=fingerprint, where=where)
+    def from_record(cls, record: Mapping[str, Any], *, fingerprint: str = "", where: str = "",
+                    reader=None) -> "RecordedInputs":
+        """In-memory inputs from :func:`text_record` / :func:`image_record` (not in a store);
+        ``reader(i)``: image ``i`` as a PIL image."""
+        return cls(meta_entry(record), dict(record["arrays"]), fingerprint=fingerprint, where=where, reader=reader)
 
     def check_for(self, store) -> None:
         """One line unless these are the inputs of ``store`` (a store or embedding file): equal
@@ -317,7 +321,9 @@ class RecordedInputs:
         src = self.source(sample)
         loc = self.info["location"]
         path = self._resolve(loc["path"])
-        if loc["type"] == "folder":
+        if self._reader is not None:
+            pil = self._reader(int(sample)).convert("RGB")
+        elif loc["type"] == "folder":
             try:
                 with Image.open(path / src) as img:
                     pil = img.convert("RGB")
