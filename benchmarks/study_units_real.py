@@ -55,7 +55,7 @@ def _vit(work):
                        layers=["encoder.layer.3"], progress=False)
     s = actkit.open_store(v)
     layer = s["encoder.layer.3"]
-    factors = np.asarray(zoo.image_factors())[np.asarray(layer.groups)]
+    factors = zoo.image_factors()[0][np.asarray(layer.groups)]
     ica = actkit.FastICA(n_components=32, random_state=0).fit(layer)
     out = {"rows": int(layer.shape[0])}
     from actkit.zoo.shapes import FACTOR_NAMES
