@@ -207,6 +207,17 @@ def test_sae_codes_ordered_by_frequency_with_dead_units_apart(tmp_path):
     live = [u["unit"] for u in d["units"] if not u["dead"]]
     assert [freq[j] for j in live] == sorted(freq[live], reverse=True)
     assert d["dead"] == [j for j in np.argsort(-freq, kind="stable") if freq[j] == 0]
+    labels = np.arange(len(X)) % 3
+    by_label = units(src, basis=folder, k=4, inputs=False, labels=labels).to_dict()
+    for u in by_label["units"]:  # the histogram of mostly-zero codes (zeros counted apart) is numpy's
+        counts, _ = np.histogram(codes[:, u["unit"]], bins=np.asarray(u["hist"]["edges"]))
+        assert counts.tolist() == u["hist"]["counts"]
+        if u["label"] is not None:
+            from sklearn.metrics import roc_auc_score
+
+            binned = np.searchsorted(np.asarray(u["hist"]["edges"]), codes[:, u["unit"]], side="right")
+            y = labels.astype(str) == u["label"]["name"]
+            assert u["label"]["auroc"] == pytest.approx(roc_auc_score(y, binned), abs=1e-12)
     for u in d["units"]:
         active = np.flatnonzero(codes[:, u["unit"]] > 0)
         want = _brute_top(codes[:, u["unit"]:u["unit"] + 1], 4)[:, 0]

@@ -142,11 +142,12 @@ def _bands(values, rows, exclude, per_band):
     if values.size == 0:
         return []
     qs = np.quantile(values, [q for band in BANDS for q in band])
+    fresh = ~np.isin(rows, np.fromiter(exclude, np.int64, len(exclude)))
     out = []
     for b in reversed(range(len(BANDS))):
         (lo_q, hi_q), lo, hi = BANDS[b], qs[2 * b], qs[2 * b + 1]
-        pick = [(r, v) for v, r in zip(values, rows)
-                if lo <= v and (v < hi or hi_q == 1.0) and r not in exclude][:per_band]
+        inside = fresh & (values >= lo) & ((values < hi) | (hi_q == 1.0))
+        pick = [(int(r), float(v)) for v, r in zip(values[inside][:per_band], rows[inside][:per_band])]
         out.append({"quantiles": [lo_q, hi_q], "lo": float(lo), "hi": float(hi), "examples": pick})
     return out
 

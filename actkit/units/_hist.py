@@ -63,11 +63,30 @@ def _refit(state, j, vmin, vmax, min_e=None):
     state["counts"][j], state["e"][j], state["lo"][j], state["set"][j] = new, e + d, mn, True
 
 
-def add_hist(state, block, labels=None):
-    """Count a block (n, U) (``labels``: (n,) class codes, when counting by class)."""
+def _sparse_counts(state, block, lab, r, u):
+    """The counts of a mostly-zero block from its non-zero entries ``(r, u)`` (rows, units)."""
+    U, C, B = state["counts"].shape
+    n = block.shape[0]
+    e, lo = state["e"][u], state["lo"][u]
+    cls = np.zeros(r.size, np.int64) if lab is None else lab[r]
+    bins = np.floor(block[r, u].astype(np.float64) * np.ldexp(1.0, -e)).astype(np.int64) - lo
+    out = np.bincount((u * C + cls) * B + bins, minlength=U * C * B).reshape(U, C, B)
+    per_class = np.full(C, n) if lab is None else np.bincount(lab, minlength=C)
+    active = np.bincount(u * C + cls, minlength=U * C).reshape(U, C)
+    zero_bin = -state["lo"]  # floor(0 / w) - lo
+    has_zeros = (per_class[None, :] - active) > 0
+    uu, cc = np.nonzero(has_zeros)
+    out[uu, cc, zero_bin[uu]] += (per_class[None, :] - active)[uu, cc]
+    return out
+
+
+def add_hist(state, block, labels=None, extremes=None, sparse=None):
+    """Count a block (n, U) (``labels``: (n,) class codes, when counting by class;
+    ``extremes``: the block's column minima and maxima, when already known; ``sparse``: the
+    block's non-zero entries ``(rows, units)``, when already known)."""
     if block.shape[0] == 0:
         return state
-    vmin, vmax = block.min(axis=0), block.max(axis=0)
+    vmin, vmax = (block.min(axis=0), block.max(axis=0)) if extremes is None else extremes
     if not (np.isfinite(vmin).all() and np.isfinite(vmax).all()):
         raise ValidationError("the unit activations hold NaN or infinite values; check the store and the basis")
     U, C, B = state["counts"].shape
@@ -75,13 +94,17 @@ def add_hist(state, block, labels=None):
     ok = state["set"] & (np.floor(vmin * scale) >= state["lo"]) & (np.floor(vmax * scale) < state["lo"] + B)
     for j in np.flatnonzero(~ok):
         _refit(state, j, vmin[j], vmax[j])
+    lab = None if labels is None or C == 1 else np.asarray(labels, np.int64)
+    if sparse is not None and sparse[0].size < block.size // 4:  # mostly zeros: count the zeros per unit at once
+        state["counts"] += _sparse_counts(state, block, lab, *sparse)
+        return state
     # bin of every value as one flat index (unit, class, bin), formed in the block's float type
     # while it holds integers exactly (2**24 for float32), else in float64
     ft = block.dtype if U * C * B < 2 ** 24 and block.dtype == np.float32 else np.float64
     idx = np.floor(block * np.ldexp(1.0, -state["e"]).astype(ft), dtype=ft)
     idx += (np.arange(U) * (C * B) - state["lo"]).astype(ft)
-    if labels is not None and C > 1:
-        idx += (np.asarray(labels, np.int64) * B).astype(ft)[:, None]
+    if lab is not None:
+        idx += (lab * B).astype(ft)[:, None]
     state["counts"] += np.bincount(idx.astype(np.intp).ravel(), minlength=U * C * B).reshape(U, C, B)
     return state
 

@@ -82,20 +82,24 @@ def _fold(acc, A, first_row, k, labels, random_state, sparse):
     if n == 0:
         return acc
     acc["moments"] = merge_moments(acc["moments"], _moments(A))
+    vmin, vmax = A.min(axis=0), A.max(axis=0)  # shared by the top-k filters and the histogram
     if sparse:  # codes: the examples are active rows; no bottom
-        acc["top"] = add_topk(acc["top"], A, first_row, floor=0.0)
+        acc["top"] = add_topk(acc["top"], A, first_row, floor=0.0, colmax=vmax)
     else:
-        acc["top"] = add_topk(acc["top"], A, first_row)
-        acc["bottom"] = add_topk(acc["bottom"], A, first_row, score=-A)
+        acc["top"] = add_topk(acc["top"], A, first_row, colmax=vmax)
+        if (-vmin > acc["bottom"][0][-1]).any():
+            acc["bottom"] = add_topk(acc["bottom"], A, first_row, score=-A, colmax=-vmin)
     active = A != 0
-    acc["active"] = acc["active"] + np.count_nonzero(active, axis=0)
+    nz = np.nonzero(active) if sparse else None  # codes: few non-zeros, counted from their entries
+    acc["active"] = acc["active"] + (np.bincount(nz[1], minlength=A.shape[1]) if sparse
+                                     else np.count_nonzero(active, axis=0))
     p = 1.0 - priority(np.arange(first_row, first_row + n), random_state)
     keep = np.flatnonzero(p > acc["sample"][0][-1].min())  # rows that can enter some unit's sample
     if keep.size:
         score = np.where(active[keep], p[keep, None], -np.inf)
         acc["sample"] = _add_rows(acc["sample"], A[keep], keep + first_row, score)
     lab = None if labels is None else labels[first_row:first_row + n]
-    acc["hist"] = add_hist(acc["hist"], A, lab)
+    acc["hist"] = add_hist(acc["hist"], A, lab, extremes=(vmin, vmax), sparse=nz)
     return acc
 
 
