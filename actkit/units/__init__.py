@@ -11,7 +11,8 @@ components, ICA sources, dictionary atoms and SAE latents (docs/units.md).
   permutation p-value by input sample.
 """
 
-from actkit.units._api import ORDERS, units
+from actkit.units._api import ORDERS
+from actkit.units._api import units as _api_units
 from actkit.units._match import UnitMatch, check_match, match_units
 from actkit.units._report import SCHEMA, UnitReport
 
@@ -19,12 +20,16 @@ __all__ = ["ORDERS", "SCHEMA", "UnitMatch", "UnitReport", "check_match", "match_
 
 
 class _CallableModule(__import__("types").ModuleType):
-    """``actkit.units`` is both this package and the function: once the package is imported,
-    Python binds the attribute ``actkit.units`` to it, so calling the package calls
-    :func:`units`."""
+    """``actkit.units`` is both this package and the function: calling the package calls
+    :func:`actkit.units._api.units` (its signature and docstring are ``units.__call__``'s)."""
 
     def __call__(self, *args, **kwargs):
-        return units(*args, **kwargs)
+        return _api_units(*args, **kwargs)
+
+    __call__.__doc__ = _api_units.__doc__
 
 
 __import__("sys").modules[__name__].__class__ = _CallableModule
+#: the package itself, callable: ``actkit.units``, ``from actkit.units import units`` and
+#: ``import actkit.units`` give the same object, whatever was imported first
+units = __import__("sys").modules[__name__]
