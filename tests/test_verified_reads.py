@@ -57,6 +57,7 @@ def test_a_corrupt_block_is_verify_s_error_in_every_command(pair, tmp_path, caps
         ("dictionary", a, "--out", tmp_path / "d.h5", "--n-components", "4", "--n-epochs", "1"),
         ("export", a, "--format", "parquet", "--out", tmp_path / "e.parquet"),
         ("evaluate", a, "--labels", labels, "--n-splits", "2", "--n-rotations", "1", "--json", tmp_path / "v.json"),
+        ("units", a, "--no-inputs", "--json", tmp_path / "u.json"),
     ]
     for argv in commands:
         assert cli_error(capsys, *argv, "--quiet") == verify, argv
