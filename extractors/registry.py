@@ -219,13 +219,49 @@ def _load_hf(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local,
 def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, local, device_map=None,
                    offline=False):
     """Load with transformers; ``offline``: from the cache only, raising :class:`_Offline`
-    when something is not cached."""
+    when something is not cached. Returns the adapter of the model's kind (text, vision or
+    two towers)."""
     import transformers  # transformers: ~0.7 s at import (measured), not for timm
-    from transformers.utils import logging as hf_logging  # transformers: ~0.7 s at import (measured), not for timm
 
     where = str(local) if local is not None else spec
+    config = _hf_config(transformers, spec, revision, trust_remote_code, local, where, offline)
+    archs, causal, towers, vision = _hf_kind(config)
+    auto = transformers.AutoModelForCausalLM if causal else base_class(transformers, archs)
+    kwargs, quant = _hf_load_kwargs(config, spec, revision, dev, dtype, trust_remote_code, allow_pickle,
+                                    device_map, vision)
+    model, loading = _hf_from_pretrained(auto, spec, kwargs, where, dev, quant, offline, allow_pickle)
+    random_init = _warn_missing(model, loading, where)
+    dev = _hf_place(model, dev, device_map)
+    info = {
+        "model": spec,
+        "source": "transformers",
+        "revision": revision,
+        "model_class": type(model).__name__,
+        "loaded_with": auto.__name__,
+        "weights_sha256": _hf_weights_hash(model, spec, revision, local, allow_pickle),
+        "randomly_initialised": random_init,
+        "versions": library_versions(),
+    }
+    if device_map is not None:  # where accelerate put each block (absent when all sit on one device)
+        placed = getattr(model, "hf_device_map", None) or {}
+        info["hf_device_map"] = {k: str(v) for k, v in placed.items()} or {"": str(dev)}
+    processor, tokenizer = _hf_preprocessors(transformers, spec, revision, trust_remote_code, where, offline,
+                                             vision, towers)
+    if towers:
+        return TwoTowerAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer,
+                               processor=processor, dtype=DTYPES[dtype])
+    if vision:
+        return VisionAdapter(model=model, name=spec, device=dev, info=info, processor=processor,
+                             dtype=DTYPES[dtype])
+    return TextAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer, causal=causal)
+
+
+def _hf_config(transformers, spec, revision, trust_remote_code, local, where, offline):
+    """The model's ``AutoConfig``; a :class:`ModelError` naming the problem (custom code
+    refused, unknown hub id or revision, unreadable local config), or :class:`_Offline`
+    when ``offline`` and it is not cached."""
     try:
-        config = transformers.AutoConfig.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
+        return transformers.AutoConfig.from_pretrained(spec, revision=revision, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as exc:
         msg = _short(exc)
         if "trust_remote_code" in msg:
@@ -238,13 +274,24 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
                 f"(unknown id or revision){_why(exc)}"
             ) from None
         raise ModelError(f"cannot load the model config in {where}{_why(exc)}") from None
+
+
+def _hf_kind(config):
+    """``(architectures, causal, towers, vision)`` of a config: its architecture names, and
+    whether it is a causal LM, a two-tower (text + image) model, an image model."""
     archs = list(getattr(config, "architectures", None) or [])
     causal = is_causal(archs)
     towers = is_two_tower(config, archs)
     vision = hasattr(config, "image_size") and not hasattr(config, "vocab_size") and not towers
     if vision or towers:
         causal = False
-    auto = transformers.AutoModelForCausalLM if causal else base_class(transformers, archs)
+    return archs, causal, towers, vision
+
+
+def _hf_load_kwargs(config, spec, revision, dev, dtype, trust_remote_code, allow_pickle, device_map, vision):
+    """The keyword arguments of ``from_pretrained`` (revision, dtype, remote code,
+    safetensors only unless ``allow_pickle``, MAE without masking, the device map), and the
+    quantisation method of the config (None if not quantised; then checked for ``dev``)."""
     kwargs = dict(
         revision=revision,
         dtype=DTYPES[dtype],
@@ -259,34 +306,54 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
     if quant is not None:
         check_quantised(spec, quant, dev, device_map)
         kwargs.pop("dtype")  # the quantisation config chooses the weights' dtypes
+    return kwargs, quant
+
+
+def _hf_from_pretrained(auto, spec, kwargs, where, dev, quant, offline, allow_pickle):
+    """``auto.from_pretrained(spec, **kwargs)`` with transformers' load report silenced:
+    ``(model, loading_info)``, or the error of :func:`_hf_load_error`."""
+    from transformers.utils import logging as hf_logging  # transformers: ~0.7 s at import (measured), not for timm
+
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report lists e.g. MAE decoder weights; we warn ourselves
     try:
-        model, loading = auto.from_pretrained(spec, output_loading_info=True, **kwargs)
+        return auto.from_pretrained(spec, output_loading_info=True, **kwargs)
     except Exception as exc:  # noqa: BLE001 - safetensors, pickle and hub errors have many types
-        msg = _short(exc)
-        if "trust_remote_code" in msg:
-            raise _remote_code_error(spec) from None
-        special = _weights_error(where, exc)
-        if special is not None:
-            raise special from None
-        if "out of memory" in msg.lower():
-            raise ModelError(f"model {spec} does not fit on {dev}: pass --device-map auto (spreads it over the "
-                             "GPUs, then CPU; needs accelerate) or --dtype float16") from None
-        if quant is not None:
-            raise ModelError(f"cannot load the {quant}-quantised model {spec}{_why(exc)}; it needs its "
-                             f"quantisation package ({QUANT_PACKAGES.get(quant, quant)}) and a GPU: pass "
-                             "--device cuda or --device-map auto") from None
-        if offline and isinstance(exc, OSError):
-            raise _Offline from None
-        if not allow_pickle and "safetensors" in msg.lower():
-            raise ModelError(
-                f"model {spec} has no safetensors weights; pickle weights can run code when loaded. "
-                "Pass --allow-pickle if you trust them"
-            ) from None
-        raise ModelError(f"cannot load model {spec}{_why(exc)}") from None
+        raise _hf_load_error(exc, spec, where, dev, quant, offline, allow_pickle) from None
     finally:
         hf_logging.set_verbosity(verbosity)
+
+
+def _hf_load_error(exc, spec, where, dev, quant, offline, allow_pickle):
+    """The error to raise for ``exc`` from ``from_pretrained``: a :class:`ModelError` naming
+    the problem and the fix (custom code, bad weights, out of memory, a quantised model
+    without its package or GPU, pickle weights refused), or :class:`_Offline`."""
+    msg = _short(exc)
+    if "trust_remote_code" in msg:
+        return _remote_code_error(spec)
+    special = _weights_error(where, exc)
+    if special is not None:
+        return special
+    if "out of memory" in msg.lower():
+        return ModelError(f"model {spec} does not fit on {dev}: pass --device-map auto (spreads it over the "
+                          "GPUs, then CPU; needs accelerate) or --dtype float16")
+    if quant is not None:
+        return ModelError(f"cannot load the {quant}-quantised model {spec}{_why(exc)}; it needs its "
+                          f"quantisation package ({QUANT_PACKAGES.get(quant, quant)}) and a GPU: pass "
+                          "--device cuda or --device-map auto")
+    if offline and isinstance(exc, OSError):
+        return _Offline()
+    if not allow_pickle and "safetensors" in msg.lower():
+        return ModelError(
+            f"model {spec} has no safetensors weights; pickle weights can run code when loaded. "
+            "Pass --allow-pickle if you trust them"
+        )
+    return ModelError(f"cannot load model {spec}{_why(exc)}")
+
+
+def _warn_missing(model, loading, where):
+    """Warn when weights of ``model`` are not in ``where`` (from the loading info) and were
+    randomly initialised; returns every missing key (the pooler's too)."""
     missing = sorted(loading.get("missing_keys") or [])
     # ViTModel builds a pooler head that ViT classification / MAE checkpoints do not carry;
     # it sits after the encoder, so no extracted layer but `pooler` itself reads it: no
@@ -298,26 +365,26 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             f"{len(missing)} weights of {type(model).__name__} are not in {where} and are randomly "
             f"initialised ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
         )
+    return random_init
+
+
+def _hf_place(model, dev, device_map):
+    """Put ``model`` in eval mode on ``dev`` (or where ``device_map`` placed it); returns
+    the device its inputs go to."""
     if device_map is None:
         model.eval().to(dev)
-    else:  # accelerate placed the layers; inputs go where the embeddings are
-        model.eval()
-        emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-        weight = getattr(emb, "weight", None)
-        dev = weight.device if weight is not None else next(model.parameters()).device
-    info = {
-        "model": spec,
-        "source": "transformers",
-        "revision": revision,
-        "model_class": type(model).__name__,
-        "loaded_with": auto.__name__,
-        "weights_sha256": _hf_weights_hash(model, spec, revision, local, allow_pickle),
-        "randomly_initialised": random_init,
-        "versions": library_versions(),
-    }
-    if device_map is not None:  # where accelerate put each block (absent when all sit on one device)
-        placed = getattr(model, "hf_device_map", None) or {}
-        info["hf_device_map"] = {k: str(v) for k, v in placed.items()} or {"": str(dev)}
+        return dev
+    # accelerate placed the layers; inputs go where the embeddings are
+    model.eval()
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    weight = getattr(emb, "weight", None)
+    return weight.device if weight is not None else next(model.parameters()).device
+
+
+def _hf_preprocessors(transformers, spec, revision, trust_remote_code, where, offline, vision, towers):
+    """``(processor, tokenizer)``: the image processor of a vision or two-tower model and
+    the tokenizer of a text or two-tower one (None where not needed); a :class:`ModelError`
+    when one cannot be loaded, or :class:`_Offline` when ``offline`` and it is not cached."""
     processor = tokenizer = None
     if vision or towers:
         try:
@@ -334,13 +401,7 @@ def _load_hf_quiet(spec, revision, dev, dtype, trust_remote_code, allow_pickle, 
             if offline:
                 raise _Offline from None
             raise ModelError(f"cannot load the tokenizer of {where}{_why(exc)}") from None
-    if towers:
-        return TwoTowerAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer,
-                               processor=processor, dtype=DTYPES[dtype])
-    if vision:
-        return VisionAdapter(model=model, name=spec, device=dev, info=info, processor=processor,
-                             dtype=DTYPES[dtype])
-    return TextAdapter(model=model, name=spec, device=dev, info=info, tokenizer=tokenizer, causal=causal)
+    return processor, tokenizer
 
 
 def _hf_weights_hash(model, spec, revision, local, allow_pickle) -> dict:

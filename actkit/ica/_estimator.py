@@ -232,42 +232,15 @@ class FastICA(FloatTransformer):
             return self._fit_rows(rows, runner)
 
     def _fit_rows(self, X, runner):
+        """Fit on ``X`` (an array or a streamed row source, read by ``runner``): the steps
+        below in order; sets the fitted attributes and returns ``self``."""
         X, streaming, n, d, in_dtype = fit_input(self, X, min_rows=2, purpose="for ICA")
-        alpha = self._validate_params_(d)
+        f = contrast(self.fun, self._validate_params_(d))
         cdtype = _compute_dtype(self.compute_dtype)
-        device = self.device
         rng = check_random_state(self.random_state)
-        f = contrast(self.fun, alpha)
-
-        # ---- whitening (one streaming pass; also collects the warm-up subsample)
-        k_req = self.n_components
-        if k_req == "auto":
-            k_req = None if not self.whiten else auto_components(n, d)
-        if not self.whiten and k_req is not None and k_req != d:
-            warn_user("Ignoring n_components with whiten=False.", UserWarning)
-            k_req = None
-        k_guess = d if k_req is None else k_req
-        # "auto": fewer rows per source leave spurious optima
-        warm = warmup_size(self.warmup_rows, n, auto=max(20000, 100 * k_guess)) if self.algorithm == "parallel" else 0
-        sub_idx = sample_rows(n, warm, rng) if warm else None
-        if self.whiten:
-            moments, sub_rows = accumulate_moments(
-                X, block_rows=pass_rows(d), verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx,
-                runner=runner,
-            )
-            p = whitening_from_moments(moments.mean_, moments.covariance(ddof=1), method="pca", n_components=k_req)
-            mean, K, Kinv = p["mean"], p["whitening"], p["dewhitening"]
-            # scikit-learn's basis convention (each eigenvector's first entry positive): the
-            # same ``random_state`` then gives the same starting rotation as sklearn's FastICA,
-            # which makes the deflation order (and so its per-component errors) comparable
-            flip = np.where(K[:, 0] < 0, -1.0, 1.0)
-            K, Kinv = K * flip[:, None], Kinv * flip[None, :]
-        else:
-            mean, K, Kinv = np.zeros(d), np.eye(d), np.eye(d)
-            sub_rows = None
-            if streaming and sub_idx is not None:
-                _, sub_rows = accumulate_moments(X, block_rows=pass_rows(d), collect_rows=sub_idx, runner=runner)
-        k = K.shape[0]
+        k_req = self._requested_components(n, d)
+        sub_idx = self._warmup_indices(n, d, k_req, rng)
+        mean, K, Kinv, sub_rows = self._whitening(X, streaming, d, k_req, sub_idx, runner)
 
         def whitened(rows):
             # float64 arithmetic per reduction block, then the compute dtype: keeps
@@ -275,20 +248,73 @@ class FastICA(FloatTransformer):
             return whiten_rows(rows, mean, K, cdtype, rows=pass_rows(d))
 
         if streaming:
-            source = WhitenedSource(X=X, mean=mean, K=K, dtype=cdtype, device=device, runner=runner)
+            source = WhitenedSource(X=X, mean=mean, K=K, dtype=cdtype, device=self.device, runner=runner)
         else:
-            source = WhitenedSource(Z=on_device(whitened(X), device), dtype=cdtype, device=device,
+            source = WhitenedSource(Z=on_device(whitened(X), self.device), dtype=cdtype, device=self.device,
                                     rows=pass_rows(d))
             if sub_idx is not None:
                 sub_rows = np.asarray(X)[sub_idx]   # the warm-up re-whitens its raw rows
+        W0 = self._initial_rotation(K.shape[0], rng)
+        warm_rows = None if sub_idx is None else whitened(sub_rows)
+        W, n_iter, converged = self._rotation(source, W0, f, warm_rows, cdtype, rng)
+        self._set_fitted(W, mean, K, Kinv, n, n_iter, converged, in_dtype)
+        return self
 
-        # ---- initial rotation
+    def _requested_components(self, n, d):
+        """The number of sources asked for, ``n_components`` resolved against ``n`` rows and
+        ``d`` features: an int, or None for all (``"auto"`` by the rows rule; ignored, with a
+        warning, when ``whiten=False``)."""
+        k_req = self.n_components
+        if k_req == "auto":
+            k_req = None if not self.whiten else auto_components(n, d)
+        if not self.whiten and k_req is not None and k_req != d:
+            warn_user("Ignoring n_components with whiten=False.", UserWarning)
+            k_req = None
+        return k_req
+
+    def _warmup_indices(self, n, d, k_req, rng):
+        """Sorted indices of the warm-up subsample among ``n`` rows (drawn from ``rng``), or
+        None when there is no warm-up (``algorithm="deflation"`` or ``warmup_rows`` 0/None)."""
+        k_guess = d if k_req is None else k_req
+        # "auto": fewer rows per source leave spurious optima
+        warm = warmup_size(self.warmup_rows, n, auto=max(20000, 100 * k_guess)) if self.algorithm == "parallel" else 0
+        return sample_rows(n, warm, rng) if warm else None
+
+    def _whitening(self, X, streaming, d, k_req, sub_idx, runner):
+        """One streaming pass over ``X`` (``d`` features): the mean (d,), the whitening ``K``
+        (k, d) and its inverse ``Kinv`` (d, k) (identities and zeros with ``whiten=False``),
+        and the raw warm-up rows at ``sub_idx`` collected on the way (None where not read)."""
+        if not self.whiten:
+            sub_rows = None
+            if streaming and sub_idx is not None:
+                _, sub_rows = accumulate_moments(X, block_rows=pass_rows(d), collect_rows=sub_idx, runner=runner)
+            return np.zeros(d), np.eye(d), np.eye(d), sub_rows
+        moments, sub_rows = accumulate_moments(
+            X, block_rows=pass_rows(d), verbose=self.verbose, desc="ica: covariance", collect_rows=sub_idx,
+            runner=runner,
+        )
+        p = whitening_from_moments(moments.mean_, moments.covariance(ddof=1), method="pca", n_components=k_req)
+        K, Kinv = p["whitening"], p["dewhitening"]
+        # scikit-learn's basis convention (each eigenvector's first entry positive): the
+        # same ``random_state`` then gives the same starting rotation as sklearn's FastICA,
+        # which makes the deflation order (and so its per-component errors) comparable
+        flip = np.where(K[:, 0] < 0, -1.0, 1.0)
+        return p["mean"], K * flip[:, None], Kinv * flip[None, :], sub_rows
+
+    def _initial_rotation(self, k, rng):
+        """The (k, k) starting rotation: ``w_init``, or a standard normal draw from ``rng``."""
         if self.w_init is None:
-            W0 = rng.normal(size=(k, k))
-        else:
-            W0 = np.asarray(self.w_init, dtype=np.float64)
-            if W0.shape != (k, k):
-                raise ValidationError(f"w_init has shape {W0.shape}; expected ({k}, {k})")
+            return rng.normal(size=(k, k))
+        W0 = np.asarray(self.w_init, dtype=np.float64)
+        if W0.shape != (k, k):
+            raise ValidationError(f"w_init has shape {W0.shape}; expected ({k}, {k})")
+        return W0
+
+    def _rotation(self, source, W0, f, warm_rows, cdtype, rng):
+        """Solve for the (k, k) unmixing rotation of the whitened ``source`` from ``W0`` with
+        the contrast ``f``: Picard-O (after the warm-up on the whitened ``warm_rows``, or a
+        start from the data) or the deflation fixed point. Sets ``n_iter_warmup_``; returns
+        ``(W, n_iter, converged)`` and warns (``ConvergenceWarning``) when not converged."""
         bar = None
         if self.verbose:
             from tqdm.auto import tqdm  # tqdm.auto: ~0.2 s at import (measured), only on a pass with a bar
@@ -300,9 +326,9 @@ class FastICA(FloatTransformer):
             if self.algorithm == "parallel":
                 from_data = self.w_init is None and self.init == "data"
                 W = None if from_data else sym_decorrelation(W0)
-                if sub_idx is not None:
-                    W, self.n_iter_warmup_ = warm_start(whitened(sub_rows), W, f, tol=max(self.tol, 1e-3),
-                                                         max_iter=self.max_iter, dtype=cdtype, device=device,
+                if warm_rows is not None:
+                    W, self.n_iter_warmup_ = warm_start(warm_rows, W, f, tol=max(self.tol, 1e-3),
+                                                         max_iter=self.max_iter, dtype=cdtype, device=self.device,
                                                          counter=counter, rng=rng)
                 elif from_data:
                     W = data_init(source, rng)
@@ -322,7 +348,13 @@ class FastICA(FloatTransformer):
                 f"or tol, reduce n_components, or check that the sources are non-Gaussian",
                 ConvergenceWarning,
             )
-        # deterministic signs: each source's largest mixing coefficient is positive
+        return W, n_iter, converged
+
+    def _set_fitted(self, W, mean, K, Kinv, n, n_iter, converged, in_dtype):
+        """Fix each source's sign (its largest mixing coefficient positive), scale for
+        ``whiten``, and set ``components_`` (k, d), ``mixing_`` (d, k), ``mean_``,
+        ``whitening_``, ``n_iter_``, ``converged_``, ``n_components_`` in ``in_dtype``."""
+        k = K.shape[0]
         mixing = Kinv @ W.T
         idx = np.argmax(np.abs(mixing), axis=0)
         sg = np.sign(mixing[idx, np.arange(k)])
@@ -340,7 +372,6 @@ class FastICA(FloatTransformer):
         self.components_ = (scale * (W @ K)).astype(in_dtype)
         self.mixing_ = (mixing / scale).astype(in_dtype)
         self._unmixing = W
-        return self
 
     @property
     def _n_features_out(self):

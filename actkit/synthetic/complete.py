@@ -30,6 +30,7 @@ The paper's text is not available beyond its abstract, so these setups and thres
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
@@ -152,17 +153,80 @@ def _best_of(X, y, *, n_restarts, seed, score, cache, **kwargs):
     return best[0], best[1], {"chosen": best[2], "restarts": restarts}
 
 
+CONVENTIONS = {
+    "dgp": "[actkit] z_i = grid level of digit y_i + N(0, sigma^2) truncated to "
+           "[-box, box] (rectangular support), K = levels^d classes, "
+           "x = invertible leaky MLP(z)",
+    "classifier": "MLP x-64-64-M (LeakyReLU 0.2) -> linear read-out, cross-entropy, "
+                  "Adam (lr 1e-2) with cosine schedule [actkit]",
+    "restarts": "each model is the best of n_restarts trainings by final training "
+                "objective (cross-entropy + penalties); never selected by R^2 or "
+                "tuning; every restart's objective and score are in extra.restarts",
+    "grandmother": "width M = d; ReLU units (initial bias +1 so none starts dead), "
+                   "energy 1e-3 * mean |h|^2, read-out weight decay 1e-3; baseline: "
+                   "same network, linear units, no penalty",
+    "linear_r2": "actkit.metrics.linear_r2(h, z) on held-out rows (its own 50/50 split)",
+    "tuned": f"active unit (std > 1e-3) with max_j |corr(h, z_j)| > {TUNED_CORR}",
+    "bayes_ce": "cross-entropy of the Bayes-optimal p(y | z) on the fit rows",
+    "paper": "numbers not available (abstract only): claims tested qualitatively",
+}
+
+
+class _Data(NamedTuple):
+    """The experiment's data: inputs ``X`` (n, p), latents ``Z`` (n, d), labels ``y`` (n,),
+    the DGP's ``info``, the fit and evaluation row indices, and the Bayes cross-entropy
+    (nats) on the fit rows."""
+
+    X: np.ndarray
+    Z: np.ndarray
+    y: np.ndarray
+    info: dict
+    fit: np.ndarray
+    ev: np.ndarray
+    bayes_ce: float
+
+
 def run(*, quick=False, device="cpu", random_state=0):
     """Run the experiment; returns an :class:`~actkit.synthetic._result.ExperimentResult`."""
     cfg = dict(QUICK if quick else FULL)
     t0 = time.perf_counter()
-    X, Z, y, info = truncated_generative_dgp(cfg["n_samples"], random_state=random_state,
+    data = _data(cfg["n_samples"], random_state)
+    # one cache for every training: the width sweep's M = d models are the grandmother baseline's
+    common = dict(n_classes=data.info["n_classes"], lr=LR, n_steps=cfg["n_steps"],
+                  n_restarts=cfg["n_restarts"], device=device, cache={})
+    rows, selection = _width_sweep(data, cfg, common, random_state)
+    gm = {}
+    for label, kw in (("unconstrained", {}), ("relu+energy", GM_SETTINGS)):
+        gm[label], selection[label], row = _grandmother(data, cfg, common, random_state, label, kw)
+        rows.append(row)
+    runtime = time.perf_counter() - t0
+    return ExperimentResult(
+        name=NAME, title=TITLE,
+        columns=["model", "regime", "linear_r2", "train_acc", "train_ce", "bayes_ce",
+                 "frac_tuned", "selectivity", "n_active"],
+        rows=rows, claims=_claims(rows, gm), runtime_s=runtime, plot=_plot,
+        extra={"grandmother": gm, "restarts": selection},
+        settings={"quick": quick, "device": str(device), "random_state": random_state,
+                  "n_latents": N_LATENTS, "dgp": dict(data.info), **cfg, "lr": LR,
+                  "gm_width": GM_WIDTH, "grandmother_settings": GM_SETTINGS},
+        conventions=dict(CONVENTIONS))
+
+
+def _data(n_samples, random_state):
+    """``n_samples`` rows of :func:`truncated_generative_dgp` (mixing seeded by
+    ``random_state`` too), split into fit and evaluation rows: a :class:`_Data`."""
+    X, Z, y, info = truncated_generative_dgp(n_samples, random_state=random_state,
                                              mixing_state=random_state)
     fit, ev = _api.split_indices(len(X), random_state=random_state)
-    K = info["n_classes"]
-    bayes_ce = bayes_cross_entropy(Z[fit], y[fit], info)
-    common = dict(n_classes=K, lr=LR, n_steps=cfg["n_steps"], n_restarts=cfg["n_restarts"],
-                  device=device, cache={})
+    return _Data(X, Z, y, info, fit, ev, bayes_cross_entropy(Z[fit], y[fit], info))
+
+
+def _width_sweep(data, cfg, common, random_state):
+    """Claim 1's models: for each width of ``cfg["widths"]``, ``cfg["n_seeds"]`` classifiers
+    (each the best of its restarts, trained with ``common``), scored by held-out linear
+    R^2. Returns ``(rows, selection)``: one table row per width, and per width the restart
+    chosen for each seed."""
+    X, Z, ev = data.X, data.Z, data.ev
 
     def r2_of(rep):
         return _api.linear_r2(rep(X[ev]), Z[ev], random_state=random_state)
@@ -171,8 +235,9 @@ def run(*, quick=False, device="cpu", random_state=0):
     for width in cfg["widths"]:
         r2s, accs, ces, sel = [], [], [], []
         for seed in range(cfg["n_seeds"]):
-            rep, hist, chosen = _best_of(X[fit], y[fit], width=width, seed=random_state + seed,
-                                         score=r2_of, desc=f"classifier M={width}", **common)
+            rep, hist, chosen = _best_of(X[data.fit], data.y[data.fit], width=width,
+                                         seed=random_state + seed, score=r2_of,
+                                         desc=f"classifier M={width}", **common)
             r2s.append(r2_of(rep))
             accs.append(hist["train_accuracy"])
             ces.append(hist["final_loss"])
@@ -183,43 +248,52 @@ def run(*, quick=False, device="cpu", random_state=0):
                      "linear_r2": float(np.mean(r2s)), "linear_r2_sd": float(np.std(r2s)),
                      "linear_r2_per_seed": [float(v) for v in r2s],
                      "train_acc": float(np.mean(accs)), "train_ce": float(np.mean(ces)),
-                     "bayes_ce": bayes_ce})
+                     "bayes_ce": data.bayes_ce})
+    return rows, selection
 
-    gm = {}
-    for label, kw in (("unconstrained", {}), ("relu+energy", GM_SETTINGS)):
-        fracs, sels, n_act, r2s, accs, ces, sel, corr = [], [], [], [], [], [], [], None
 
-        def tuned_of(rep):
-            return tuning(rep(X[ev]), Z[ev])["fraction_tuned"]
+def _grandmother(data, cfg, common, random_state, label, kw):
+    """Claim 2's models of one arm (``label``; ``kw``: its training settings, ``{}`` for
+    the baseline): ``cfg["gm_seeds"]`` classifiers of width M = d, tuning measured on the
+    held-out rows. Returns ``(summary, selection, row)``: the arm's ``extra.grandmother``
+    entry, the restart chosen per seed, and its table row."""
+    X, Z, ev = data.X, data.Z, data.ev
+    fracs, sels, n_act, r2s, accs, ces, sel, corr = [], [], [], [], [], [], [], None
 
-        for seed in range(cfg["gm_seeds"]):
-            rep, hist, chosen = _best_of(X[fit], y[fit], width=GM_WIDTH,
-                                         seed=random_state + seed, score=tuned_of,
-                                         desc=f"classifier {label}", **common, **kw)
-            H = rep(X[ev])
-            t = tuning(H, Z[ev])
-            fracs.append(t["fraction_tuned"])
-            sels.append(t["selectivity"])
-            n_act.append(t["n_active"])
-            r2s.append(_api.linear_r2(H, Z[ev], random_state=random_state))
-            accs.append(hist["train_accuracy"])
-            ces.append(hist["final_loss"])
-            sel.append(chosen)
-            corr = t["corr"] if corr is None else corr
-        selection[label] = sel
-        gm[label] = {"fraction_tuned": float(np.mean(fracs)), "n_active": float(np.mean(n_act)),
-                     "fraction_tuned_per_seed": fracs, "selectivity": float(np.mean(sels)),
-                     "selectivity_per_seed": sels, "linear_r2": float(np.mean(r2s)),
-                     "corr_seed0": corr}
-        rows.append({"model": f"M={GM_WIDTH} {label}", "width": GM_WIDTH,
-                     "regime": "grandmother" if kw else "baseline",
-                     "linear_r2": float(np.mean(r2s)), "train_acc": float(np.mean(accs)),
-                     "train_ce": float(np.mean(ces)), "bayes_ce": bayes_ce,
-                     "frac_tuned": float(np.mean(fracs)), "selectivity": float(np.mean(sels)),
-                     "n_active": float(np.mean(n_act)),
-                     "frac_tuned_per_seed": [float(v) for v in fracs]})
-    runtime = time.perf_counter() - t0
+    def tuned_of(rep):
+        return tuning(rep(X[ev]), Z[ev])["fraction_tuned"]
 
+    for seed in range(cfg["gm_seeds"]):
+        rep, hist, chosen = _best_of(X[data.fit], data.y[data.fit], width=GM_WIDTH,
+                                     seed=random_state + seed, score=tuned_of,
+                                     desc=f"classifier {label}", **common, **kw)
+        H = rep(X[ev])
+        t = tuning(H, Z[ev])
+        fracs.append(t["fraction_tuned"])
+        sels.append(t["selectivity"])
+        n_act.append(t["n_active"])
+        r2s.append(_api.linear_r2(H, Z[ev], random_state=random_state))
+        accs.append(hist["train_accuracy"])
+        ces.append(hist["final_loss"])
+        sel.append(chosen)
+        corr = t["corr"] if corr is None else corr
+    summary = {"fraction_tuned": float(np.mean(fracs)), "n_active": float(np.mean(n_act)),
+               "fraction_tuned_per_seed": fracs, "selectivity": float(np.mean(sels)),
+               "selectivity_per_seed": sels, "linear_r2": float(np.mean(r2s)),
+               "corr_seed0": corr}
+    row = {"model": f"M={GM_WIDTH} {label}", "width": GM_WIDTH,
+           "regime": "grandmother" if kw else "baseline",
+           "linear_r2": float(np.mean(r2s)), "train_acc": float(np.mean(accs)),
+           "train_ce": float(np.mean(ces)), "bayes_ce": data.bayes_ce,
+           "frac_tuned": float(np.mean(fracs)), "selectivity": float(np.mean(sels)),
+           "n_active": float(np.mean(n_act)),
+           "frac_tuned_per_seed": [float(v) for v in fracs]}
+    return summary, sel, row
+
+
+def _claims(rows, gm):
+    """The three claims (a list of :class:`Claim`) from the table ``rows`` and the
+    grandmother summaries ``gm`` (keyed ``"unconstrained"``, ``"relu+energy"``)."""
     comp = [r["linear_r2"] for r in rows if r["regime"] == "complete"]
     under = [r["linear_r2"] for r in rows if r["regime"] == "undercomplete"]
     con, unc = gm["relu+energy"], gm["unconstrained"]
@@ -227,7 +301,7 @@ def run(*, quick=False, device="cpu", random_state=0):
                                   unc["fraction_tuned_per_seed"])]
     per_seed = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(con["fraction_tuned_per_seed"],
                                                            unc["fraction_tuned_per_seed"]))
-    claims = [
+    return [
         Claim("complete widths are linear in the latents", min(comp) >= R2_COMPLETE,
               f"min R^2 over M >= d={N_LATENTS}: {min(comp):.3f} (target >= {R2_COMPLETE})"),
         Claim("undercomplete widths are clearly less linear", max(under) <= min(comp) - R2_GAP,
@@ -244,32 +318,6 @@ def run(*, quick=False, device="cpu", random_state=0):
               f"(constrained/unconstrained) {per_seed}: constrained ahead in "
               f"{sum(wins)}/{len(wins)} seeds (target >= {GM_SEED_SHARE:.0%})"),
     ]
-    return ExperimentResult(
-        name=NAME, title=TITLE,
-        columns=["model", "regime", "linear_r2", "train_acc", "train_ce", "bayes_ce",
-                 "frac_tuned", "selectivity", "n_active"],
-        rows=rows, claims=claims, runtime_s=runtime, plot=_plot,
-        extra={"grandmother": gm, "restarts": selection},
-        settings={"quick": quick, "device": str(device), "random_state": random_state,
-                  "n_latents": N_LATENTS, "dgp": dict(info), **cfg, "lr": LR,
-                  "gm_width": GM_WIDTH, "grandmother_settings": GM_SETTINGS},
-        conventions={
-            "dgp": "[actkit] z_i = grid level of digit y_i + N(0, sigma^2) truncated to "
-                   "[-box, box] (rectangular support), K = levels^d classes, "
-                   "x = invertible leaky MLP(z)",
-            "classifier": "MLP x-64-64-M (LeakyReLU 0.2) -> linear read-out, cross-entropy, "
-                          "Adam (lr 1e-2) with cosine schedule [actkit]",
-            "restarts": "each model is the best of n_restarts trainings by final training "
-                        "objective (cross-entropy + penalties); never selected by R^2 or "
-                        "tuning; every restart's objective and score are in extra.restarts",
-            "grandmother": "width M = d; ReLU units (initial bias +1 so none starts dead), "
-                           "energy 1e-3 * mean |h|^2, read-out weight decay 1e-3; baseline: "
-                           "same network, linear units, no penalty",
-            "linear_r2": "actkit.metrics.linear_r2(h, z) on held-out rows (its own 50/50 split)",
-            "tuned": f"active unit (std > 1e-3) with max_j |corr(h, z_j)| > {TUNED_CORR}",
-            "bayes_ce": "cross-entropy of the Bayes-optimal p(y | z) on the fit rows",
-            "paper": "numbers not available (abstract only): claims tested qualitatively",
-        })
 
 
 def _plot(result, out):

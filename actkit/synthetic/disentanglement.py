@@ -73,6 +73,46 @@ def _scores(factors, latents, per_factor=None):
     return float(d["infom"]), float(d["infoe"]), float(d["infoc"])
 
 
+CONVENTIONS = {
+    "data": "actkit.zoo.shapes.render_shapes, style='disentanglement' "
+            "(Shapes3D stand-in, 7 factors; larger objects, hues on a non-wrapping "
+            "arc); pixels scaled to [0, 1]",
+    "autoencoder": "convolutional encoder (stride-2 4x4 convs + ReLU, MLP to a 10-D "
+                   "bottleneck), spatial broadcast decoder (Watters et al. 2019; "
+                   "3x3 convs), squared error, Adam with cosine schedule [actkit; "
+                   "the paper's AE follows Hsu et al. 2023 with a transposed-conv "
+                   "decoder]",
+    "ica": "actkit.FastICA (PCA whitening inside, logcosh) fitted on the 80% fit split",
+    "controls": "AE + PCA: actkit.Whitener (PCA) of the bottleneck; AE + PCA + rand: "
+                "that whitened code times Haar-random rotations (n_rotations draws, "
+                "averaged); PCA*: the same on the top-10 pixel PCs",
+    "scores": "actkit.metrics.infomec on n_eval held-out images (docs/definitions.md section 5)",
+    "paper": "Table 2 values quoted as InfoM/InfoE/InfoC (Shapes3D column and the "
+             "aggregate over Shapes3D, MPI3D, Falcor3D, Isaac3D)",
+}
+
+
+class _Scoreboard:
+    """The scores of every method, run by run: ``runs[method]`` a list of (InfoM, InfoE,
+    InfoC), measured on the evaluation rows ``ev`` against their factors ``F`` (n_eval,
+    n_factors); ``infoe_ae`` the AE's InfoE per factor, one list per run."""
+
+    def __init__(self, F, ev):
+        self.F, self.ev, self.runs, self.infoe_ae = F, ev, {}, []
+
+    def add(self, method, latents):
+        """Score one run of ``method``: ``latents`` (n_samples, k) of every image, of which
+        the evaluation rows are scored."""
+        per = self.infoe_ae if method == "AE" else None
+        self.runs.setdefault(method, []).append(_scores(self.F, latents[self.ev], per))
+
+    def add_rotations(self, base, W, n_rotations, seed):
+        """Score ``W`` (n_samples, N_LATENTS) under ``n_rotations`` Haar-random rotations
+        (seeded ``seed``, ``seed + 1``, ...), each a run of ``"{base} + rand"``."""
+        for r in range(n_rotations):
+            self.add(f"{base} + rand", W @ random_orthogonal(N_LATENTS, random_state=seed + r))
+
+
 def run(*, quick=False, device="cpu", random_state=0):
     """Run the experiment; returns an :class:`~actkit.synthetic._result.ExperimentResult`."""
     cfg = dict(QUICK if quick else FULL)
@@ -82,44 +122,61 @@ def run(*, quick=False, device="cpu", random_state=0):
     images = images.astype(np.float32) / 255.0
     fit, ev = _api.split_indices(len(images), random_state=random_state)
     ev = ev[:cfg["n_eval"]]
-    F = factors[ev]
-    scores, recon, infoe_ae = {}, [], []
+    board = _Scoreboard(factors[ev], ev)
+    recon = [_autoencoder_runs(board, images, fit, cfg, random_state + seed, seed, device)
+             for seed in range(cfg["n_seeds"])]
+    _pixel_runs(board, images, fit, cfg, random_state, device)
+    runtime = time.perf_counter() - t0
+    rows = _rows(board.runs)
+    by = {r["method"]: r for r in rows}
+    return ExperimentResult(
+        name=NAME, title=TITLE,
+        columns=["method", "InfoM", "InfoE", "InfoC", "paper_shapes3d", "paper_aggregate"],
+        rows=rows, claims=_claims(by), runtime_s=runtime, plot=_plot,
+        extra={"factor_names": list(names), "relative_mse": recon,
+               "ae_infoe_per_factor": dict(zip(names, np.mean(board.infoe_ae, axis=0).tolist())),
+               "pixel_pca_ica_beats_rand": bool(by["PCA + ICA"]["InfoM"]
+                                                > by["PCA + rand"]["InfoM"])},
+        settings={"quick": quick, "device": str(device), "random_state": random_state,
+                  "n_latents": N_LATENTS, "lr": LR, "style": STYLE, **DECODER, **cfg},
+        conventions=dict(CONVENTIONS))
 
-    def add(method, latents):
-        per = infoe_ae if method == "AE" else None
-        scores.setdefault(method, []).append(_scores(F, latents[ev], per))
 
-    def rotations(W, seed):
-        for r in range(cfg["n_rotations"]):
-            add(f"{rot_base} + rand", W @ random_orthogonal(N_LATENTS, random_state=seed + r))
+def _autoencoder_runs(board, images, fit, cfg, state, seed, device):
+    """Train the autoencoder of seed ``seed`` (torch seed ``state``) on the fit ``images``
+    (n_samples, channels, size, size) and score its code as ``AE``, ``AE + ICA`` (FastICA
+    seeded ``state``), ``AE + PCA`` and ``AE + PCA + rand`` into ``board``. Returns the
+    autoencoder's relative reconstruction error."""
+    encode, hist = train_conv_autoencoder(
+        images[fit], n_latents=N_LATENTS, channels=cfg["channels"], hidden=cfg["hidden"],
+        n_steps=cfg["n_steps"], batch_size=cfg["batch_size"], lr=LR,
+        seed=state, device=device, desc=f"shapes conv AE seed={seed}",
+        decoder_channels=cfg["decoder_channels"], **DECODER)
+    Z = encode(images)
+    board.add("AE", Z)
+    board.add("AE + ICA", _api.ica_sources(Z, fit, random_state=state, device=device))
+    W = _api.whiten(Z, fit)
+    board.add("AE + PCA", W)
+    board.add_rotations("AE + PCA", W, cfg["n_rotations"], 1000 * (state + 1))
+    return hist["relative_mse"]
 
-    for seed in range(cfg["n_seeds"]):
-        encode, hist = train_conv_autoencoder(
-            images[fit], n_latents=N_LATENTS, channels=cfg["channels"], hidden=cfg["hidden"],
-            n_steps=cfg["n_steps"], batch_size=cfg["batch_size"], lr=LR,
-            seed=random_state + seed, device=device, desc=f"shapes conv AE seed={seed}",
-            decoder_channels=cfg["decoder_channels"], **DECODER)
-        recon.append(hist["relative_mse"])
-        Z = encode(images)
-        add("AE", Z)
-        add("AE + ICA", _api.ica_sources(Z, fit, random_state=random_state + seed,
-                                         device=device))
-        W = _api.whiten(Z, fit)
-        add("AE + PCA", W)
-        rot_base = "AE + PCA"
-        rotations(W, 1000 * (random_state + seed + 1))
 
+def _pixel_runs(board, images, fit, cfg, random_state, device):
+    """The pixel baselines into ``board``: ``PCA`` (the whitened top-N_LATENTS pixel
+    principal components, fitted on the fit rows), ``PCA + ICA`` and ``PCA + rand``."""
     X = images.reshape(len(images), -1)
     P = actkit.Whitener(method="pca", n_components=N_LATENTS).fit(X[fit]).transform(X)
-    add("PCA", P)
-    add("PCA + ICA", _api.ica_sources(P, fit, random_state=random_state, device=device))
-    rot_base = "PCA"
-    rotations(P, 1000 * (random_state + cfg["n_seeds"] + 1))
-    runtime = time.perf_counter() - t0
+    board.add("PCA", P)
+    board.add("PCA + ICA", _api.ica_sources(P, fit, random_state=random_state, device=device))
+    board.add_rotations("PCA", P, cfg["n_rotations"], 1000 * (random_state + cfg["n_seeds"] + 1))
 
+
+def _rows(runs):
+    """The table: one row per method of ORDER from its ``runs`` (a list of (InfoM, InfoE,
+    InfoC)): means, InfoM's spread, the runs, and the paper's numbers where it has them."""
     rows = []
     for method in ORDER:
-        v = np.asarray(scores[method])
+        v = np.asarray(runs[method])
         row = {"method": method, "InfoM": v[:, 0].mean(), "InfoE": v[:, 1].mean(),
                "InfoC": v[:, 2].mean(), "InfoM_sd": v[:, 0].std(), "n_runs": len(v),
                "InfoM_per_run": v[:, 0].tolist(), "InfoC_per_run": v[:, 2].tolist()}
@@ -127,10 +184,14 @@ def run(*, quick=False, device="cpu", random_state=0):
             row["paper_shapes3d"] = "/".join(f"{x:.2f}" for x in PAPER[method]["shapes3d"])
             row["paper_aggregate"] = "/".join(f"{x:.2f}" for x in PAPER[method]["aggregate"])
         rows.append(row)
-    by = {r["method"]: r for r in rows}
+    return rows
+
+
+def _claims(by):
+    """The three claims (a list of :class:`Claim`) from the table rows keyed by method."""
     ae, aeica, rand = by["AE"], by["AE + ICA"], by["AE + PCA + rand"]
     beaten = np.mean([m < by["AE + ICA"]["InfoM"] for m in rand["InfoM_per_run"]])
-    claims = [
+    return [
         Claim("AE + ICA disentangles better than the AE (InfoM, InfoC up)",
               aeica["InfoM"] > ae["InfoM"] and aeica["InfoC"] > ae["InfoC"],
               f"InfoM {ae['InfoM']:.2f} -> {aeica['InfoM']:.2f}, InfoC {ae['InfoC']:.2f} -> "
@@ -145,33 +206,6 @@ def run(*, quick=False, device="cpu", random_state=0):
               f"vs {rand['InfoC']:.2f}; unrotated whitened code AE+PCA "
               f"{by['AE + PCA']['InfoM']:.2f}/{by['AE + PCA']['InfoC']:.2f}"),
     ]
-    return ExperimentResult(
-        name=NAME, title=TITLE,
-        columns=["method", "InfoM", "InfoE", "InfoC", "paper_shapes3d", "paper_aggregate"],
-        rows=rows, claims=claims, runtime_s=runtime, plot=_plot,
-        extra={"factor_names": list(names), "relative_mse": recon,
-               "ae_infoe_per_factor": dict(zip(names, np.mean(infoe_ae, axis=0).tolist())),
-               "pixel_pca_ica_beats_rand": bool(by["PCA + ICA"]["InfoM"]
-                                                > by["PCA + rand"]["InfoM"])},
-        settings={"quick": quick, "device": str(device), "random_state": random_state,
-                  "n_latents": N_LATENTS, "lr": LR, "style": STYLE, **DECODER, **cfg},
-        conventions={
-            "data": "actkit.zoo.shapes.render_shapes, style='disentanglement' "
-                    "(Shapes3D stand-in, 7 factors; larger objects, hues on a non-wrapping "
-                    "arc); pixels scaled to [0, 1]",
-            "autoencoder": "convolutional encoder (stride-2 4x4 convs + ReLU, MLP to a 10-D "
-                           "bottleneck), spatial broadcast decoder (Watters et al. 2019; "
-                           "3x3 convs), squared error, Adam with cosine schedule [actkit; "
-                           "the paper's AE follows Hsu et al. 2023 with a transposed-conv "
-                           "decoder]",
-            "ica": "actkit.FastICA (PCA whitening inside, logcosh) fitted on the 80% fit split",
-            "controls": "AE + PCA: actkit.Whitener (PCA) of the bottleneck; AE + PCA + rand: "
-                        "that whitened code times Haar-random rotations (n_rotations draws, "
-                        "averaged); PCA*: the same on the top-10 pixel PCs",
-            "scores": "actkit.metrics.infomec on n_eval held-out images (docs/definitions.md section 5)",
-            "paper": "Table 2 values quoted as InfoM/InfoE/InfoC (Shapes3D column and the "
-                     "aggregate over Shapes3D, MPI3D, Falcor3D, Isaac3D)",
-        })
 
 
 def _plot(result, out):
