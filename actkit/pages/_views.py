@@ -50,10 +50,9 @@ def _pair(result, label) -> dict:
     return out
 
 
-def layer_map_data(layer_map) -> dict:
-    """A :class:`~actkit.alignment.LayerMap` for the page's heat map."""
+def layer_map_data(layer_map, caption="layers of A (rows) x layers of B (columns)") -> dict:
+    """A :class:`~actkit.alignment.LayerMap` (or any labelled matrix in one) for a heat map."""
     d = layer_map.to_dict()
-    caption = "layers of A (rows) x layers of B (columns)"
     if layer_map.p is not None:
         caption += (f"; dashed cells and *: p > 0.05 ({layer_map.info.get('permutations')} permutations "
                     "of the input samples)")
@@ -61,13 +60,15 @@ def layer_map_data(layer_map) -> dict:
             "matrix": d["matrix"], "p": d.get("p"), "caption": caption}
 
 
-def compare_data(results=(), labels=None, *, layer_map=None, title="", subtitle="", figures=True) -> dict:
+def compare_data(results=(), labels=None, *, maps=(), title="", subtitle="", figures=True) -> dict:
     """The compare page's data: every pair's measure rows, notes, details and source
-    correlations; the errors figure (several pairs); the layer map; the conventions."""
+    correlations; the errors figure (several pairs); the heat maps (``maps``: layer maps,
+    or ``(LayerMap, caption)`` pairs); the conventions."""
     results = list(results)
     labels = row_labels(results, labels)
+    maps = [layer_map_data(*m) if isinstance(m, tuple) else layer_map_data(m) for m in maps]
     out = {"title": title, "subtitle": subtitle, "pairs": [_pair(r, lab) for r, lab in zip(results, labels)],
-           "figures": [], "layer_map": layer_map_data(layer_map) if layer_map is not None else None}
+           "figures": [], "maps": maps}
     if figures and len(results) > 1:
         ax = plot_errors(results, labels)
         out["figures"].append({"title": "Alignment error per method and pair", "src": figure_uri(ax.figure),

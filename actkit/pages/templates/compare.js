@@ -45,9 +45,8 @@ actkit.start(function (data, main) {
     if (p.details) s.appendChild(A.details("Sizes, settings and timings", p.details));
     main.appendChild(s);
   });
-  if (data.layer_map) {
-    var lm = data.layer_map;
-    var s2 = A.section("Layer map: " + lm.measure, "layer-map");
+  (data.maps || []).forEach(function (lm, m) {
+    var s2 = A.section("Map: " + lm.measure, "map-" + m);
     s2.appendChild(el("div", {cls: "scroll"}, A.heatmap(lm.matrix, {rowLabels: lm.layers_a, colLabels: lm.layers_b,
       p: lm.p, values: true, title: lm.measure + ": layers of A (rows) x layers of B (columns)"})));
     s2.appendChild(el("p", {cls: "muted", text: lm.caption || ""}));
@@ -59,7 +58,7 @@ actkit.start(function (data, main) {
       A.table([{key: "layer_a", label: "layer of A"}, {key: "layer_b", label: "layer of B"},
                {key: "value", label: lm.measure, digits: 4}, {key: "p", label: "p", digits: 3}], cells)));
     main.appendChild(s2);
-  }
+  });
   (data.figures || []).forEach(function (f) {
     var s3 = A.section(f.title || "Figure");
     s3.appendChild(A.figure(f));

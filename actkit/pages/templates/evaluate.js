@@ -15,7 +15,7 @@ actkit.start(function (data, main) {
   var s = A.section("Mean over tasks", "mean");
   s.appendChild(A.table([{key: "version", label: "version", format: function (r) { return data.labels[r.version] || r.version; }}].concat(metricCols), mean));
   s.appendChild(el("p", {text: data.verdict || ""}));
-  s.appendChild(A.notes(data.notes));
+  A.add(s, A.notes(data.notes));
   main.appendChild(s);
 
   var t = A.section("Per task", "tasks");
