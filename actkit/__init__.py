@@ -67,6 +67,9 @@ _LAZY = {
     "to_torch": "actkit.loader",
     "ActivationDataset": "actkit.loader",
     "export_store": "actkit.export",
+    "units": "actkit.units",
+    "match_units": "actkit.units",
+    "UnitReport": "actkit.units",
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)

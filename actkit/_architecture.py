@@ -94,6 +94,9 @@ FLOORS: list = [
         ("pipeline", ["actkit.pipeline"], "`compare_models`: extract two models, then compare"),
         ("demo", ["actkit.demo"], "`actkit demo`: the Table 1 protocol on the zoo"),
         ("synthetic", ["actkit.synthetic"], "data-generating processes and the paper reproductions"),
+        ("units", ["actkit.units"],
+         "`units`, `match_units`, `UnitReport`: what each unit of any basis responds to (top-k, bands, "
+         "histograms, moments in one mergeable pass; logit lens; label selectivity; matched units)"),
     ]),
     ("presentation", [
         ("cli", ["actkit.cli", "actkit._commands", "actkit.__main__"],

@@ -39,6 +39,7 @@ COMMANDS = [
     "sweep",
     "demo",
     "reproduce",
+    "units",
 ]
 
 
@@ -76,11 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 # the commands that compute (every command runs under the thread policy; these take --threads)
 THREADED = ("extract", "whiten", "ica", "dictionary", "sae-eval", "compare", "import", "consolidate", "verify", "demo",
-            "reproduce")
+            "reproduce", "units")
 
 
 # the commands that read stores (these take --no-verify)
-READS_STORES = ("whiten", "ica", "dictionary", "compare", "evaluate", "export", "sweep")
+READS_STORES = ("whiten", "ica", "dictionary", "compare", "evaluate", "export", "sweep", "units")
 
 
 def _positive_int(text: str) -> int:

@@ -1,0 +1,78 @@
+"""``actkit units STORE [--layer L] [--basis B] [-k K] [--json OUT.json] [--match OTHER.h5]``
+
+What each unit of a layer responds to (docs/units.md): only parsing and calls to
+:func:`actkit.units` and :func:`actkit.match_units`.
+"""
+
+from __future__ import annotations
+
+from actkit.errors import InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("units", help="what each unit (neuron, PCA/ICA component, dictionary atom, SAE latent) "
+                                     "responds to: top examples, histograms, logit lens, matched units",
+                       description="One streaming pass over a store layer: each unit's top-k examples (shown as "
+                                   "the text or image patch they came from), quantile-band examples, histogram, "
+                                   "moments and share active; the logit lens when the store holds an "
+                                   "unembedding; label selectivity with --labels; with --match, the units of "
+                                   "another store over the same inputs matched one to one with a p-value.")
+    p.add_argument("store", metavar="STORE", help="store (.h5) or embedding file")
+    p.add_argument("--layer", help="layer (needed when the store holds several)")
+    p.add_argument("--basis", metavar="PATH",
+                   help="units other than the layer's neurons: a store written by actkit whiten / ica / dictionary "
+                        "from STORE, an SAE folder, or an actkit-codes/1 file of STORE's layer")
+    p.add_argument("-k", "--k", dest="k", type=int, default=20, help="top examples per unit")
+    p.add_argument("--context", type=int, default=8, help="tokens shown either side of a text example's token")
+    p.add_argument("--labels", metavar="SPEC",
+                   help="one label per row, as actkit evaluate reads them (labels.npy, labels.txt, FILE:COLUMN, "
+                        "a recorded label column): each unit's most selective label")
+    p.add_argument("--order", choices=("skewness", "frequency", "variance", "kurtosis", "index"),
+                   help="order of the units (default: skewness for ICA, frequency for SAE / dictionary codes, "
+                        "variance for neurons and PCA)")
+    p.add_argument("--max-units", type=int, default=None, metavar="N", help="show the first N units of the order")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample the quantile bands come from")
+    p.add_argument("--device", default="cpu", help="torch device of an SAE basis")
+    inputs = p.add_mutually_exclusive_group()
+    inputs.add_argument("--inputs", metavar="PATH",
+                        help="re-attach the inputs of a store that did not record them (their fingerprint must match)")
+    inputs.add_argument("--no-inputs", action="store_true", help="statistics without the examples' text or images")
+    p.add_argument("--match", metavar="OTHER.h5", help="match the units with those of another store over the same inputs")
+    p.add_argument("--layer-b", metavar="L", help="the other store's layer (default: --layer)")
+    p.add_argument("--basis-b", metavar="PATH", help="the other store's basis (default: its neurons)")
+    p.add_argument("--permutations", type=int, default=200, metavar="N",
+                   help="re-pairings of whole input samples for the matched units' p-values")
+    p.add_argument("--json", metavar="OUT.json", help="write the report (UnitReport.to_dict()) as JSON")
+    p.add_argument("--scheduler", metavar="ADDR", help="run the pass on Dask: local:N, threads, or a scheduler address")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import actkit
+
+    for name in ("context", "max_units", "permutations"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "context" else 1):
+            raise InputError(f"--{name.replace('_', '-')} must be a {'non-negative' if name == 'context' else 'positive'} "
+                             f"integer, got {value}")
+    inputs = False if args.no_inputs else args.inputs
+    progress = False if args.quiet else None
+    if args.match:
+        from actkit.units import check_match  # the package (actkit.units the attribute is the function)
+
+        check_match(args.store, args.match, layer=args.layer, layer_b=args.layer_b,
+                                 basis=args.basis, basis_b=args.basis_b)
+    report = actkit.units(args.store, args.layer, basis=args.basis, k=args.k, context=args.context,
+                          labels=args.labels, order=args.order, max_units=args.max_units, random_state=args.seed,
+                          device=args.device, progress=progress, inputs=inputs, scheduler=args.scheduler)
+    if args.match:
+        match = actkit.match_units(report, args.match, layer_b=args.layer_b, basis_b=args.basis_b,
+                                   permutations=args.permutations, random_state=args.seed, device=args.device,
+                                   progress=progress)
+        print(match)
+    print(report)
+    if args.json:
+        report.to_json(args.json)
+        print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,113 @@
+"""Histograms of every column of a stream of row blocks, mergeable without knowing the range.
+
+Column ``j`` is counted in ``bins`` bins of width ``2**e[j]`` that start at multiples of the
+width (bin ``i`` holds ``[(lo[j] + i) * w, (lo[j] + i + 1) * w)``). When a block falls outside
+the bins, the width doubles (pairs of bins merge) until everything seen fits: the counts stay
+exact, the bins never overlap, and two partial histograms merge exactly (the finer one is
+coarsened to the other's width). Every histogram is therefore numpy's
+``np.histogram(column, edges)`` for its own edges (:func:`trimmed`). With ``classes`` > 1 the
+counts are split by a label per row, shape (U, classes, bins).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit.errors import ValidationError
+
+__all__ = ["new_hist", "add_hist", "merge_hist", "trimmed"]
+
+#: bins per column while counting (a histogram shows between half and all of them)
+BINS = 256
+
+
+def new_hist(n_units: int, classes: int = 1, bins: int = BINS):
+    """An empty state: ``{"e", "lo", "counts", "set"}``."""
+    return {"e": np.zeros(n_units, np.int64), "lo": np.zeros(n_units, np.int64),
+            "counts": np.zeros((n_units, classes, bins), np.int64), "set": np.zeros(n_units, bool)}
+
+
+def _occupied(counts_j):
+    nz = np.flatnonzero(counts_j.sum(axis=0))
+    return (int(nz[0]), int(nz[-1])) if nz.size else None
+
+
+def _refit(state, j, vmin, vmax, min_e=None):
+    """Widen column ``j``'s bins (and move their start) so ``[vmin, vmax]`` and all it holds fit,
+    with a width of at least ``2**min_e``."""
+    bins = state["counts"].shape[2]
+    occ = _occupied(state["counts"][j]) if state["set"][j] else None
+    if state["set"][j]:
+        e = int(state["e"][j])
+    else:
+        span = float(vmax) - float(vmin)
+        ref = span if span > 0 else (abs(float(vmax)) or 1.0)
+        e = int(np.floor(np.log2(ref / (bins // 2)))) if span > 0 else int(np.floor(np.log2(ref))) - 20
+    lo = int(state["lo"][j])
+    d = 0 if min_e is None or not state["set"][j] else max(0, int(min_e) - e)
+    if min_e is not None and not state["set"][j]:
+        e = max(e, int(min_e))
+    while True:
+        w = 2.0 ** (e + d)
+        mn, mx = int(np.floor(vmin / w)), int(np.floor(vmax / w))
+        if occ is not None:
+            mn, mx = min(mn, (lo + occ[0]) >> d), max(mx, (lo + occ[1]) >> d)
+        if mx - mn + 1 <= bins:
+            break
+        d += 1
+    new = np.zeros_like(state["counts"][j])
+    if occ is not None:
+        idx = ((lo + np.arange(bins)) >> d) - mn
+        used = np.arange(occ[0], occ[1] + 1)
+        np.add.at(new, (slice(None), idx[used]), state["counts"][j][:, used])
+    state["counts"][j], state["e"][j], state["lo"][j], state["set"][j] = new, e + d, mn, True
+
+
+def add_hist(state, block, labels=None):
+    """Count a block (n, U) (``labels``: (n,) class codes, when counting by class)."""
+    if block.shape[0] == 0:
+        return state
+    vmin, vmax = block.min(axis=0), block.max(axis=0)
+    if not (np.isfinite(vmin).all() and np.isfinite(vmax).all()):
+        raise ValidationError("the unit activations hold NaN or infinite values; check the store and the basis")
+    U, C, B = state["counts"].shape
+    scale = np.ldexp(1.0, -state["e"])
+    ok = state["set"] & (np.floor(vmin * scale) >= state["lo"]) & (np.floor(vmax * scale) < state["lo"] + B)
+    for j in np.flatnonzero(~ok):
+        _refit(state, j, vmin[j], vmax[j])
+    scale = np.ldexp(1.0, -state["e"]).astype(block.dtype)
+    idx = np.floor(block * scale).astype(np.int64)
+    idx -= state["lo"]
+    idx += (np.arange(U) * (C * B))[None, :]
+    if labels is not None and C > 1:
+        idx += (np.asarray(labels, np.int64) * B)[:, None]
+    state["counts"] += np.bincount(idx.ravel(), minlength=U * C * B).reshape(U, C, B)
+    return state
+
+
+def merge_hist(a, b):
+    """The histogram of ``a``'s rows and ``b``'s (neither modified)."""
+    out = {k: v.copy() for k, v in a.items()}
+    for j in np.flatnonzero(b["set"]):
+        occ = _occupied(b["counts"][j])
+        if occ is None:
+            continue
+        w = 2.0 ** int(b["e"][j])
+        lo_b = int(b["lo"][j])
+        _refit(out, j, (lo_b + occ[0]) * w, (lo_b + occ[1]) * w, min_e=int(b["e"][j]))
+        d = int(out["e"][j] - b["e"][j])
+        used = np.arange(occ[0], occ[1] + 1)
+        idx = ((lo_b + used) >> d) - int(out["lo"][j])
+        np.add.at(out["counts"][j], (slice(None), idx), b["counts"][j][:, used])
+    return out
+
+
+def trimmed(state, j):
+    """``(counts, edges)`` of column ``j`` over the bins from its first to its last non-empty
+    one: ``counts`` (classes, m) int64, ``edges`` (m + 1,) float64."""
+    occ = _occupied(state["counts"][j])
+    if occ is None:
+        return np.zeros((state["counts"].shape[1], 0), np.int64), np.zeros(1)
+    w = 2.0 ** int(state["e"][j])
+    lo = int(state["lo"][j])
+    return state["counts"][j][:, occ[0]:occ[1] + 1], (lo + np.arange(occ[0], occ[1] + 2)) * w

@@ -1,0 +1,240 @@
+"""``match_units``: the units of two stores over the same inputs, matched one to one.
+
+The correlation of every unit of A with every unit of B over all rows comes from one streamed
+pass of cross moments (:class:`actkit.stats.CrossMoments`); the matching maximises the summed
+|correlation| (Hungarian, ``scipy.optimize.linear_sum_assignment``). Each pair's p-value comes
+from re-pairing whole input samples (``actkit.inference``'s permutations: a sample of A with
+another sample of B of the same length, row by row): the null is the largest |correlation|
+that *any* pair of units reaches under the re-pairing (so the choice of the best partner
+and the number of pairs are accounted for), computed on up to ``max_rows`` rows of whole
+samples, and the pair's observed |correlation| on the same rows is compared with it. Pairs
+with ``p < alpha`` are the shared units; a Gaussian control has none (in 1 - alpha of runs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit._data import iter_blocks
+from actkit._progress import progress_bar
+from actkit.errors import InputError, ValidationError
+from actkit.inference import Samples, permutation_draws
+from actkit.stats import CrossMoments
+from actkit.units._api import open_units_store
+from actkit.units._basis import resolve_basis
+from actkit.units._report import UnitReport
+
+__all__ = ["UnitMatch", "match_units"]
+
+
+class UnitMatch:
+    """Matched units of A and B.
+
+    Attributes
+    ----------
+    pairs : list of dict
+        ``{"a", "b", "corr", "p_value", "shared"}``, largest |corr| first.
+    corr : ndarray of shape (units of A, units of B)
+        Correlation over all rows (sign as stored; A's flipped ICA units flipped when a
+        report was given).
+    null_max : ndarray of shape (permutations,)
+        The largest |correlation| of any pair under each re-pairing of the samples.
+    """
+
+    def __init__(self, pairs, corr, null_max, info):
+        self.pairs, self.corr, self.null_max, self.info = pairs, corr, null_max, info
+
+    @property
+    def shared(self) -> list:
+        """The shared pairs ``(a, b)``."""
+        return [(p["a"], p["b"]) for p in self.pairs if p["shared"]]
+
+    def to_dict(self) -> dict:
+        return {**self.info, "pairs": [dict(p) for p in self.pairs], "shared": len(self.shared),
+                "null_max": [float(x) for x in self.null_max]}
+
+    def to_frame(self):
+        import pandas as pd  # pandas: only for a DataFrame
+
+        return pd.DataFrame(self.pairs, columns=["a", "b", "corr", "p_value", "shared"])
+
+    def __repr__(self):
+        return (f"UnitMatch: {len(self.pairs)} pairs, {len(self.shared)} shared (p < {self.info['alpha']}), "
+                f"{self.info['permutations']} re-pairings of {self.info['null_samples']} samples")
+
+
+def _side(x, layer, basis, device):
+    flip = None
+    if isinstance(x, UnitReport):
+        d = x._data
+        if basis is None and d["basis"]["kind"] != "neuron":
+            if d["basis"]["source"] == "SparseAutoencoder":
+                raise InputError("match_units: the report's SAE was given as an object; pass basis= again")
+            basis = d["basis"]["source"]
+        layer = d["layer"] if layer is None else layer
+        flip = np.zeros(d["basis"]["n_units"], bool)
+        flip[d["flipped"]] = True
+        x = d["store"]
+    store, layer, opened = open_units_store(x, layer)
+    return store, layer, opened, resolve_basis(basis, store, layer, device=device), flip
+
+
+def _check_pair(sa, la, sb, lb):
+    fa, fb = str(getattr(sa, "inputs_fingerprint", "")), str(getattr(sb, "inputs_fingerprint", ""))
+    if not fa or fa != fb:
+        raise InputError(f"match_units: {sb.path} was not computed on the same inputs as {sa.path} "
+                         f"(inputs fingerprints {fa or 'none'} and {fb or 'none'})")
+    ia, ib = np.asarray(sa[la].index), np.asarray(sb[lb].index)
+    if ia.shape != ib.shape or not np.array_equal(ia, ib):
+        raise InputError(f"match_units: layers {la} and {lb} do not hold the same rows (samples and positions)")
+    return ia
+
+
+def _null_rows(index, max_rows, random_state):
+    """Rows of whole samples, at most ``max_rows`` (sorted global row numbers)."""
+    groups = index[:, 0]
+    ids, counts = np.unique(groups, return_counts=True)
+    rng = np.random.default_rng([int(random_state), 3])
+    order = rng.permutation(ids.size)
+    keep = order[np.cumsum(counts[order]) <= max_rows]
+    return np.flatnonzero(np.isin(groups, ids[keep]))
+
+
+def _stream(ba, bb, picks, progress):
+    """Cross moments of the two sides' unit activations and the rows ``picks`` of each."""
+
+    n = int(ba.rows.shape[0])
+    rows = int(max(64, min(16384, (16 << 20) // (4 * max(ba.n_units, bb.n_units, 1)))))
+    cm = CrossMoments(debiased_terms=False)
+    got_a, got_b = [], []
+    s = 0
+    with progress_bar(n, "match units", progress) as bar:
+        for xa, xb in zip(iter_blocks(ba.rows, rows), iter_blocks(bb.rows, rows)):
+            a = np.asarray(ba.activations(xa, s), np.float64)
+            b = np.asarray(bb.activations(xb, s), np.float64)
+            cm.add(a, b)
+            lo, hi = np.searchsorted(picks, [s, s + len(a)])
+            got_a.append(a[picks[lo:hi] - s])
+            got_b.append(b[picks[lo:hi] - s])
+            s += len(a)
+            bar.update(len(a))
+    return cm, np.concatenate(got_a), np.concatenate(got_b)
+
+
+def _corr(cm):
+    n = cm.n
+    sx, sy = cm.sx / n, cm.sy / n
+    cov = cm.xy / n - np.outer(sx, sy)
+    vx = np.diag(cm.xx) / n - sx ** 2
+    vy = np.diag(cm.yy) / n - sy ** 2
+    den = np.sqrt(np.outer(np.clip(vx, 0, None), np.clip(vy, 0, None)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, cov / den, 0.0)
+
+
+def _null(A, B, groups, permutations, random_state):
+    """``(observed |corr| on these rows, null max |corr| per re-pairing, share movable, samples)``."""
+
+    S = Samples(A, B, groups, norms=False)
+    sd_a, sd_b = S.A.std(axis=0), S.B.std(axis=0)
+    sd_a[sd_a == 0] = np.inf
+    sd_b[sd_b == 0] = np.inf
+    Az, Bz = S.A / sd_a, S.B / sd_b
+    observed = np.abs(Az.T @ Bz) / S.n
+    perms, movable = permutation_draws(S.n_s, permutations, random_state)
+    null = np.empty(permutations)
+    for i, perm in enumerate(perms):
+        rowmap = S.offsets[perm[S.sample_of_row]] + S.position
+        null[i] = np.abs(Az.T @ Bz[rowmap]).max() / S.n
+    return observed, null, movable, S.G
+
+
+def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None,
+                permutations=200, max_rows=20000, alpha=0.05, random_state=0, device="cpu",
+                progress=None) -> UnitMatch:
+    """Match the units of A (a :class:`UnitReport` or a store) with those of ``store_b``.
+
+    Parameters
+    ----------
+    report_or_store_a : UnitReport, str or Store
+        A report (its store, layer and basis are reused, and its units get their matches) or
+        a store.
+    store_b : str or Store
+        The other store, over the same inputs (equal inputs fingerprints and row index).
+    layer, layer_b, basis, basis_b
+        As :func:`actkit.units` (``layer_b`` defaults to ``layer``; ``basis_b`` to none).
+    permutations : int, default=200
+        Re-pairings of whole input samples for the null.
+    max_rows : int, default=20000
+        Rows (of whole samples) the null is computed on.
+    alpha : float, default=0.05
+        Pairs with ``p_value < alpha`` are shared.
+
+    Returns
+    -------
+    UnitMatch
+    """
+    from scipy.optimize import linear_sum_assignment  # scipy: the Hungarian matching
+
+    if isinstance(permutations, bool) or not isinstance(permutations, (int, np.integer)) or permutations < 1:
+        raise InputError(f"permutations must be a positive integer, got {permutations!r}")
+    if not 0 < float(alpha) < 1:
+        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    sa, la, oa, ba, flip = _side(report_or_store_a, layer, basis, device)
+    try:
+        sb, lb, ob, bb, _ = _side(store_b, layer_b or la, basis_b, device)
+        try:
+            index = _check_pair(sa, la, sb, lb)
+            picks = _null_rows(index, int(max_rows), random_state)
+            cm, A, B = _stream(ba, bb, picks, progress)
+        finally:
+            if ob:
+                sb.close()
+    finally:
+        if oa:
+            sa.close()
+    corr = _corr(cm)
+    if flip is not None:
+        corr = np.where(flip[:, None], -corr, corr)
+    ia, ib = linear_sum_assignment(-np.abs(corr))
+    observed, null, movable, n_samples = _null(A, B, index[picks, 0], int(permutations), random_state)
+    if movable == 0:
+        raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
+                              "cannot be re-paired for the null")
+    pairs = []
+    for i, j in zip(ia, ib):
+        p = float((1 + np.count_nonzero(null >= observed[i, j] - 1e-12)) / (1 + null.size))
+        pairs.append({"a": int(i), "b": int(j), "corr": float(corr[i, j]), "p_value": p, "shared": bool(p < alpha)})
+    pairs.sort(key=lambda p: -abs(p["corr"]))
+    info = {"other": str(getattr(sb, "path", "")), "layer": la, "layer_b": lb, "permutations": int(permutations),
+            "alpha": float(alpha), "null_rows": int(picks.size), "null_samples": int(n_samples),
+            "movable": float(movable)}
+    match = UnitMatch(pairs, corr, null, info)
+    if not isinstance(report_or_store_a, (str,)) and hasattr(report_or_store_a, "_data"):
+        _attach(report_or_store_a, match)
+    return match
+
+
+def _attach(report, match):
+    by_a = {p["a"]: p for p in match.pairs}
+    for u in report._data["units"]:
+        p = by_a.get(u["unit"])
+        u["match"] = None if p is None else {"unit": p["b"], "corr": p["corr"], "p_value": p["p_value"],
+                                             "shared": p["shared"]}
+    report._data["matches"] = match.to_dict()
+
+
+def check_match(store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None, device="cpu") -> None:
+    """The checks :func:`match_units` makes before reading rows (layers, bases, the same inputs
+    and rows), for a command that runs a report first: one-line errors, nothing computed."""
+    sa, la, oa, _, _ = _side(store_a, layer, basis, device)
+    try:
+        sb, lb, ob, _, _ = _side(store_b, layer_b or la, basis_b, device)
+        try:
+            _check_pair(sa, la, sb, lb)
+        finally:
+            if ob:
+                sb.close()
+    finally:
+        if oa:
+            sa.close()

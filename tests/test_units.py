@@ -1,0 +1,385 @@
+"""actkit.units and actkit.match_units, as the spec (issue 40): each unit's top rows, moments,
+histogram, logit lens and label selectivity checked against numpy / scipy / scikit-learn
+computed independently; matched units against a known permutation and a Gaussian control;
+the same result at any block size, thread count and on Dask; bad input is one line, exit 2,
+before any work."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.stats
+
+import actkit
+from actkit.units import UnitReport, match_units, units
+from cli_helpers import cli_error as _error, run_cli as _run
+
+pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
+              pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
+
+
+def _store(path, X, index, fingerprint="inputs-1", params=None, layer="h"):
+    from actkit.store import LayerSpec, create_store
+
+    n_samples = int(index[:, 0].max()) + 1
+    w = create_store(path, [LayerSpec(layer, X.shape[0], X.shape[1], index=index)], n_samples=n_samples,
+                     request={"p": str(path)}, inputs_fingerprint=fingerprint, params=params)
+    w.append(layer, np.asarray(X, np.float32))
+    w.checkpoint(n_samples)
+    w.finalize()
+    return path
+
+
+def _index(n_samples, length):
+    return np.stack([np.repeat(np.arange(n_samples), length), np.tile(np.arange(length), n_samples)], 1).astype(np.int64)
+
+
+def _brute_top(X, k):
+    """numpy's top-k rows of every column: a stable sort of -X (ties by row order)."""
+    return np.argsort(-X, axis=0, kind="stable")[:k]
+
+
+class TextInputs:
+    """Recorded text inputs as a store hands them out (the RecordedInputs interface), built
+    from token ids and a vocabulary."""
+
+    kind = "text"
+
+    def __init__(self, ids, vocab):
+        self.ids, self.vocab = ids, list(vocab)
+        self.n_samples = len(ids)
+        self.special = np.zeros(len(vocab), bool)
+        self.tokenizer = {"name": "test"}
+        self.fingerprint = "inputs-1"
+
+    def token_ids(self, sample):
+        return np.asarray(self.ids[sample], np.int64)
+
+    def tokens(self, sample):
+        return [self.vocab[i] for i in self.ids[sample]]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """8 units over 300 samples x 10 tokens of a 40-token vocabulary: unit j fires (5 + small
+    noise) exactly on token j, and token j occurs in exactly 12 rows; elsewhere noise < 0.1."""
+    rng = np.random.default_rng(0)
+    n_samples, length, k, U = 300, 10, 12, 8
+    ids = rng.integers(8, 40, size=(n_samples, length))
+    flat = ids.ravel()
+    for j in range(U):
+        free = np.flatnonzero(flat >= 8)
+        flat[rng.choice(free, k, replace=False)] = j
+    ids = flat.reshape(n_samples, length)
+    X = rng.uniform(0, 0.1, size=(n_samples * length, U))
+    for j in range(U):
+        X[flat == j, j] = 5 + rng.uniform(0, 0.5, size=k)
+    vocab = [f"tok{i}" for i in range(40)]
+    vocab[3] = "<script>alert(1)</script>"
+    path = _store(tmp_path_factory.mktemp("planted") / "p.h5", X, _index(n_samples, length))
+    return path, X.astype(np.float32), flat, TextInputs(list(ids), vocab), k
+
+
+def test_planted_unit_top_examples_are_exactly_its_token(planted):
+    path, X, flat, inputs, k = planted
+    r = units(path, k=k, inputs=inputs, context=2)
+    for j in range(8):
+        top = r.unit(j)["top"]
+        assert sorted(e["row"] for e in top) == sorted(np.flatnonzero(flat == j).tolist())
+        for e in top:
+            t = e["text"]
+            assert t["tokens"][t["highlight"]] == inputs.vocab[j]
+            assert len(t["tokens"]) <= 2 * 2 + 1
+
+
+def test_top_k_equals_numpy_brute_force_at_any_block_and_thread_count(planted, tmp_path):
+    path, X, *_ = planted
+    rng = np.random.default_rng(1)
+    Y = np.round(rng.normal(size=(2000, 5)), 1).astype(np.float32)  # many ties: broken by row order
+    p = _store(tmp_path / "ties.h5", Y, _index(200, 10))
+    want = _brute_top(Y, 7)
+    from actkit._threads import use_threads
+
+    for threads in (1, 2):
+        with use_threads(threads):
+            r = units(p, k=7, inputs=False, order="index")
+        for j in range(5):
+            assert [e["row"] for e in r.unit(j)["top"]] == want[:, j].tolist()
+            assert [e["row"] for e in r.unit(j)["bottom"]] == _brute_top(-Y, 7)[:, j].tolist()
+            assert [e["value"] for e in r.unit(j)["top"]] == Y[want[:, j], j].astype(np.float64).tolist()
+
+
+def test_moments_and_histogram_equal_numpy(planted):
+    path, X, *_ = planted
+    r = units(path, k=3, inputs=False)
+    for j in range(X.shape[1]):
+        u = r.unit(j)
+        x = X[:, j].astype(np.float64)
+        assert u["mean"] == pytest.approx(x.mean(), rel=1e-6, abs=1e-9)
+        assert u["sd"] == pytest.approx(x.std(ddof=1), rel=1e-5)
+        assert u["skewness"] == pytest.approx(scipy.stats.skew(x), rel=1e-4)
+        assert u["kurtosis"] == pytest.approx(scipy.stats.kurtosis(x), rel=1e-4)
+        assert u["active_share"] == np.count_nonzero(x) / x.size
+        counts, _ = np.histogram(X[:, j], bins=np.asarray(u["hist"]["edges"]))
+        assert counts.tolist() == u["hist"]["counts"] and sum(counts) == X.shape[0]
+        assert 64 <= len(u["hist"]["counts"]) <= 256
+
+
+def test_logit_lens_equals_direction_times_unembedding(tmp_path):
+    rng = np.random.default_rng(2)
+    n, d, V = 1200, 6, 30
+    S = rng.laplace(size=(n, d)) * [1, -1, 1, -1, 1, -1]
+    X = (S @ rng.normal(size=(d, d))).astype(np.float32)
+    W_U = rng.normal(size=(V, d))
+    src = _store(tmp_path / "lm.h5", X, _index(120, 10), params={"unembedding": W_U})
+    r = units(src, k=4, inputs=False)
+    for j in range(d):  # neurons: the basis vector e_j
+        lens = r.unit(j)["logits"]
+        want = np.argsort(-W_U[:, j], kind="stable")[:10]
+        assert [t[0] for t in lens["promoted"]] == want.tolist()
+        np.testing.assert_allclose([t[2] for t in lens["promoted"]], W_U[want, j])
+        assert [t[0] for t in lens["suppressed"]][0] == int(np.argmin(W_U[:, j]))
+    ica = actkit.FastICA(random_state=0).fit(np.asarray(actkit.open_store(src)["h"]))
+    out = actkit.transform_store(ica, actkit.open_store(src)["h"], tmp_path / "ica.h5")
+    r = units(src, basis=out, k=4, inputs=False)
+    assert r.to_dict()["basis"]["kind"] == "ica"
+    for j in range(d):
+        u = r.unit(j)
+        sign = -1.0 if u["flipped"] else 1.0
+        logits = sign * ica.mixing_[:, j].astype(np.float64) @ W_U.T
+        assert [t[0] for t in u["logits"]["promoted"]] == np.argsort(-logits, kind="stable")[:10].tolist()
+        np.testing.assert_allclose([t[2] for t in u["logits"]["promoted"]], np.sort(logits)[::-1][:10], rtol=1e-5)
+
+
+def test_ica_sources_are_oriented_to_positive_skew(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 3000
+    S = rng.exponential(size=(n, 4)) * np.array([1, -1, 1, -1])  # skewed sources, two negated
+    X = (S @ rng.normal(size=(4, 4))).astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(300, 10))
+    layer = actkit.open_store(src)["h"]
+    ica = actkit.FastICA(random_state=0).fit(np.asarray(layer))
+    out = actkit.transform_store(ica, layer, tmp_path / "ica.h5")
+    r = units(src, basis=out, k=5, inputs=False)
+    Z = np.asarray(actkit.open_store(out)["h"], np.float64)
+    d = r.to_dict()
+    assert d["order"] == "skewness"
+    assert d["flipped"] == [j for j in range(4) if scipy.stats.skew(Z[:, j]) < 0]
+    skews = [u["skewness"] for u in d["units"]]
+    assert all(s >= 0 for s in skews) and skews == sorted(skews, reverse=True)
+    for u in d["units"]:
+        z = -Z[:, u["unit"]] if u["flipped"] else Z[:, u["unit"]]
+        assert [e["row"] for e in u["top"]] == _brute_top(z[:, None], 5)[:, 0].tolist()
+        counts, _ = np.histogram(z, bins=np.asarray(u["hist"]["edges"]))
+        assert sum(counts) == n
+
+
+def test_sae_codes_ordered_by_frequency_with_dead_units_apart(tmp_path):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1500, 6)).astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(150, 10))
+    sd = actkit.SparseDictionary(10, k=2, code="topk", positive=True, random_state=0, max_iter=5).fit(X)
+    folder = actkit.save_sae(sd, tmp_path / "sae", hook_name="h")
+    sae = actkit.load_sae(folder)
+    codes = sae.transform(X)
+    r = units(src, basis=folder, k=4, inputs=False)
+    d = r.to_dict()
+    assert d["basis"]["kind"] == "sae" and d["order"] == "frequency"
+    freq = (codes != 0).mean(axis=0)
+    live = [u["unit"] for u in d["units"] if not u["dead"]]
+    assert [freq[j] for j in live] == sorted(freq[live], reverse=True)
+    assert d["dead"] == [j for j in np.argsort(-freq, kind="stable") if freq[j] == 0]
+    for u in d["units"]:
+        active = np.flatnonzero(codes[:, u["unit"]] > 0)
+        want = _brute_top(codes[:, u["unit"]:u["unit"] + 1], 4)[:, 0]
+        assert [e["row"] for e in u["top"]] == [r_ for r_ in want.tolist() if r_ in set(active.tolist())]
+        assert u["bottom"] == []
+        np.testing.assert_allclose(u["active_share"], freq[u["unit"]])
+    # the same units from the codes file transform_store writes
+    cfile = actkit.transform_store(sae, actkit.open_store(src)["h"], tmp_path / "codes.h5")
+    rc = units(src, basis=cfile, k=4, inputs=False)
+    assert [u["unit"] for u in rc.to_dict()["units"]] == [u["unit"] for u in d["units"]]
+    assert [[e["row"] for e in u["top"]] for u in rc.to_dict()["units"]] == \
+        [[e["row"] for e in u["top"]] for u in d["units"]]
+    for u in rc.to_dict()["units"][:3]:  # logit-lens directions: the decoder rows
+        assert u["logits"] is None
+
+
+def test_label_selectivity_equals_sklearn_on_the_binned_values(planted):
+    from sklearn.metrics import mutual_info_score, roc_auc_score
+
+    path, X, flat, inputs, k = planted
+    labels = np.array([f"t{t}" if t < 8 else "other" for t in flat])  # each unit's own token a label
+    r = units(path, k=3, inputs=False, labels=labels)
+    d = r.to_dict()
+    for u in d["units"]:
+        lab = u["label"]
+        assert lab["name"] == f"t{u['unit']}" and lab["auroc"] == 1.0
+        edges = np.asarray(u["hist"]["edges"])
+        binned = np.searchsorted(edges, X[:, u["unit"]], side="right")
+        y = labels == lab["name"]
+        assert lab["auroc"] == pytest.approx(roc_auc_score(y, binned), abs=1e-12)
+        assert lab["mutual_information"] == pytest.approx(mutual_info_score(y, binned) / np.log(2), rel=1e-9)
+    assert d["labels"]["with_own_unit"] == [f"t{j}" for j in range(8)] and d["labels"]["count"] == 8
+
+
+def test_quantile_bands_hold_active_rows_of_their_band(planted):
+    path, X, *_ = planted
+    r = units(path, k=12, inputs=False)
+    for j in range(X.shape[1]):
+        u = r.unit(j)
+        top = {e["row"] for e in u["top"]}
+        assert [b["quantiles"] for b in u["bands"]] == [[0.99, 1.0], [0.9, 0.99], [0.5, 0.9]]
+        for b in u["bands"]:
+            for e in b["examples"]:
+                assert b["lo"] <= e["value"] <= b["hi"] and e["row"] not in top
+                assert X[e["row"], j] == np.float32(e["value"])
+
+
+def test_match_recovers_a_permutation_with_sign_flips(planted, tmp_path):
+    path, X, *_ = planted
+    perm = np.array([3, 0, 7, 1, 5, 2, 6, 4])
+    signs = np.array([1, -1, 1, 1, -1, -1, 1, -1])
+    other = _store(tmp_path / "b.h5", X[:, perm] * signs, _index(300, 10))
+    r = units(path, k=3, inputs=False)
+    m = match_units(r, other, permutations=50)
+    got = {p["a"]: p["b"] for p in m.pairs}
+    assert all(got[perm[i]] == i for i in range(8))
+    for p in m.pairs:
+        assert abs(p["corr"]) == pytest.approx(1.0, abs=1e-6)
+        assert np.sign(p["corr"]) == signs[p["b"]] and p["shared"]
+    assert all(u["match"]["shared"] for u in r.to_dict()["units"])
+    assert r.to_frame()["shared"].all()
+
+
+def test_match_of_a_gaussian_control_shares_nothing(tmp_path):
+    rng = np.random.default_rng(5)
+    a = _store(tmp_path / "a.h5", rng.normal(size=(2000, 6)), _index(200, 10))
+    b = _store(tmp_path / "b.h5", rng.normal(size=(2000, 6)), _index(200, 10))
+    m = match_units(a, b, permutations=100)
+    assert len(m.pairs) == 6 and m.shared == []
+    assert all(p["p_value"] > 0.05 for p in m.pairs)
+
+
+def test_dask_gives_the_same_report(planted):
+    path, *_ = planted
+    here = units(path, k=5, inputs=False, labels=np.arange(3000) % 3).to_dict()
+    there = units(path, k=5, inputs=False, labels=np.arange(3000) % 3, scheduler="threads").to_dict()
+    assert json.dumps(here, sort_keys=True) == json.dumps(there, sort_keys=True)
+
+
+def test_corpus_markup_is_data_in_every_output(planted, tmp_path):
+    path, X, flat, inputs, k = planted
+    r = units(path, k=k, inputs=inputs, context=1)
+    u = r.unit(3)
+    assert all(e["text"]["tokens"][e["text"]["highlight"]] == "<script>alert(1)</script>" for e in u["top"])
+    r.to_json(tmp_path / "r.json")
+    back = json.loads((tmp_path / "r.json").read_text())
+    assert back["units"] == r.to_dict()["units"]
+    assert "<script>alert(1)</script>" in json.dumps(back)
+    assert isinstance(repr(r), str) and isinstance(r.to_frame(), __import__("pandas").DataFrame)
+
+
+def test_report_views_share_one_data_structure(planted):
+    path, *_ = planted
+    r = units(path, k=2, inputs=False, max_units=3)
+    assert isinstance(r, UnitReport) and len(r) == 3
+    d = r.to_dict()
+    assert d["schema"] == "actkit-units/1" and len(d["units"]) == 3
+    frame = r.to_frame()
+    assert frame["unit"].tolist() == r.units == [u["unit"] for u in d["units"]]
+    assert frame["skewness"].tolist() == [u["skewness"] for u in d["units"]]
+    assert repr(r).startswith("UnitReport: 8 neuron units of layer h (3,000 rows)")
+
+
+# ----------------------------------------------------------------------------- the command
+def test_cli_writes_the_report_and_matches(planted, tmp_path, capsys):
+    path, X, *_ = planted
+    other = _store(tmp_path / "b.h5", -X, _index(300, 10))
+    code, out, err = _run(capsys, "units", path, "--no-inputs", "-k", "3", "--match", other, "--permutations", "20",
+                          "--json", tmp_path / "u.json", "--quiet")
+    assert code == 0, err
+    d = json.loads((tmp_path / "u.json").read_text())
+    assert d["matches"]["shared"] == 8 and "UnitReport" in out
+
+
+def test_cli_bad_input_is_one_line_before_any_work(planted, tmp_path, capsys):
+    path, X, *_ = planted
+    rng = np.random.default_rng(6)
+    foreign = _store(tmp_path / "foreign.h5", X[:, :4], _index(300, 10), fingerprint="other")
+    ica = actkit.FastICA(random_state=0, n_components=3).fit(X[:, :4])
+    foreign_ica = actkit.transform_store(ica, actkit.open_store(foreign)["h"], tmp_path / "fica.h5")
+    two = _store(tmp_path / "two.h5", X[:, :4], _index(300, 10), layer="g")
+    np.save(tmp_path / "short.npy", np.zeros(10, np.int64))
+    outside = tmp_path / "no-such-dir" / "u.json"
+    cases = [
+        (["--basis", tmp_path / "nothing.h5"], "no such file"),
+        (["--basis", foreign_ica], "another store"),
+        (["--basis", two], "not one written by actkit whiten / ica / dictionary"),
+        (["-k", "0"], "positive integer"),
+        (["--layer", "nope"], "no layer 'nope'"),
+        ([], "does not record its inputs"),
+        (["--no-inputs", "--labels", tmp_path / "short.npy"], "10 labels for 3000 rows"),
+        (["--no-inputs", "--json", outside], "cannot write --json"),
+        (["--no-inputs", "--match", foreign], "not computed on the same inputs"),
+    ]
+    for extra, words in cases:
+        line = _error(capsys, "units", path, *extra)
+        assert words in line, (extra, line)
+    assert not outside.parent.exists()
+    sd = actkit.SparseDictionary(5, k=2, code="topk", positive=True, random_state=0, max_iter=3).fit(
+        rng.normal(size=(200, 4)).astype(np.float32))
+    sae = actkit.save_sae(sd, tmp_path / "sae4", hook_name="g")
+    from actkit.store import LayerSpec, create_store
+
+    both = tmp_path / "both.h5"  # one store of two layers, g and h
+    w = create_store(both, [LayerSpec(n, 3000, 4, index=_index(300, 10)) for n in ("g", "h")], n_samples=300,
+                     request={"both": 1}, inputs_fingerprint="inputs-1")
+    for n in ("g", "h"):
+        w.append(n, X[:, :4])
+    w.checkpoint(300)
+    w.finalize()
+    codes = actkit.transform_store(actkit.load_sae(sae), actkit.open_store(both)["g"], tmp_path / "codes.h5")
+    assert "codes of layer 'g', not 'h'" in _error(capsys, "units", both, "--layer", "h", "--basis", codes,
+                                                   "--no-inputs")
+    assert "reads 4 features, layer h has 8" in _error(capsys, "units", path, "--basis", sae, "--no-inputs")
+    assert "another store" in _error(capsys, "units", path, "--basis", codes, "--no-inputs")
+
+
+# ----------------------------------------------------------------------------- the zoo
+@pytest.fixture(scope="module")
+def pythia(tmp_path_factory):
+    from actkit import zoo
+
+    out = tmp_path_factory.mktemp("zoo") / "p.h5"
+    return actkit.extract(zoo.model_spec("pythia-tiny-seed0"), zoo.text_inputs(), out,
+                          layers=["gpt_neox.layers.1", "final_hidden"], max_samples=40, max_length=32,
+                          batch_size=8, unembedding=True, progress=False)
+
+
+def test_zoo_top_k_equals_numpy_brute_force_and_logit_lens(pythia, tmp_path):
+    s = actkit.open_store(pythia)
+    for layer in ("gpt_neox.layers.1", "final_hidden"):
+        X = np.asarray(s[layer])
+        r = units(pythia, layer, k=9, inputs=False, order="index")
+        want = _brute_top(X, 9)
+        for j in range(X.shape[1]):
+            assert [e["row"] for e in r.unit(j)["top"]] == want[:, j].tolist()
+    W_U = np.asarray(s.params["unembedding"], np.float64)
+    r = units(pythia, "final_hidden", k=3, inputs=False)
+    assert r.to_dict()["logit_lens"]
+    for j in r.units[:8]:
+        want = np.argsort(-W_U[:, j], kind="stable")[:10]
+        assert [t[0] for t in r.unit(j)["logits"]["promoted"]] == want.tolist()
+    pca = actkit.Whitener(n_components=16).fit(s["final_hidden"])
+    out = actkit.transform_store(pca, s["final_hidden"], tmp_path / "pca.h5")
+    r = units(pythia, "final_hidden", basis=out, k=5, inputs=False)
+    Z = np.asarray(actkit.open_store(out)["final_hidden"])
+    assert r.to_dict()["order"] == "variance"  # of the components before whitening: the explained variance
+    assert r.units == np.argsort(-pca.explained_variance_, kind="stable").tolist()
+    for j in r.units[:4]:
+        logits = pca.dewhitening_[:, j].astype(np.float64) @ W_U.T
+        assert [t[0] for t in r.unit(j)["logits"]["promoted"]] == np.argsort(-logits, kind="stable")[:10].tolist()
+        assert [e["row"] for e in r.unit(j)["top"]] == _brute_top(Z[:, j:j + 1], 5)[:, 0].tolist()
