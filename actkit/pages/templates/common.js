@@ -69,15 +69,22 @@ var actkit = (function () {
         shown.sort(function (a, b) { return state.dir * compare(value(c, a), value(c, b)); });
       }
       body.textContent = "";
-      shown.forEach(function (r) {
+      var limit = opts.limit || shown.length;
+      shown.slice(0, limit).forEach(function (r) {
         var tr = el("tr");
         columns.forEach(function (c) {
           var text = c.format ? c.format(r) : fmt(r[c.key], c.digits);
           add(tr, el("td", {cls: c.cls || (typeof value(c, r) === "number" ? "num" : ""), text: text}));
         });
+        if (opts.onRow) {
+          tr.className = "clickable";
+          tr.addEventListener("click", function () { opts.onRow(r); });
+        }
         body.appendChild(tr);
       });
+      if (opts.onDraw) opts.onDraw(shown);
     }
+    node.setRows = function (r) { rows = r; draw(); };
     columns.forEach(function (c, i) {
       var th = el("th", {text: c.label || c.key, title: c.title || "sort by " + (c.label || c.key)});
       th.setAttribute("data-key", c.key);
