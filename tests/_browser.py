@@ -83,6 +83,18 @@ class Visit:
         except Exception as exc:
             raise AssertionError(f"the page did not finish drawing: {self.console}") from exc
 
+    def wait(self, expression, arg=None, timeout=20.0):
+        """Poll ``expression`` (a JavaScript function of ``arg``) until it is true. (playwright's
+        own ``wait_for_function`` polls with ``eval`` inside the page, which the page's CSP
+        forbids; ``evaluate`` runs outside it.)"""
+        import time
+
+        stop = time.monotonic() + timeout
+        while not self.page.evaluate(expression, arg):
+            if time.monotonic() > stop:
+                raise AssertionError(f"still false after {timeout} s: {expression}")
+            time.sleep(0.02)
+
     def errors(self):
         """Console errors and warnings, page errors (a CSP violation is a console error)."""
         return [c for c in self.console if c[0] in ("error", "warning", "pageerror")]

@@ -108,12 +108,12 @@ def test_units_page_in_the_browser(report, chromium, tmp_path):
             return word in toks or any(word in t for t in toks)
 
         page.fill("#unit-search", word)
-        page.wait_for_function(f"document.querySelectorAll('#index tbody tr').length === {sum(map(has, d['units']))}")
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {sum(map(has, d['units']))}")
         assert set(_rows(page)) == {str(u["unit"]) for u in d["units"] if has(u)}
         page.fill("#unit-search", SCRIPT.lower())
-        page.wait_for_function("document.querySelectorAll('#index tbody tr').length > 0")
+        v.wait("() => document.querySelectorAll('#index tbody tr').length > 0")
         page.fill("#unit-search", "")
-        page.wait_for_function(f"document.querySelectorAll('#index tbody tr').length === {len(d['units'])}")
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(d['units'])}")
         for key, want in [("dead", [u for u in d["units"] if u["dead"]]),
                           ("shared", [u for u in d["units"] if (u["match"] or {}).get("shared")]),
                           ("selective", [u for u in d["units"] if u["label"] and u["label"]["auroc"] >= 0.9])]:
@@ -135,7 +135,7 @@ def test_a_card_shows_its_token_histogram_bands_lens_label_and_match(report, chr
     first = page.eval_on_selector_all("#card-list article.card", "x => x.length")
     assert 0 < first < len(d["units"])
     page.eval_on_selector("#cards .sentinel", "s => s.scrollIntoView()")
-    page.wait_for_function(f"document.querySelectorAll('#card-list article.card').length > {first}")
+    v.wait(f"() => document.querySelectorAll('#card-list article.card').length > {first}")
     u = next(u for u in d["units"] if u["unit"] == 3)                          # fires on the <script> token
     page.click(f"#index tbody tr:nth-child({[x['unit'] for x in d['units']].index(3) + 1})")
     card = "#card-focus article.card[data-unit='3']"
@@ -184,7 +184,7 @@ def test_image_examples_show_the_picture_with_the_patch_boxed(chromium, tmp_path
     v = Visit(chromium, r.to_html(tmp_path / "img.html"))
     assert v.errors() == [] and v.foreign_requests() == []
     page = v.page
-    page.wait_for_function("Array.from(document.querySelectorAll(\"article[data-unit='0'] .pic img\")).every(i => i.complete)")
+    v.wait("() => Array.from(document.querySelectorAll(\"article[data-unit='0'] .pic img\")).every(i => i.complete)")
     box = page.eval_on_selector("#card-list article[data-unit='0'] .pic .patch",
                                 "p => { const r = p.getBoundingClientRect(), q = p.parentNode.getBoundingClientRect();"
                                 " return [(r.top - q.top) / q.height, (r.left - q.left) / q.width, r.height / q.height] }")

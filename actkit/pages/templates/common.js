@@ -210,6 +210,7 @@ var actkit = (function () {
       var main = document.getElementById("page-main");
       main.textContent = "";
       draw(data, main);
+      window.actkitReadyMs = performance.now();   /* time to interactive, for benchmarks/bench_pages.py */
       document.body.setAttribute("data-ready", "1");
     }
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
