@@ -33,7 +33,7 @@ MARK = "actkit-page"
 #: what a page's file name may end with
 SUFFIXES = (".html", ".htm")
 
-_INERT = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_INERT = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
 
 
@@ -59,8 +59,13 @@ def _plain(obj):
 def page_json(data) -> str:
     """``data`` as JSON that is inert inside ``<script type="application/json">``: no ``<``,
     ``>`` or ``&`` (so no ``</script>`` or ``<!--``) and no U+2028/U+2029 appear as such."""
-    text = json.dumps(_plain(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return re.sub("[<>&\u2028\u2029]", lambda m: _INERT[m.group()], text)
+    try:   # plain data already (a report's to_dict()): no walk through it
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):   # numpy values, NaN: made plain first
+        text = json.dumps(_plain(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    for char, escaped in _INERT:   # str.replace: hundreds of times faster than translate on megabytes
+        text = text.replace(char, escaped)
+    return text
 
 
 def _sha256(text: str) -> str:

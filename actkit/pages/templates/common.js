@@ -62,26 +62,32 @@ var actkit = (function () {
     var head = el("tr");
     var node = el("table", {cls: "data" + (opts.cls ? " " + opts.cls : "")}, el("thead", {}, head), body);
     function value(c, r) { return c.value ? c.value(r) : r[c.key]; }
+    var made = typeof WeakMap === "function" ? new WeakMap() : null;   /* a row's <tr>, made once */
+    function row(r) {
+      var tr = made && made.get(r);
+      if (tr) return tr;
+      tr = el("tr");
+      columns.forEach(function (c) {
+        var text = c.format ? c.format(r) : fmt(r[c.key], c.digits);
+        add(tr, el("td", {cls: c.cls || (typeof value(c, r) === "number" ? "num" : ""), text: text}));
+      });
+      if (opts.onRow) {
+        tr.className = "clickable";
+        tr.addEventListener("click", function () { opts.onRow(r); });
+      }
+      if (made && typeof r === "object") made.set(r, tr);
+      return tr;
+    }
     function draw() {
       var shown = rows.slice();
       if (state.key !== null) {
         var c = columns[state.key];
         shown.sort(function (a, b) { return state.dir * compare(value(c, a), value(c, b)); });
       }
+      var frag = document.createDocumentFragment();
+      shown.forEach(function (r) { frag.appendChild(row(r)); });
       body.textContent = "";
-      var limit = opts.limit || shown.length;
-      shown.slice(0, limit).forEach(function (r) {
-        var tr = el("tr");
-        columns.forEach(function (c) {
-          var text = c.format ? c.format(r) : fmt(r[c.key], c.digits);
-          add(tr, el("td", {cls: c.cls || (typeof value(c, r) === "number" ? "num" : ""), text: text}));
-        });
-        if (opts.onRow) {
-          tr.className = "clickable";
-          tr.addEventListener("click", function () { opts.onRow(r); });
-        }
-        body.appendChild(tr);
-      });
+      body.appendChild(frag);
       if (opts.onDraw) opts.onDraw(shown);
     }
     node.setRows = function (r) { rows = r; draw(); };

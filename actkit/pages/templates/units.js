@@ -116,23 +116,33 @@ actkit.start(function (data, main) {
   var drawn = 0;
   function more() {
     var stop = Math.min(shownUnits.length, drawn + BATCH);
-    for (; drawn < stop; drawn++) list.appendChild(card(shownUnits[drawn]));
+    for (; drawn < stop; drawn++) list.appendChild(cardOf(shownUnits[drawn]));
     sentinel.textContent = drawn < shownUnits.length ? "more cards load as you scroll (" + drawn + " of " + shownUnits.length + ")" :
       shownUnits.length + " cards";
   }
-  function restartCards() {
+  var pending = null;
+  function restartCards(now) {        /* the cards follow the index's order, drawn once it is shown */
     counter.textContent = "showing " + shownUnits.length + " of " + units.length + " units (click a row for its card)";
-    list.textContent = "";
-    drawn = 0;
-    more();
+    clearTimeout(pending);
+    var redraw = function () {
+      list.textContent = "";
+      drawn = 0;
+      more();
+    };
+    if (now) redraw(); else pending = setTimeout(redraw, 0);
   }
   if ("IntersectionObserver" in window) {
     new IntersectionObserver(function (entries) {
       if (entries.some(function (e) { return e.isIntersecting; })) more();
     }, {rootMargin: "800px"}).observe(sentinel);
   }
+  var cardsMade = {};                 /* each unit's card, drawn once */
   ready = true;
-  restartCards();
+  restartCards(true);
+  function cardOf(u) {
+    if (!cardsMade[u.unit]) cardsMade[u.unit] = card(u);
+    return cardsMade[u.unit];
+  }
   function focus(u) {
     focusSlot.textContent = "";
     focusSlot.appendChild(el("h3", {text: "Picked in the index"}));
@@ -245,7 +255,7 @@ actkit.start(function (data, main) {
                         fmt(b.lo, 3) + " to " + fmt(b.hi, 3) + ")", b.examples, scale);
       }),
       examples("Lowest examples", u.bottom, scale));
-    var node = el("article", {cls: "card", attrs: {"data-unit": u.unit, id: "card-" + u.unit}}, head,
+    var node = el("article", {cls: "card", attrs: {"data-unit": u.unit}}, head,
                   el("div", {cls: "cardbody"}, body, side(u)));
     return node;
   }
