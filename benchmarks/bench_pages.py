@@ -141,16 +141,21 @@ def main(argv=None):
     ap.add_argument("--length", type=int, default=16, help="tokens per sample")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the numbers here")
+    ap.add_argument("--keep", metavar="PAGE.html", help="keep the page there (to measure it again with --page)")
+    ap.add_argument("--page", metavar="PAGE.html", help="measure this page (kept by --keep) instead of building one")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
-        report, build = make_report(Path(tmp), args.units, args.k, args.samples, args.length)
-        t = time.perf_counter()
-        path = report.to_html(Path(tmp) / "units.html")
-        write = time.perf_counter() - t
+        if args.page:
+            path, out = Path(args.page), {"page": args.page}
+        else:
+            report, build = make_report(Path(tmp), args.units, args.k, args.samples, args.length)
+            t = time.perf_counter()
+            path = report.to_html(Path(args.keep or Path(tmp) / "units.html"), overwrite=True)
+            out = {"units": len(report), "k": args.k, "rows": args.samples * args.length, "report_s": round(build, 2),
+                   "to_html_s": round(time.perf_counter() - t, 2)}
         size = os.path.getsize(path)
-        out = {"units": len(report), "k": args.k, "rows": args.samples * args.length, "report_s": round(build, 2),
-               "to_html_s": round(write, 2), "page_bytes": size, "page_mb": round(size / 1e6, 2),
-               **measure(path, args.repeats), "load": os.getloadavg()[0]}
+        out.update({"page_bytes": size, "page_mb": round(size / 1e6, 2), **measure(path, args.repeats),
+                    "load": os.getloadavg()[0]})
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
