@@ -24,4 +24,15 @@ _options      pooling, dtype and token-window options, the output path
 _plan         layer plans: module outputs -> store rows (pooling)
 _buffer       rows buffered per layer into large appends
 layers        list_layers: every module with its output shape
+record        record_inputs: the inputs of a store that did not record them, read again
 """
+
+
+
+def __getattr__(name):
+    """``actkit.extractors.record_inputs``, imported when first used (it loads a model)."""
+    if name == "record_inputs":
+        from .record import record_inputs  # transformers and torch: only when it is used
+
+        return record_inputs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,12 +34,16 @@ class Batch:
         Real tokens per sample, text only.
     size : int
         Number of samples B.
+    keep : torch.Tensor of shape (B, T), bool, or None
+        The token positions stored as per-token rows when they are not all the real ones
+        (``skip_special_tokens``: the tokenizer's special tokens left out).
     """
 
     kwargs: dict
     size: int
     mask: torch.Tensor | None = None
     lengths: torch.Tensor | None = None
+    keep: torch.Tensor | None = None
 
 
 @dataclass
@@ -83,6 +87,22 @@ class Adapter(ABC):
 
     def lengths(self) -> np.ndarray | None:
         """Tokens per sample after :meth:`prepare` (text), ``None`` for images."""
+        return None
+
+    def record_inputs(self, inputs) -> dict | None:
+        """What each sample was, after :meth:`prepare`, for the store's ``/inputs``
+        (:func:`actkit.store.text_record` / :func:`actkit.store.image_record`); None: nothing
+        to record."""
+        return None
+
+    def skip_special_tokens(self) -> None:
+        """Leave the tokenizer's special tokens out of per-token rows (text models only)."""
+        raise ActkitError(f"--skip-special-tokens leaves a tokenizer's special tokens out; {self.name} takes "
+                          f"{self.kind} inputs")
+
+    def kept_positions(self) -> list | None:
+        """Per sample, the token positions stored as per-token rows when not all of them are
+        (after :meth:`skip_special_tokens`), else None."""
         return None
 
     @abstractmethod

@@ -43,7 +43,8 @@ class LayerPlan:
 
 
 def plan_layers(adapter, names, probe_batch, extra_modules=None) -> dict:
-    """Probe the layers on one sample: output geometry and feature count of each.
+    """Probe the layers on one sample: output geometry and feature count of each, in the
+    order the layers run in the forward pass (model depth, whatever order they were asked in).
 
     Raises
     ------
@@ -93,16 +94,21 @@ def plan_layers(adapter, names, probe_batch, extra_modules=None) -> dict:
                 "(batch, channels, height, width) or (batch, features); pick another module"
             )
         plans[name] = plan
-    return plans
+    return {name: plans[name] for name in seen if name in plans}  # in the order they ran: model depth
 
 
-def rows_and_index(plan: LayerPlan, pool: str, n: int, lengths):
-    """Row count and ``[sample, position]`` index of one layer."""
+def rows_and_index(plan: LayerPlan, pool: str, n: int, lengths, kept=None):
+    """Row count and ``[sample, position]`` index of one layer (``kept``: per sample, the token
+    positions stored when not all of them are, e.g. without special tokens)."""
     if plan.geometry == "vec" or pool != "none":
         if pool == "cls" and plan.geometry == "map":
             raise ActkitError(f"--pool cls needs a token sequence; layer {plan.name} outputs a feature map")
         index = np.stack([np.arange(n, dtype=np.int64), np.full(n, -1, np.int64)], 1)
         return n, index
+    if kept is not None:  # true token positions of the rows kept
+        counts = np.fromiter((len(k) for k in kept), dtype=np.int64, count=n)
+        position = np.concatenate([np.asarray(k, np.int64) for k in kept]) if n else np.zeros(0, np.int64)
+        return int(counts.sum()), np.stack([np.repeat(np.arange(n, dtype=np.int64), counts), position], 1)
     if lengths is not None:
         total = int(lengths.sum())
         sample = np.repeat(np.arange(n, dtype=np.int64), lengths)
@@ -140,7 +146,8 @@ def to_rows(x: torch.Tensor, plan: LayerPlan, pool: str, batch, store_dtype: tor
     elif g == "seq":
         mask, lengths = batch.mask, batch.lengths
         if pool == "none":
-            rows = x[mask] if mask is not None else x.reshape(-1, x.shape[-1])
+            keep = batch.keep if batch.keep is not None else mask  # without special tokens, or the real ones
+            rows = x[keep] if keep is not None else x.reshape(-1, x.shape[-1])
         elif pool == "mean":
             if mask is not None:
                 w = mask.to(x.dtype)

@@ -6,6 +6,7 @@ other."""
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +96,18 @@ class Inputs:
                 return img.convert("RGB")
         except Exception as exc:  # PIL raises many types for a bad file
             raise InputError(f"cannot read image {path}: {short_error(exc)}") from None
+
+    def sources(self) -> tuple[list, dict]:
+        """Where each image sample came from: ``(sources, location)``, a path relative to the
+        input folder or ``"i"`` (row ``i`` of the ``.npy`` array or dataset) per sample, and
+        the input's location (``{"type": "folder" | "npy" | "dataset", "path": ...}``)."""
+        if self.image_files is not None:
+            return ([Path(f).relative_to(self.root).as_posix() for f in self.image_files],
+                    {"type": "folder", "path": os.path.abspath(self.root)})
+        kind = "npy" if self.array is not None else "dataset"
+        where = os.path.abspath(self.source) if kind == "npy" or Path(self.source).exists() else self.source
+        location = {"type": kind, "path": where, **({"column": self.column} if self.column else {})}
+        return [str(i) for i in range(len(self))], location
 
     def images(self, start: int, stop: int) -> list:
         """Samples ``start:stop`` as RGB ``PIL.Image`` objects."""

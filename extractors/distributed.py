@@ -134,7 +134,7 @@ def gather(world: World, obj) -> list:
 
 
 def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, request, provenance, params,
-                    fingerprint, overwrite, compression, report=None, on_work=None) -> Path:
+                    fingerprint, overwrite, compression, report=None, on_work=None, inputs=None) -> Path:
     """This rank's block of samples into its shard; rank 0 then writes ``out`` over all shards.
 
     Rank 0 takes the writer lock of ``out`` (a second job aimed at it is refused on every
@@ -155,6 +155,9 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
     on_work : callable, optional
         Called on rank 0 once it is known that there is something to compute (the deferred
         warnings about the inputs: a no-op rerun says nothing).
+    inputs : dict, optional
+        What each sample of the run was (:func:`actkit.store.text_record` / ``image_record``):
+        recorded once, in ``out`` (the index store rank 0 writes), not in every shard.
     """
     report = {} if report is None else report
     init(world, device)
@@ -207,7 +210,7 @@ def extract_sharded(world: World, out: Path, specs, run_block, *, device, n, req
         states = gather(world, mine)
         if world.rank == 0:
             write_virtual_store(out, paths, request=request, provenance=provenance, n_samples=n,
-                                inputs_fingerprint=fingerprint, compression=compression)
+                                inputs_fingerprint=fingerprint, compression=compression, inputs=inputs)
             remove_stale(out, paths)  # an overwritten run's shards, another world size's
             _report(report, decision["state"], states, paths, n)
         barrier(world)

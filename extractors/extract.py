@@ -104,6 +104,7 @@ def extract(
     device_map: str | None = None,
     threads: int | None = None,
     label_column: str | None = None,
+    skip_special_tokens: bool = False,
 ) -> Path:
     """Extract layer activations of a pretrained model into an HDF5 store.
 
@@ -194,6 +195,15 @@ def extract(
         Keep this column of a datasets input (one label per sample) in the store, for
         ``actkit evaluate STORE --labels COLUMN``: parameter ``label:COLUMN`` (int64 code per
         sample), names in ``provenance["label_names"][COLUMN]``.
+    skip_special_tokens : bool
+        Leave the tokenizer's special tokens ([CLS], [SEP], BOS, EOS...) out of the per-token
+        rows (``pool="none"``); the index keeps their true token positions, and the store's
+        recorded inputs keep every token.
+
+    The store records what each input sample was (``store.inputs``: the token ids and the
+    tokenizer's vocabulary, or each image's source and the model's preprocessing geometry),
+    and holds the layers in the order they run in the model (depth), whatever order they
+    were asked in.
 
     Returns
     -------
@@ -232,7 +242,8 @@ def extract(
                             overwrite=overwrite, trust_remote_code=trust_remote_code,
                             allow_pickle=allow_pickle, compression=compression, progress=progress,
                             column=column, split=split, config=config, context_length=context_length,
-                            max_tokens=max_tokens, device_map=device_map, label_column=label_column)
+                            max_tokens=max_tokens, device_map=device_map, label_column=label_column,
+                            skip_special_tokens=skip_special_tokens)
     if not isinstance(prepared, tuple):  # a torchrun rank: ``prepared`` runs the sharded extraction
         # the warnings are said once (rank 0), when there is something to compute
         path = prepared(checkpoint_every, on_work=lambda: _replay(caught))
@@ -274,7 +285,7 @@ def _replay(caught) -> None:
 def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_size, device, dtype,
              store_dtype_name, max_length, max_samples, final_hidden, unembedding, overwrite,
              trust_remote_code, allow_pickle, compression, progress, column, split, config,
-             context_length, max_tokens, device_map, label_column=None):
+             context_length, max_tokens, device_map, label_column=None, skip_special_tokens=False):
     """Everything before streaming: inputs, model, layers, row counts, the store (a torchrun
     rank gets back a function of ``checkpoint_every`` that runs its sharded extraction)."""
     world = distributed.world_from_env()
@@ -313,6 +324,11 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     else:
         adapter.prepare(data, max_length)
     packing = getattr(adapter, "packing", None) if context_length is not None else None
+    if skip_special_tokens:
+        if pool != "none":
+            raise ActkitError(f"--skip-special-tokens leaves special tokens out of per-token rows (--pool none); "
+                              f"--pool {pool} gives one row per sample")
+        adapter.skip_special_tokens()
     n = adapter.n_samples(data)
     lengths = adapter.lengths()
     with torch.inference_mode():
@@ -320,9 +336,10 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     plans = plan_layers(adapter, names, probe, extra_modules=extra)
 
     specs = []
-    for name in names:
+    kept = adapter.kept_positions()
+    for name in plans:  # the layers in model depth order
         plan = plans[name]
-        rows, index = rows_and_index(plan, pool, n, lengths)
+        rows, index = rows_and_index(plan, pool, n, lengths, kept)
         attrs = {
             "module": modules_of[name],
             "aliases": aliases_of[name],
@@ -339,13 +356,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     # different models on the same inputs agree, which `compare` checks); the model's own
     # preprocessing (tokenizer, image processor) goes into the request and the provenance
     preprocessing = adapter.preprocessing()
-    if packing is None:
-        fingerprint = inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
-    else:  # the texts read and the windows cut from them (same tokenizer, same rows)
-        fingerprint = inputs_fingerprint(
-            data, {"kind": "token_windows", "context_length": packing["context_length"], "max_tokens": max_tokens,
-                   "windows_sha256": hashlib.sha256(adapter.windows.tobytes()).hexdigest()},
-            digest=data.rows_digest(packing["rows_used"]))
+    fingerprint = samples_fingerprint(data, adapter, max_length, max_tokens, packing)
     label_names = _keep_labels(params, inputs, label_column, n, packing, split, config, max_samples)
     request = {
         "model": adapter.info.get("model", adapter.name),
@@ -366,6 +377,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     if random_init:
         request["init_seed"] = INIT_SEED
     extra_request = {"packing": packing, "device_map": device_map, "label_column": label_column,
+                     "skip_special_tokens": True if skip_special_tokens else None,
                      "world_size": None if world is None else world.world_size}
     request.update({k: v for k, v in extra_request.items() if v is not None})
     provenance = {
@@ -389,6 +401,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
                         "packing": packing, "device_map": device_map, "label_names": label_names}
     provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
+    recorded = adapter.record_inputs(data)  # what each sample was: the store's /inputs
     if world is not None:
         def run_sharded(checkpoint_every, on_work=None):
             LAST_RUN["n_samples"] = n
@@ -399,12 +412,25 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
             return distributed.extract_sharded(world, out, specs, run_block, device=str(adapter.device), n=n,
                                                request=request, provenance=provenance, params=params,
                                                fingerprint=fingerprint, overwrite=overwrite,
-                                               compression=compression, report=LAST_RUN, on_work=on_work)
+                                               compression=compression, report=LAST_RUN, on_work=on_work,
+                                               inputs=recorded)
 
         return run_sharded
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
-                          inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression)
+                          inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression,
+                          inputs=recorded)
     return adapter, data, writer, plans, names, extra, t_load
+
+
+def samples_fingerprint(data, adapter, max_length, max_tokens=None, packing=None) -> str:
+    """The inputs fingerprint of a store: the samples and the user's options that choose them
+    (token windows: the texts read and the windows cut from them)."""
+    if packing is None:
+        return inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
+    return inputs_fingerprint(
+        data, {"kind": "token_windows", "context_length": packing["context_length"], "max_tokens": max_tokens,
+               "windows_sha256": hashlib.sha256(adapter.windows.tobytes()).hexdigest()},
+        digest=data.rows_digest(packing["rows_used"]))
 
 
 def _keep_labels(params, inputs, column, n, packing, split, config, max_samples):

@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from actkit.errors import InputError
+from actkit.store import text_record
 from actkit._warn import warn_user
 
 from ._base import Adapter, Batch
@@ -40,6 +41,9 @@ class TextAdapter(Adapter):
         self._windows = None  # (W, L) int64 ids with --context-length
         self.packing: dict | None = None
         self._max_length = None
+        self._skip = False  # --skip-special-tokens
+        self._special = np.asarray(sorted(set(int(i) for i in getattr(tokenizer, "all_special_ids", []) or [])),
+                                   dtype=np.int64)
         pad = tokenizer.pad_token_id
         if pad is None:
             pad = tokenizer.eos_token_id
@@ -110,6 +114,30 @@ class TextAdapter(Adapter):
             return np.full(self._windows.shape[0], self._windows.shape[1], np.int64)
         return np.fromiter((len(s) for s in self._ids), dtype=np.int64, count=len(self._ids))
 
+    def skip_special_tokens(self) -> None:
+        self._skip = True
+
+    def _sequences(self) -> list:
+        return list(self._windows) if self._windows is not None else self._ids
+
+    def kept_positions(self):
+        if not self._skip:
+            return None
+        return [np.flatnonzero(~np.isin(np.asarray(s, np.int64), self._special)) for s in self._sequences()]
+
+    def _keep(self, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """(B, T) bool: the real tokens that are not special tokens (``skip_special_tokens``)."""
+        if not self._skip:
+            return None
+        keep = ~torch.isin(ids, torch.from_numpy(self._special).to(ids.device))
+        return keep if mask is None else keep & mask
+
+    def record_inputs(self, inputs) -> dict:
+        """The token ids of every sample (windows with ``--context-length``), the tokenizer's
+        identity and its vocabulary (:func:`tokenizer_record`)."""
+        return text_record([np.asarray(s, np.int64) for s in self._sequences()],
+                           **tokenizer_record(self.tokenizer, self.info.get("revision")))
+
     def _pack(self, seqs) -> Batch:
         lengths = torch.tensor([len(s) for s in seqs], dtype=torch.int64)
         width = int(lengths.max())
@@ -123,7 +151,8 @@ class TextAdapter(Adapter):
         }
         if self.causal:
             kwargs["use_cache"] = False
-        return Batch(kwargs=kwargs, size=len(seqs), mask=mask.to(self.device), lengths=lengths.to(self.device))
+        return Batch(kwargs=kwargs, size=len(seqs), mask=mask.to(self.device), lengths=lengths.to(self.device),
+                     keep=None if not self._skip else self._keep(ids, mask).to(self.device))
 
     def batch(self, inputs, start, stop):
         if self._windows is not None:  # full windows: no padding, no mask
@@ -131,7 +160,7 @@ class TextAdapter(Adapter):
             kwargs = {"input_ids": ids}
             if self.causal:
                 kwargs["use_cache"] = False
-            return Batch(kwargs=kwargs, size=int(ids.shape[0]))
+            return Batch(kwargs=kwargs, size=int(ids.shape[0]), keep=self._keep(ids, None))
         return self._pack(self._ids[start:stop])
 
     def dummy_batch(self):
@@ -154,3 +183,24 @@ class TextAdapter(Adapter):
         if head is None or getattr(head, "weight", None) is None:
             return super().unembedding()
         return head.weight.detach().to("cpu", torch.float32).numpy().copy()
+
+
+def tokenizer_record(tokenizer, revision=None) -> dict:
+    """The tokenizer's identity (``name_or_path``, ``revision``, ``class``: what
+    ``transformers.AutoTokenizer.from_pretrained`` needs) and its vocabulary decoded once:
+    the readable string of every id (``decode([id])``), its raw token
+    (``convert_ids_to_tokens``) and whether it is a special token (the keywords of
+    :func:`actkit.store.text_record` besides the ids)."""
+    size = len(tokenizer)
+    ids = list(range(size))
+    with quiet_logs():
+        readable = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False,
+                                          clean_up_tokenization_spaces=False)
+        raw = tokenizer.convert_ids_to_tokens(ids)
+    special = np.zeros(size, bool)
+    specials = [i for i in (getattr(tokenizer, "all_special_ids", None) or []) if 0 <= int(i) < size]
+    special[specials] = True
+    identity = {"name_or_path": str(getattr(tokenizer, "name_or_path", "") or ""), "revision": revision,
+                "class": type(tokenizer).__name__}
+    return {"tokenizer": identity, "vocab": [str(t) for t in readable],
+            "vocab_tokens": ["" if t is None else str(t) for t in raw], "special": special}

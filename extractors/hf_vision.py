@@ -16,6 +16,8 @@ import json
 import torch
 from PIL import Image
 
+from actkit.store import image_record
+
 from ._base import Adapter, Batch
 
 
@@ -42,6 +44,27 @@ class VisionAdapter(Adapter):
     def preprocessing(self) -> dict:
         cfg = self.processor.to_dict()
         return {"image_processor": json.loads(json.dumps(cfg, sort_keys=True, default=str))}
+
+    def record_inputs(self, inputs) -> dict:
+        """Each image's source and the processor's geometry (size, centre crop, ViT patch grid)."""
+        sources, location = inputs.sources()
+        proc = self.processor
+        size = dict(getattr(proc, "size", None) or {})
+        resize = ({"shortest_edge": int(size["shortest_edge"])} if "shortest_edge" in size else
+                  {"height": int(size["height"]), "width": int(size["width"])})
+        resample = getattr(proc, "resample", None)
+        names = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
+        resize["resample"] = names.get(int(getattr(resample, "value", resample)), "bicubic") if resample is not None \
+            else "bilinear"
+        crop = dict(getattr(proc, "crop_size", None) or {}) if getattr(proc, "do_center_crop", False) else {}
+        image_size = ((crop["height"], crop["width"]) if crop else
+                      (resize["height"], resize["width"]) if "height" in resize else (resize["shortest_edge"],) * 2)
+        cfg = getattr(self.model.config, "vision_config", self.model.config)
+        patch = getattr(cfg, "patch_size", None)
+        patch = (patch, patch) if isinstance(patch, int) else patch
+        grid = None if not patch else (int(image_size[0]) // int(patch[0]), int(image_size[1]) // int(patch[1]))
+        return image_record(sources, location=location, image_size=image_size, resize=resize, patch_grid=grid,
+                            prefix_tokens=1 if grid else 0)
 
     def _pixels(self, images) -> torch.Tensor:
         pixels = self.processor(images=images, return_tensors="pt")["pixel_values"]

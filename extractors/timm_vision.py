@@ -10,9 +10,13 @@ the per-position rows need no transpose).
 
 from __future__ import annotations
 
+import math
+
 import timm.data
 import torch
 from PIL import Image
+
+from actkit.store import image_record
 
 from ._base import Adapter, Batch
 from .naming import Scheme, find_blocks
@@ -41,6 +45,22 @@ class TimmAdapter(Adapter):
     def preprocessing(self) -> dict:
         cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.data_config.items()}
         return {"timm_data_config": cfg, "transform": repr(self.transform)}
+
+    def record_inputs(self, inputs) -> dict:
+        """Each image's source and timm's eval geometry (resize the shorter side to
+        ``size / crop_pct``, centre crop to ``size``; a ViT's patch grid and prefix tokens)."""
+        sources, location = inputs.sources()
+        _, h, w = self.data_config["input_size"]
+        crop_pct = float(self.data_config.get("crop_pct") or 1.0)
+        if self.data_config.get("crop_mode", "center") == "squash":
+            resize = {"height": int(math.floor(h / crop_pct)), "width": int(math.floor(w / crop_pct))}
+        else:
+            resize = {"shortest_edge": int(math.floor(min(h, w) / crop_pct))}
+        resize["resample"] = str(self.data_config.get("interpolation") or "bilinear")
+        grid = getattr(getattr(self.model, "patch_embed", None), "grid_size", None)
+        grid = None if grid is None else tuple(int(g) for g in grid)
+        return image_record(sources, location=location, image_size=(h, w), resize=resize, patch_grid=grid,
+                            prefix_tokens=int(getattr(self.model, "num_prefix_tokens", 0) or 0) if grid else 0)
 
     def _stack(self, images) -> Batch:
         pixels = torch.stack([self.transform(img) for img in images]).to(self.device, self.dtype)

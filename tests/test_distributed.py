@@ -95,6 +95,11 @@ def test_sharded_store_is_an_ordinary_store_equal_to_one_process(sharded, tiny_g
         assert pa["world_size"] == 2
         different = {k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k)}
         assert different == {"shards", "world_size", "batch_size"}
+        # the inputs are recorded once, in the index store rank 0 writes (not in every shard)
+        assert a.inputs.n_samples == 101 and a.inputs.tokenizer == b.inputs.tokenizer
+        assert all(a.inputs.token_ids(i).tolist() == b.inputs.token_ids(i).tolist() for i in range(101))
+        assert a.inputs.vocab == b.inputs.vocab
+        a.verify()
     # each shard holds a contiguous block of samples, global sample ids in its index
     with open_store(shards[0]) as s0, open_store(shards[1]) as s1:
         assert s0.n_samples == 50 and s1.n_samples == 51
@@ -135,6 +140,7 @@ def test_consolidate_copies_into_one_file_and_missing_shard_is_refused(sharded, 
             np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]))
             np.testing.assert_array_equal(a[name].index, b[name].index)
         assert b.provenance["consolidated_from"] == str(sharded)
+        assert b.inputs.token_ids(100).tolist() == a.inputs.token_ids(100).tolist()  # the copy keeps them
     assert "already exists" in cli_error(capsys, "consolidate", sharded, "--out", single)
 
     # a copy of run.h5 without its shards must not read as zeros / NaN

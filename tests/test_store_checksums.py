@@ -1,6 +1,8 @@
-"""Block checksums: xxh3_128 in actkit-store/3, and actkit-store/2 stores (sha256) still
-read and verified (tests/data/store_v2.h5.gz was written by the actkit-store/2 code, see
-tests/data/make_store_v2.py)."""
+"""Block checksums: xxh3_128 since actkit-store/3 (and in /4, which adds the recorded inputs),
+and actkit-store/2 stores (sha256) still read and verified (tests/data/store_v2.h5.gz was
+written by the actkit-store/2 code, see tests/data/make_store_v2.py; tests/data/store_v3.h5.gz
+by the actkit-store/3 code: a 2-sample store of 7 rows, rows ``arange(42).reshape(7, 6) / 7``,
+``SOURCE_DATE_EPOCH=0``)."""
 
 import gzip
 import json
@@ -16,6 +18,7 @@ from actkit.errors import StoreError
 from actkit.store import FORMAT, LayerSpec, create_store, open_store
 
 V2_FIXTURE = Path(__file__).parent / "data" / "store_v2.h5.gz"
+V3_FIXTURE = Path(__file__).parent / "data" / "store_v3.h5.gz"
 
 
 def _v2_rows():  # the rows tests/data/make_store_v2.py wrote into layer "a"
@@ -44,7 +47,7 @@ def test_new_stores_record_xxh3_128_and_its_block_digests(tmp_path):
     rows = np.random.default_rng(0).standard_normal((3000, 300)).astype(np.float32)
     _write(tmp_path / "s.h5", rows)
     with open_store(tmp_path / "s.h5", verify=True) as st:
-        assert FORMAT == "actkit-store/3" == st.file.attrs["actkit_format"].decode()
+        assert FORMAT == "actkit-store/4" == st.file.attrs["actkit_format"].decode()
         assert st.meta["checksum"] == "xxh3_128"
         br = st.meta["layers"]["a"]["block_rows"]
         sums = st.file["layers/a/checksums"][()]
@@ -67,6 +70,18 @@ def test_v2_store_written_by_the_old_code_reads_and_verifies(v2_store):
         assert st.file["layers/a/checksums"].shape == (2, 32)
         np.testing.assert_array_equal(st["a"][:], _v2_rows())
         assert st.verify() == {"layers": 2, "blocks": 3, "bytes": 600 * 2048 + 40 * 64, "params": 1}
+
+
+def test_v3_store_written_by_the_old_code_reads_without_recorded_inputs(tmp_path):
+    path = tmp_path / "v3.h5"
+    with gzip.open(V3_FIXTURE) as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with open_store(path, verify=True) as st:
+        assert st.attrs["actkit_format"] == "actkit-store/3" and st.inputs is None
+        layer = st["resid.0"]
+        assert np.array_equal(np.asarray(layer), (np.arange(42, dtype=np.float32).reshape(7, 6) / 7))
+        assert np.array_equal(layer.drop_rows(positions=[0]).index, [[0, 1], [0, 2], [1, 1], [1, 2], [1, 3]])
+        assert "inputs" not in st.info()
 
 
 def test_v2_store_corruption_is_found_by_sha256(v2_store):

@@ -153,6 +153,22 @@ def test_logit_lens_equals_direction_times_unembedding(tmp_path):
         np.testing.assert_allclose([t[2] for t in u["logits"]["promoted"]], np.sort(logits)[::-1][:10], rtol=1e-5)
 
 
+def test_a_fitted_estimator_is_the_same_basis_as_its_derived_store(tmp_path):
+    rng = np.random.default_rng(8)
+    X = (rng.laplace(size=(2000, 5)) @ rng.normal(size=(5, 5))).astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(200, 10))
+    layer = actkit.open_store(src)["h"]
+    ica = actkit.FastICA(random_state=0).fit(np.asarray(layer))
+    stored = units(src, basis=actkit.transform_store(ica, layer, tmp_path / "ica.h5"), k=6, inputs=False).to_dict()
+    direct = units(src, basis=ica, k=6, inputs=False).to_dict()
+    assert direct["basis"]["kind"] == "ica" and direct["flipped"] == stored["flipped"]
+    for u, v in zip(direct["units"], stored["units"]):
+        assert u["unit"] == v["unit"] and [e["row"] for e in u["top"]] == [e["row"] for e in v["top"]]
+        np.testing.assert_allclose([e["value"] for e in u["top"]], [e["value"] for e in v["top"]], rtol=1e-5)
+    with pytest.raises(actkit.ActkitError, match="fitted on 3 features"):
+        units(src, basis=actkit.FastICA(random_state=0).fit(X[:, :3]), inputs=False)
+
+
 def test_ica_sources_are_oriented_to_positive_skew(tmp_path):
     rng = np.random.default_rng(3)
     n = 3000
@@ -263,11 +279,45 @@ def test_match_of_a_gaussian_control_shares_nothing(tmp_path):
     assert all(p["p_value"] > 0.05 for p in m.pairs)
 
 
+def test_match_null_re_pairs_only_samples_of_equal_length(tmp_path):
+    """Samples of a length no other sample has cannot move; they stay out of the null (else they
+    keep their pairing and a shared unit looks like chance)."""
+    rng = np.random.default_rng(7)
+    lengths = [10] * 150 + list(range(11, 61))  # 150 movable samples, 50 of unique lengths
+    index = np.concatenate([np.stack([np.full(n, s), np.arange(n)], 1) for s, n in enumerate(lengths)]).astype(np.int64)
+    S = rng.normal(size=(index.shape[0], 4))
+    a = _store(tmp_path / "a.h5", S, index)
+    b = _store(tmp_path / "b.h5", np.c_[S[:, :1] + 0.5 * rng.normal(size=(len(S), 1)), rng.normal(size=(len(S), 3))],
+               index)
+    m = match_units(a, b, permutations=100)
+    assert m.info["null_rows"] == 1500 and m.info["null_samples"] == 150
+    assert m.shared == [(0, 0)] and m.pairs[0]["p_value"] == pytest.approx(1 / 101)
+
+
+def test_a_positional_unit_does_not_hide_a_shared_content_unit(tmp_path):
+    """A unit firing on every sample's first token (a [CLS]) in both stores keeps its correlation
+    under any re-pairing of samples; a unit shared by content must still come out shared."""
+    rng = np.random.default_rng(9)
+    index = _index(300, 10)
+    first = (index[:, 1] == 0) * 5.0
+    content = rng.normal(size=len(index))
+    noise = rng.normal(size=(len(index), 4))
+    a = _store(tmp_path / "a.h5", np.c_[first + 0.1 * noise[:, 0], content, noise[:, 1]], index)
+    b = _store(tmp_path / "b.h5", np.c_[first + 0.1 * noise[:, 2], 0.8 * content + 0.6 * noise[:, 3],
+                                        rng.normal(size=len(index))], index)
+    m = match_units(a, b, permutations=100)
+    by_a = {p["a"]: p for p in m.pairs}
+    assert by_a[1]["b"] == 1 and by_a[1]["shared"] and by_a[1]["p_value"] < 0.02
+    assert by_a[0]["b"] == 0 and abs(by_a[0]["corr"]) > 0.99
+    assert not by_a[2]["shared"]
+
+
 def test_dask_gives_the_same_report(planted):
     path, *_ = planted
     here = units(path, k=5, inputs=False, labels=np.arange(3000) % 3).to_dict()
-    there = units(path, k=5, inputs=False, labels=np.arange(3000) % 3, scheduler="threads").to_dict()
-    assert json.dumps(here, sort_keys=True) == json.dumps(there, sort_keys=True)
+    for scheduler in ("threads", "local:2"):  # Dask's threads, and a LocalCluster of two worker processes
+        there = units(path, k=5, inputs=False, labels=np.arange(3000) % 3, scheduler=scheduler).to_dict()
+        assert json.dumps(here, sort_keys=True) == json.dumps(there, sort_keys=True)
 
 
 def test_corpus_markup_is_data_in_every_output(planted, tmp_path):
@@ -383,3 +433,72 @@ def test_zoo_top_k_equals_numpy_brute_force_and_logit_lens(pythia, tmp_path):
         logits = pca.dewhitening_[:, j].astype(np.float64) @ W_U.T
         assert [t[0] for t in r.unit(j)["logits"]["promoted"]] == np.argsort(-logits, kind="stable")[:10].tolist()
         assert [e["row"] for e in r.unit(j)["top"]] == _brute_top(Z[:, j:j + 1], 5)[:, 0].tolist()
+
+
+def test_zoo_text_examples_are_the_recorded_tokens_in_context(pythia):
+    from transformers import AutoTokenizer
+
+    from actkit import zoo
+
+    tok = AutoTokenizer.from_pretrained(zoo.model_path("pythia-tiny-seed0"))
+    s = actkit.open_store(pythia)
+    assert s.inputs is not None and s.inputs.kind == "text"
+    r = units(pythia, "final_hidden", k=4, context=3, max_units=6)
+    for j in r.units:
+        for e in r.unit(j)["top"] + [x for b in r.unit(j)["bands"] for x in b["examples"]]:
+            ids = s.inputs.token_ids(e["sample"]).tolist()
+            t = e["text"]
+            a = max(0, e["position"] - 3)
+            assert t["start"] == a and t["tokens"] == [tok.decode([i]) for i in ids[a:e["position"] + 4]]
+            assert t["tokens"][t["highlight"]] == tok.decode([ids[e["position"]]])
+    promoted = r.unit(r.units[0])["logits"]["promoted"]
+    assert [p[1] for p in promoted] == [tok.decode([p[0]]) for p in promoted]
+
+
+def test_zoo_vit_examples_box_their_patch_in_the_recorded_image(tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from actkit import zoo
+
+    v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), tmp_path / "v.h5",
+                       layers=["encoder.layer.1"], max_samples=12, progress=False)
+    s = actkit.open_store(v)
+    gh, gw = s.inputs.patch_grid
+    H, W = s.inputs.image_size
+    r = units(v, k=5, max_units=10)
+    images = r.to_dict()["inputs"]["images"]
+    for j in r.units:
+        for e in r.unit(j)["top"]:
+            img = e["image"]
+            p = e["position"] - s.inputs.prefix_tokens
+            if p < 0:
+                assert img["box"] is None
+                continue
+            row, col = divmod(p, gw)
+            assert img["cell"] == [row, col]
+            assert img["box"] == [row * H / gh, col * W / gw, (row + 1) * H / gh, (col + 1) * W / gw]
+            png = base64.b64decode(images[str(e["sample"])].split(",", 1)[1])
+            np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")),
+                                          s.inputs.image(e["sample"]))
+
+
+def test_inputs_of_an_older_store_are_reattached_and_checked(pythia, tmp_path, capsys, monkeypatch):
+    from actkit import zoo
+    from actkit.extractors.hf_text import TextAdapter
+
+    monkeypatch.setattr(TextAdapter, "record_inputs", lambda self, data: None)  # as an older actkit wrote it
+    old = actkit.extract(zoo.model_spec("pythia-tiny-seed0"), zoo.text_inputs(), tmp_path / "old.h5",
+                         layers=["final_hidden"], max_samples=40, max_length=32, batch_size=8, unembedding=True,
+                         progress=False)
+    monkeypatch.undo()
+    assert actkit.open_store(old).inputs is None
+    assert "does not record its inputs" in _error(capsys, "units", old)
+    r = units(old, k=3, inputs=zoo.text_inputs(), max_units=4)
+    ref = units(pythia, "final_hidden", k=3, max_units=4)
+    assert r.to_dict()["units"] == ref.to_dict()["units"]
+    other = tmp_path / "other.txt"
+    other.write_text("something else entirely\n" * 40)
+    assert "not the inputs of" in _error(capsys, "units", old, "--inputs", other)

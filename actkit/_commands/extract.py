@@ -26,6 +26,9 @@ def register(sub) -> None:
     p.add_argument("--label-column", metavar="COLUMN",
                    help="keep this column of a datasets input (one label per sample) in the store, for "
                         "actkit evaluate STORE --labels COLUMN")
+    p.add_argument("--skip-special-tokens", action="store_true",
+                   help="leave the tokenizer's special tokens ([CLS], [SEP], BOS, EOS) out of the per-token rows "
+                        "(--pool none); the index keeps true token positions")
     p.add_argument("--split", help="dataset split for hf:NAME or a saved DatasetDict (default: train)")
     p.add_argument("--config", help="dataset configuration for hf:NAME")
     p.add_argument("--context-length", type=int, metavar="L",
@@ -89,7 +92,7 @@ def run(args) -> int:
         compression=args.compression, progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every, column=args.column, split=args.split, config=args.config,
         context_length=args.context_length, max_tokens=args.max_tokens, device_map=args.device_map,
-        label_column=args.label_column,
+        label_column=args.label_column, skip_special_tokens=args.skip_special_tokens,
     )
 
     if os.environ.get("RANK", "0") == "0":

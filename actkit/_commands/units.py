@@ -6,6 +6,7 @@ What each unit of a layer responds to (docs/units.md): only parsing and calls to
 
 from __future__ import annotations
 
+import actkit
 from actkit.errors import InputError
 
 
@@ -53,8 +54,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import actkit
-
     for name in ("context", "max_units", "permutations"):
         value = getattr(args, name)
         if value is not None and value < (0 if name == "context" else 1):

@@ -185,6 +185,15 @@ class MatrixStore(LayerContainer):
                              f"{self.layers[0]!r} (set its name with --layer)")
         return self._layer
 
+    #: what each row's input was: None until attached (an embedding file records none)
+    inputs = None
+
+    def attach_inputs(self, inputs) -> None:
+        """Use ``inputs`` (:func:`actkit.extractors.record_inputs`, one sample per row) as this
+        file's inputs; one line unless they hold as many samples as the file has rows."""
+        inputs.check_for(self)
+        self.inputs = inputs
+
     def info(self) -> dict:
         layer = self._layer
         return {"path": str(self.path), "format": "embedding file", "complete": True, "n_samples": self.n_samples,

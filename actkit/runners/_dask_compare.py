@@ -19,12 +19,14 @@ class _Ref:
     names the function that opens its store again, ``Store.reopen``: the runners import
     nothing of the store)."""
 
-    def __init__(self, kind, path, name, opener=None):
+    def __init__(self, kind, path, name, opener=None, rows=None):
         self.kind, self.path, self.name, self.opener = kind, path, name, opener
+        self.rows = rows  # a layer's row selection (``Layer.select_rows``), else None
 
     def actkit_reopen(self):
         if self.kind == "layer":
-            return self.opener(self.path)[self.name]
+            layer = self.opener(self.path)[self.name]
+            return layer if self.rows is None else layer.select_rows(self.rows)
 
         return open_read(self.path)[self.name]
 
@@ -32,7 +34,7 @@ class _Ref:
 def task_source(X, client):
     """``X`` as a task on a worker reads it: a :class:`_Ref`, or the array (scattered)."""
     if hasattr(X, "store") and hasattr(X, "dataset_path"):  # a store layer
-        return _Ref("layer", str(X.store.path), X.name, X.store.reopen)
+        return _Ref("layer", str(X.store.path), X.name, X.store.reopen, getattr(X, "selected_rows", None))
     if isinstance(X, h5py.Dataset):
         return _Ref("h5", X.file.filename, X.name)
     X = np.asarray(as_input(X))

@@ -16,6 +16,7 @@ import numpy as np
 
 from actkit._faults import fault
 from actkit.errors import StoreError
+from actkit.store import _inputs as recorded_inputs
 from actkit.store import _integrity as integrity
 from actkit.store._format import (FORMAT, READABLE_FORMATS, STORAGE_DTYPES, attr_value, canonical_json, check_layer_name,
                                   created_at_now, decode_attr, h5py_module, is_actkit_store, looks_like_hdf5, open_read,
@@ -63,6 +64,7 @@ def create_store(
     overwrite: bool = False,
     compression: str | None = None,
     created_at: str | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> "StoreWriter":
     """Create a store, or resume the unfinished store of the identical request.
 
@@ -74,7 +76,9 @@ def create_store(
     ``overwrite``), or its folder is missing or not writable.  With ``overwrite`` the
     existing file is left untouched until the new store is finalised.  ``created_at``
     (default: now, or ``SOURCE_DATE_EPOCH``) keeps a copy's fingerprint that of its source
-    (:func:`~actkit.store.consolidate`).
+    (:func:`~actkit.store.consolidate`). ``inputs``: what each input sample was
+    (:func:`~actkit.store.text_record` / :func:`~actkit.store.image_record`), written once
+    as ``/inputs``.
     """
     path = Path(path)
     if compression not in (None, "gzip", "lzf"):
@@ -142,6 +146,8 @@ def create_store(
             raise StoreError(f"parameter {key!r} must be numeric, got {arr.dtype}")
         param_arrays[key] = arr
 
+    if inputs is not None:
+        recorded_inputs.check_record(inputs, n_samples)
     prov = dict(provenance or {})
     block_rows = {s.name: integrity.block_rows_for(s.features, np.dtype(s.dtype).itemsize) for s in specs}
     meta = store_meta(
@@ -150,7 +156,8 @@ def create_store(
         layers={s.name: {"rows": int(s.rows), "features": int(s.features), "dtype": s.dtype,
                          "attrs": json.loads(canonical_json(s.attrs)), "block_rows": block_rows[s.name],
                          "index_sha256": integrity.array_sha256(rows_index[s.name])} for s in specs},
-        params_sha256={k: integrity.array_sha256(v) for k, v in param_arrays.items()})
+        params_sha256={k: integrity.array_sha256(v) for k, v in param_arrays.items()},
+        **({} if inputs is None else {recorded_inputs.META_KEY: recorded_inputs.meta_entry(inputs)}))
     h5py = h5py_module()
     try:
         # Reserve the planned size before HDF5 writes a byte (fallocate, KEEP_SIZE: the file still
@@ -159,9 +166,12 @@ def create_store(
         # write mid-run, and HDF5 never meets ENOSPC (which can crash it as it closes the file).
         fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
         with os.fdopen(fd, "r+b", buffering=0) as fh:
-            _reserve(fh.fileno(), _planned_bytes(specs, param_arrays) + len(canonical_json(meta)), keep_size=True)
+            _reserve(fh.fileno(), _planned_bytes(specs, param_arrays) + len(canonical_json(meta))
+                     + recorded_inputs.planned_bytes(inputs), keep_size=True)
             with h5py.File(fh, "w", libver="earliest", track_order=False) as f:
                 _write_layout(f, meta, specs, rows_index, block_rows, param_arrays)
+                if inputs is not None:
+                    recorded_inputs.write_inputs(f, inputs)
             _reserve(fh.fileno(), os.fstat(fh.fileno()).st_size)
         fault("store-created")
         state = {

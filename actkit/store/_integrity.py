@@ -300,7 +300,15 @@ def verify_store(store, *, read_bytes: int = 64 * 2**20, on_progress=None, on_ro
             if array_sha256(store.file[f"params/{key}"][()]) != digest:
                 raise StoreError(f"{path}: parameter {key} does not match its checksum; {hint}")
             checked["params"] += 1
+        _verify_inputs(store, hint)
     return checked
+
+
+def _verify_inputs(store, hint: str) -> None:
+    """The datasets of ``/inputs`` (the recorded inputs, ``actkit-store/4``) against their sha256."""
+    for key, digest in (store.meta.get("recorded_inputs") or {}).get("sha256", {}).items():
+        if array_sha256(store.file[f"inputs/{key}"][()]) != digest:
+            raise StoreError(f"{store.path}: the recorded inputs (/inputs/{key}) do not match their checksum; {hint}")
 
 
 def _verify_sharded(store, *, read_bytes: int, on_progress=None, on_rows=None, layers=None) -> dict:
@@ -331,4 +339,5 @@ def _verify_sharded(store, *, read_bytes: int, on_progress=None, on_rows=None, l
             if array_sha256(store.file[f"params/{key}"][()]) != digest:
                 raise StoreError(f"{store.path}: parameter {key} does not match its checksum; {hint}")
             checked["params"] += 1
+        _verify_inputs(store, hint)
     return checked

@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from actkit._rows import block_rows as default_block_rows
-from actkit.errors import StoreError, ValidationError
+from actkit.errors import ActkitError, StoreError, ValidationError
 from actkit.store import _integrity as integrity
 from actkit.store._source import HINT, Segment, Source
 
@@ -245,6 +245,119 @@ class Layer:
         for s in range(start, stop, block_rows):
             block = self._read(s, min(stop, s + block_rows))
             yield s, (block if dtype is None else block.astype(dtype, copy=False))
+
+
+    # --- row subsets
+    def select_rows(self, rows) -> "RowSelection":
+        """A view of some of this layer's rows (:class:`RowSelection`): ``rows`` is a boolean
+        mask of shape (rows,) or increasing row numbers. It reads like the layer (slicing,
+        ``iter_blocks``, ``np.asarray``, ``index`` and ``groups`` of the rows kept, every read
+        checked against the checksums), and every reader (``compare``, the estimators) takes it."""
+        return RowSelection(self, _selected(rows, len(self)))
+
+    def drop_rows(self, *, special_tokens: bool = False, positions=None, inputs=None) -> "Layer":
+        """This layer without the rows of the tokenizer's special tokens (``special_tokens``,
+        from the store's recorded inputs, or ``inputs``) and of the token ``positions`` (``0``
+        the first token of each sample, ``-1`` its last); itself when nothing is dropped.
+
+        Raises
+        ------
+        ActkitError
+            Pooled rows (they have no token positions), or special tokens asked for without
+            recorded text inputs (then give ``positions``, e.g. ``(0, -1)``).
+        """
+        index = self.index
+        pooled = bool(len(index)) and bool(np.all(index[:, 1] < 0))
+        if (special_tokens or positions) and pooled:
+            raise ActkitError(f"layer {self.name} holds one pooled row per sample: there are no token rows to drop")
+        keep = np.ones(len(index), bool)
+        if positions:
+            keep &= ~_at_positions(index, [int(p) for p in positions])
+        if special_tokens:
+            inputs = self.store.inputs if inputs is None else inputs
+            if inputs is None or inputs.kind != "text":
+                raise ActkitError(f"{self.store.path} has no recorded text inputs to find special tokens in; attach "
+                                  "them (--inputs) or drop rows by position instead (--drop-positions 0,-1)")
+            keep &= ~inputs.is_special(index[:, 0], index[:, 1])
+        return self if keep.all() else self.select_rows(keep)
+
+
+def _selected(rows, n: int) -> np.ndarray:
+    """Increasing row numbers from a boolean mask of length ``n`` or from row numbers."""
+    arr = np.asarray(rows)
+    if arr.dtype == bool:
+        if arr.shape != (n,):
+            raise ValidationError(f"a row mask must have shape ({n},), got {arr.shape}")
+        return np.flatnonzero(arr).astype(np.int64)
+    arr = arr.astype(np.int64, copy=False).ravel()
+    if arr.size and (arr.min() < 0 or arr.max() >= n or np.any(np.diff(arr) <= 0)):
+        raise ValidationError(f"selected rows must be increasing row numbers in [0, {n})")
+    return arr
+
+
+def _at_positions(index: np.ndarray, positions) -> np.ndarray:
+    """(rows,) bool: rows at any of ``positions`` of their sample (negative: from its end)."""
+    sample, pos = index[:, 0], index[:, 1]
+    out = np.zeros(len(index), bool)
+    if not len(index):
+        return out
+    # rows are sample-major: each sample's rows are one run, its length the sample's row count
+    starts = np.flatnonzero(np.r_[True, sample[1:] != sample[:-1]])
+    counts = np.diff(np.r_[starts, len(index)])
+    last = np.repeat(pos[np.r_[starts[1:], len(index)] - 1], counts)  # the sample's last stored position
+    for p in positions:
+        out |= pos == (p if p >= 0 else last + 1 + p)
+    return out
+
+
+class RowSelection(Layer):
+    """Some rows of a stored layer (:meth:`Layer.select_rows`), read like the layer itself.
+
+    Attributes
+    ----------
+    parent : Layer
+        The whole layer.
+    selected_rows : ndarray of shape (rows,), int64
+        The parent's rows kept, increasing.
+    """
+
+    def __init__(self, parent: Layer, rows: np.ndarray):
+        if isinstance(parent, RowSelection):  # a selection of a selection: one step from the layer
+            rows, parent = parent.selected_rows[rows], parent.parent
+        self.parent, self.selected_rows = parent, rows
+        self.store, self.name, self.dataset = parent.store, parent.name, parent.dataset
+        self._rows = len(rows)
+        self.attrs = {**parent.attrs, "rows": len(rows)}
+
+    @property
+    def index(self) -> np.ndarray:
+        return self.parent.index[self.selected_rows]
+
+    def _read(self, a: int, b: int) -> np.ndarray:
+        if b <= a:
+            return self.parent._read(0, 0)
+        sel = self.selected_rows[a:b]
+        lo, hi = int(sel[0]), int(sel[-1]) + 1
+        if hi - lo <= 2 * (b - a):  # nearly contiguous (a few rows dropped): one span, then take
+            return self.parent._read(lo, hi)[sel - lo]
+        return self.parent._read_rows(sel)
+
+    def _read_rows(self, idx: np.ndarray) -> np.ndarray:
+        return self.parent._read_rows(self.selected_rows[np.asarray(idx, dtype=np.int64)])
+
+    def for_each_verified(self, fn, block_rows: int | None = None) -> None:
+        for _, block in self.iter_blocks(block_rows):  # every read is checked against the checksums
+            fn(block)
+
+    def loader_source(self, verify: bool = True):
+        raise ActkitError(f"the torch loader and Dask arrays read whole layers; {self.name} is a row selection: "
+                          "write it as a store first, or select rows from the batches")
+
+    def to_dask(self, block_rows: int | None = None):
+        return self.loader_source()
+
+    def __repr__(self):
+        return f"<actkit Layer {self.name!r} rows selected: shape={self.shape} of {self.parent.shape[0]} dtype={self.dtype}>"
 
 
 class _Reorder:

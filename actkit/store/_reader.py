@@ -10,7 +10,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from actkit.errors import LayerError, StoreError, StoreIncompleteError
+from actkit.errors import ActkitError, LayerError, StoreError, StoreIncompleteError
+from actkit.store import _inputs as recorded_inputs
 from actkit.store import _integrity as integrity
 from actkit.store._format import (PARTIAL_SUFFIX, READABLE_FORMATS, decode_attr, looks_like_hdf5, open_read,
                                   partial_path, progress_path, read_json, unknown_name)
@@ -69,6 +70,8 @@ class Store(LayerContainer):
         self.checked_reads = bool(verify_reads and complete)
         self._sources: dict = {}
         self._index_checked: dict = {}
+        self._inputs = None
+        self._inputs_store = None  # a derived store's source, kept open for its recorded inputs
         order = list(meta.get("layer_order", []))
         with integrity.h5_errors(self.path):
             present = list(file["layers"]) if "layers" in file else []
@@ -112,6 +115,26 @@ class Store(LayerContainer):
                         raise StoreError(f"{self.path}: parameter {key} does not match its checksum; {HINT}")
             self._params = params
         return self._params
+
+    @property
+    def inputs(self) -> "recorded_inputs.RecordedInputs | None":
+        """What each input sample was (:class:`~actkit.store.RecordedInputs`): recorded in this
+        store (``actkit-store/4``), reached through the source store of a derived store
+        (``whiten``, ``ica``, ``dictionary``: its provenance names the source and its
+        fingerprint), or attached with :meth:`attach_inputs`; None when none of these."""
+        if self._inputs is None:
+            self._inputs = recorded_inputs.read_recorded(self)
+        if self._inputs is None and self._inputs_store is None:
+            self._inputs_store = source_store(self.provenance, self.inputs_fingerprint, self.checked_reads)
+            if self._inputs_store is not None:
+                self._inputs = self._inputs_store.inputs
+        return self._inputs
+
+    def attach_inputs(self, inputs: "recorded_inputs.RecordedInputs") -> None:
+        """Use ``inputs`` (from :func:`actkit.extractors.record_inputs`) as this store's
+        inputs; one line unless their inputs fingerprint is the store's."""
+        recorded_inputs.check_attachable(self, inputs)
+        self._inputs = inputs
 
     def checked_source(self, name: str):
         """The checksum-verifying reader of layer ``name`` (:class:`~actkit.store._source.Source`,
@@ -188,6 +211,9 @@ class Store(LayerContainer):
             "params": params,
             "provenance": self.provenance,
         }
+        entry = self.meta.get(recorded_inputs.META_KEY)
+        if entry:  # what each input sample was (actkit-store/4)
+            out["inputs"] = {k: v for k, v in entry.items() if k != "sha256"}
         if self.progress is not None:
             out["progress"] = {
                 "samples_done": int(self.progress.get("samples_done", 0)),
@@ -196,6 +222,9 @@ class Store(LayerContainer):
         return out
 
     def close(self) -> None:
+        if self._inputs_store is not None:
+            self._inputs_store.close()
+            self._inputs_store = None
         sources, self._sources = self._sources, {}
         for source in sources.values():
             source.close()
@@ -207,6 +236,57 @@ class Store(LayerContainer):
     def __repr__(self):
         state = "complete" if self.complete else "INCOMPLETE"
         return f"<actkit Store {str(self.path)!r} {state}, layers={self.layers}>"
+
+
+class RowsDropped(LayerContainer):
+    """A store whose layers come without some rows (:meth:`Layer.drop_rows` of each): what
+    ``actkit compare --drop-special-tokens / --drop-positions`` reads. Everything else is the
+    store's own (``path``, ``inputs_fingerprint``, ...); closing it closes the store.
+
+    Parameters
+    ----------
+    store : Store
+    special_tokens : bool
+        Drop the rows of the tokenizer's special tokens (the store's recorded inputs, or
+        ``inputs``).
+    positions : sequence of int, optional
+        Drop the rows at these token positions of each sample (``-1``: its last token).
+    """
+
+    def __init__(self, store, *, special_tokens: bool = False, positions=None, inputs=None):
+        self.store = store
+        self.layers = list(store.layers)
+        self._drop = {"special_tokens": bool(special_tokens), "positions": list(positions or []), "inputs": inputs}
+        if not isinstance(store, Store):  # an embedding file: one row per sample, no positions
+            raise ActkitError(f"{store.path} holds one row per sample (an embedding file): there are no token rows "
+                              "to drop")
+
+    def __getitem__(self, name):
+        return self.store[name].drop_rows(**self._drop)
+
+    def __getattr__(self, attr):
+        return getattr(self.store, attr)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def source_store(provenance: Mapping[str, Any], inputs_fingerprint: str = "", verify_reads: bool = True):
+    """The source store a derived store (or codes file) was computed from, opened, by its
+    provenance (``source_store``, ``source_fingerprint``); None when it names none. One line
+    when it is gone or is another store now."""
+    path, fingerprint = provenance.get("source_store"), provenance.get("source_fingerprint")
+    if not path or not fingerprint:
+        return None
+    if not Path(path).exists():
+        raise ActkitError(f"the inputs of this derived store are those of its source store {path}, which is "
+                          "not there any more; put it back, or give the inputs with --inputs (inputs=)")
+    source = open_store(path, verify_reads=verify_reads)
+    if source.fingerprint != fingerprint or (inputs_fingerprint and source.inputs_fingerprint != inputs_fingerprint):
+        source.close()
+        raise ActkitError(f"the source store {path} of this derived store was replaced by another store; give "
+                          "the inputs with --inputs (inputs=)")
+    return source
 
 
 def unfinished_message(path: Path, progress: Mapping[str, Any] | None) -> str:

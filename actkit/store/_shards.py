@@ -50,6 +50,7 @@ from h5py import h5d, h5s, h5t
 
 from actkit._faults import fault
 from actkit.errors import StoreError
+from actkit.store import _inputs as recorded_inputs
 from actkit.store import _integrity as integrity
 from actkit.store._create import LayerSpec, _existing_request, create_store, layer_group, store_meta, write_header
 from actkit.store._format import (h5py_module, open_read, partial_path, progress_path, refuse_foreign_shards,
@@ -61,7 +62,8 @@ from actkit.store._shard_state import SHARDS, rerun_state, shard_dir, shard_name
 
 def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any],
                         provenance: Mapping[str, Any], n_samples: int,
-                        inputs_fingerprint: str | None = None, compression: str | None = None) -> Path:
+                        inputs_fingerprint: str | None = None, compression: str | None = None,
+                        inputs: Mapping[str, Any] | None = None) -> Path:
     """Write ``out``: a store whose layers are virtual datasets over finished shard stores.
 
     Parameters
@@ -77,6 +79,8 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
     inputs_fingerprint : str, optional
     compression : {None, "gzip", "lzf"}
         The shards' compression (part of the request, as for a single store).
+    inputs : dict, optional
+        What each input sample of the whole run was (``/inputs``; the shards do not repeat it).
 
     Returns
     -------
@@ -112,7 +116,8 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
         meta = store_meta(n_samples=n_samples, created_at=meta0["created_at"], inputs_fingerprint=inputs_fingerprint,
                           full_request={"request": dict(request), "compression": compression}, provenance=prov,
                           layers=layers, params_sha256=meta0.get("params_sha256", {}),
-                          **{SHARDS: rel, "shard_fingerprints": [m["fingerprint"] for m in metas]})
+                          **{SHARDS: rel, "shard_fingerprints": [m["fingerprint"] for m in metas]},
+                          **({} if inputs is None else {recorded_inputs.META_KEY: recorded_inputs.meta_entry(inputs)}))
         partial = partial_path(out)
         with h5py.File(partial, "w", libver=("v110", "v110"), track_order=False) as f:
             write_header(f, meta, complete=True)
@@ -135,6 +140,8 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
             pg = f.create_group("params")
             for key in sorted(first["params"]) if "params" in first else []:
                 pg.create_dataset(key, data=first[f"params/{key}"][()])
+            if inputs is not None:
+                recorded_inputs.write_inputs(f, inputs)
     finally:
         for f in shards:
             f.close()
@@ -187,7 +194,8 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
         kw = dict(n_samples=store.n_samples, request=full_request["request"],
                   provenance={**store.provenance, "consolidated_from": str(src)}, params=store.params,
                   inputs_fingerprint=meta.get("inputs_fingerprint") or None, overwrite=True,
-                  compression=full_request.get("compression"), created_at=meta["created_at"])
+                  compression=full_request.get("compression"), created_at=meta["created_at"],
+                  inputs=store.inputs.as_record() if meta.get(recorded_inputs.META_KEY) else None)
         writer = create_store(out, specs, **kw)
         if writer.samples_done:  # an interrupted copy: start again
             writer.abort()

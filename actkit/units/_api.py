@@ -141,9 +141,10 @@ def _bands(values, rows, exclude, per_band):
     values, rows = values[ok], rows[ok]
     if values.size == 0:
         return []
+    qs = np.quantile(values, [q for band in BANDS for q in band])
     out = []
-    for lo_q, hi_q in reversed(BANDS):
-        lo, hi = np.quantile(values, [lo_q, hi_q])
+    for b in reversed(range(len(BANDS))):
+        (lo_q, hi_q), lo, hi = BANDS[b], qs[2 * b], qs[2 * b + 1]
         pick = [(r, v) for v, r in zip(values, rows)
                 if lo <= v and (v < hi or hi_q == 1.0) and r not in exclude][:per_band]
         out.append({"quantiles": [lo_q, hi_q], "lo": float(lo), "hi": float(hi), "examples": pick})

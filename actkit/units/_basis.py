@@ -9,6 +9,9 @@ activations of a block of them, and each unit's direction in the layer's feature
   -- the codes are computed block by block; the directions are the decoder rows.
 * an ``actkit-codes/1`` file of this store's layer (``transform_store`` of an SAE) -- its
   CSR rows, densified one block at a time; the directions are its stored ``W_dec``.
+* a fitted transformer (``FastICA``, ``Whitener``, ``SparseDictionary``, scikit-learn's
+  ``PCA``, any estimator with ``transform``) -- its ``transform`` of every block (the basis
+  GEMM, without writing a derived store).
 
 A derived store or codes file records the fingerprint of the store it was computed from; one
 from another store (or another layer) is refused before any row is read.
@@ -30,7 +33,7 @@ _DERIVED = {"ica": ("ica", "mixing", "columns"), "whiten": ("pca", "dewhitening"
             "dictionary": ("dictionary", "dictionary", "rows")}
 #: the default order of each kind of unit
 DEFAULT_ORDER = {"neuron": "variance", "pca": "variance", "ica": "skewness", "dictionary": "frequency",
-                 "sae": "frequency"}
+                 "sae": "frequency", "transform": "variance"}
 
 
 class Basis:
@@ -51,16 +54,18 @@ class Basis:
 
     def __init__(self, kind, rows, n_units, *, source, directions=None, sae=None, variance=None):
         self.kind, self.rows, self.n_units, self.source = kind, rows, int(n_units), str(source)
-        self._directions, self.sae = directions, sae
+        self._directions, self.sae, self.transformer = directions, sae, None
         #: (n_units,) the variance each unit explains in the layer (PCA: before whitening), or None
         self.variance = None if variance is None else np.asarray(variance, np.float64)
         self.sparse = kind in ("dictionary", "sae")
 
     def activations(self, block, first_row=0):
         """Unit activations of a block of ``rows``: ndarray (n, n_units)."""
-        if self.sae is None:
-            return np.asarray(block)
-        return self.sae._dense(self.sae.encode_block(np.asarray(block))).cpu().numpy()
+        if self.sae is not None:
+            return self.sae._dense(self.sae.encode_block(np.asarray(block))).cpu().numpy()
+        if self.transformer is not None:
+            return np.asarray(self.transformer.transform(np.asarray(block)))
+        return np.asarray(block)
 
     def directions(self):
         """(n_units, n_features) float64: each unit's direction in the layer's space, or None."""
@@ -68,8 +73,8 @@ class Basis:
             return None
         return None if self._directions is None else np.asarray(self._directions, np.float64)
 
-    def __getstate__(self):
-        return dict(vars(self))
+    def __getstate__(self):  # what travels to a worker: not the open row source (it reads its own chunk)
+        return {**vars(self), "rows": None}
 
 
 class CodesRows:
@@ -148,6 +153,30 @@ def _sae(sae, store, layer, source):
     return Basis("sae", store[layer], sae.n_components_, source=source, directions=sae.W_dec_, sae=sae)
 
 
+#: a fitted estimator's kind of unit and where its directions are: (kind, attribute, rows or columns)
+_ESTIMATORS = {"FastICA": ("ica", "mixing_", "columns"), "Whitener": ("pca", "dewhitening_", "columns"),
+               "SparseDictionary": ("dictionary", "dictionary_", "rows"), "PCA": ("pca", "components_", "rows")}
+
+
+def _transformer(est, store, layer):
+    """A fitted transformer (actkit's FastICA / Whitener / SparseDictionary, scikit-learn's PCA
+    or any estimator with ``transform`` and ``n_features_in_``): its ``transform`` of every block."""
+    width = int(store[layer].shape[1])
+    if getattr(est, "n_features_in_", None) != width:
+        raise InputError(f"basis {type(est).__name__}: fitted on {getattr(est, 'n_features_in_', '?')} features, "
+                         f"layer {layer} has {width} (fit it first, on this layer)")
+    kind, attr, how = _ESTIMATORS.get(type(est).__name__, ("neuron", None, "rows"))
+    W = getattr(est, attr, None) if attr else None
+    directions = None if W is None else (np.asarray(W).T if how == "columns" else np.asarray(W))
+    n_out = int(np.asarray(est.transform(np.asarray(store[layer][:1]))).shape[1])
+    var = getattr(est, "explained_variance_", None) if kind == "pca" else None
+    b = Basis(kind if directions is not None else "transform", store[layer], n_out, source=type(est).__name__,
+              directions=directions, variance=var)
+    b.transformer = est
+    b.sparse = kind == "dictionary"
+    return b
+
+
 def resolve_basis(basis, store, layer, device="cpu") -> Basis:
     """The :class:`Basis` that ``basis`` names for ``store[layer]`` (see the module docstring);
     one-line errors for an unknown, foreign or mismatched basis."""
@@ -156,9 +185,11 @@ def resolve_basis(basis, store, layer, device="cpu") -> Basis:
         return Basis("neuron", rows, rows.shape[1], source="neurons")
     if hasattr(basis, "encode_block") and hasattr(basis, "W_dec_"):
         return _sae(basis, store, layer, "SparseAutoencoder")
+    if hasattr(basis, "transform") and hasattr(basis, "fit"):
+        return _transformer(basis, store, layer)
     if not isinstance(basis, (str, os.PathLike)):
-        raise InputError(f"basis must be None, a path (derived store, SAE folder, codes file) or a loaded SAE, "
-                         f"got {type(basis).__name__}")
+        raise InputError(f"basis must be None, a path (derived store, SAE folder, codes file), a loaded SAE or a "
+                         f"fitted transformer, got {type(basis).__name__}")
     p = Path(basis).expanduser()
     if p.is_dir():
         if not (p / "cfg.json").is_file():

@@ -75,13 +75,14 @@ def add_hist(state, block, labels=None):
     ok = state["set"] & (np.floor(vmin * scale) >= state["lo"]) & (np.floor(vmax * scale) < state["lo"] + B)
     for j in np.flatnonzero(~ok):
         _refit(state, j, vmin[j], vmax[j])
-    scale = np.ldexp(1.0, -state["e"]).astype(block.dtype)
-    idx = np.floor(block * scale).astype(np.int64)
-    idx -= state["lo"]
-    idx += (np.arange(U) * (C * B))[None, :]
+    # bin of every value as one flat index (unit, class, bin), formed in the block's float type
+    # while it holds integers exactly (2**24 for float32), else in float64
+    ft = block.dtype if U * C * B < 2 ** 24 and block.dtype == np.float32 else np.float64
+    idx = np.floor(block * np.ldexp(1.0, -state["e"]).astype(ft), dtype=ft)
+    idx += (np.arange(U) * (C * B) - state["lo"]).astype(ft)
     if labels is not None and C > 1:
-        idx += (np.asarray(labels, np.int64) * B)[:, None]
-    state["counts"] += np.bincount(idx.ravel(), minlength=U * C * B).reshape(U, C, B)
+        idx += (np.asarray(labels, np.int64) * B).astype(ft)[:, None]
+    state["counts"] += np.bincount(idx.astype(np.intp).ravel(), minlength=U * C * B).reshape(U, C, B)
     return state
 
 

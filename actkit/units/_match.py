@@ -4,14 +4,19 @@ The correlation of every unit of A with every unit of B over all rows comes from
 pass of cross moments (:class:`actkit.stats.CrossMoments`); the matching maximises the summed
 |correlation| (Hungarian, ``scipy.optimize.linear_sum_assignment``). Each pair's p-value comes
 from re-pairing whole input samples (``actkit.inference``'s permutations: a sample of A with
-another sample of B of the same length, row by row): the null is the largest |correlation|
-that *any* pair of units reaches under the re-pairing (so the choice of the best partner
-and the number of pairs are accounted for), computed on up to ``max_rows`` rows of whole
-samples, and the pair's observed |correlation| on the same rows is compared with it. Pairs
-with ``p < alpha`` are the shared units; a Gaussian control has none (in 1 - alpha of runs).
+another sample of B of the same length, row by row), on up to ``max_rows`` rows of whole
+samples that can be re-paired (samples whose length no other sample has are left out: they
+would keep their pairing). Every pair's |correlation| is standardised by its own null mean and
+SD (a unit that depends on the position alone keeps part of its correlation under any
+re-pairing), and the null of the largest standardised value over *all* pairs (Westfall-Young
+max-T) gives each pair a p-value that accounts for the choice of partner and the number of
+pairs. Pairs with ``p < alpha`` are the shared units; a Gaussian control has none (in
+1 - alpha of runs).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -38,7 +43,7 @@ class UnitMatch:
         Correlation over all rows (sign as stored; A's flipped ICA units flipped when a
         report was given).
     null_max : ndarray of shape (permutations,)
-        The largest |correlation| of any pair under each re-pairing of the samples.
+        The largest standardised |correlation| of any pair under each re-pairing of the samples.
     """
 
     def __init__(self, pairs, corr, null_max, info):
@@ -68,8 +73,9 @@ def _side(x, layer, basis, device):
     if isinstance(x, UnitReport):
         d = x._data
         if basis is None and d["basis"]["kind"] != "neuron":
-            if d["basis"]["source"] == "SparseAutoencoder":
-                raise InputError("match_units: the report's SAE was given as an object; pass basis= again")
+            if not os.path.exists(d["basis"]["source"]):
+                raise InputError(f"match_units: the report's basis was given as an object "
+                                 f"({d['basis']['source']}); pass basis= again")
             basis = d["basis"]["source"]
         layer = d["layer"] if layer is None else layer
         flip = np.zeros(d["basis"]["n_units"], bool)
@@ -91,12 +97,19 @@ def _check_pair(sa, la, sb, lb):
 
 
 def _null_rows(index, max_rows, random_state):
-    """Rows of whole samples, at most ``max_rows`` (sorted global row numbers)."""
+    """Rows of whole samples that can be re-paired (another sample of the same length is among
+    them), at most ``max_rows`` (sorted global row numbers). Rows of a sample that cannot move
+    would keep their pairing under every re-pairing and make the null as large as the data."""
     groups = index[:, 0]
     ids, counts = np.unique(groups, return_counts=True)
+    lengths, per_length = np.unique(counts, return_counts=True)
+    movable = np.isin(counts, lengths[per_length >= 2])
+    ids, counts = ids[movable], counts[movable]
     rng = np.random.default_rng([int(random_state), 3])
     order = rng.permutation(ids.size)
     keep = order[np.cumsum(counts[order]) <= max_rows]
+    lengths, per_length = np.unique(counts[keep], return_counts=True)
+    keep = keep[np.isin(counts[keep], lengths[per_length >= 2])]
     return np.flatnonzero(np.isin(groups, ids[keep]))
 
 
@@ -133,8 +146,13 @@ def _corr(cm):
 
 
 def _null(A, B, groups, permutations, random_state):
-    """``(observed |corr| on these rows, null max |corr| per re-pairing, share movable, samples)``."""
+    """Westfall-Young max-T over all pairs of units under re-pairings of whole samples.
 
+    Each pair's |correlation| is standardised by its own null mean and SD (a unit that depends
+    on the position alone, such as one firing on every [CLS], keeps part of its correlation
+    under any re-pairing); the null of the largest standardised value over all pairs gives
+    every pair a p-value that accounts for the choice of partner and the number of pairs.
+    Returns ``(p-value matrix (Ua, Ub), null max (permutations,), share movable, samples)``."""
     S = Samples(A, B, groups, norms=False)
     sd_a, sd_b = S.A.std(axis=0), S.B.std(axis=0)
     sd_a[sd_a == 0] = np.inf
@@ -142,11 +160,23 @@ def _null(A, B, groups, permutations, random_state):
     Az, Bz = S.A / sd_a, S.B / sd_b
     observed = np.abs(Az.T @ Bz) / S.n
     perms, movable = permutation_draws(S.n_s, permutations, random_state)
-    null = np.empty(permutations)
-    for i, perm in enumerate(perms):
-        rowmap = S.offsets[perm[S.sample_of_row]] + S.position
-        null[i] = np.abs(Az.T @ Bz[rowmap]).max() / S.n
-    return observed, null, movable, S.G
+
+    def permuted(perm):
+        return np.abs(Az.T @ Bz[S.offsets[perm[S.sample_of_row]] + S.position]) / S.n
+
+    total, total2 = np.zeros_like(observed), np.zeros_like(observed)
+    for perm in perms:  # each pair's null mean and SD
+        c = permuted(perm)
+        total += c
+        total2 += c * c
+    mu = total / len(perms)
+    sd = np.sqrt(np.clip(total2 / len(perms) - mu * mu, 0, None))
+    sd = np.maximum(sd, 1e-12 + 1e-9 * mu)
+    null = np.array([((permuted(perm) - mu) / sd).max() for perm in perms])  # the same draws again
+    t = (observed - mu) / sd
+    at_least = null.size - np.searchsorted(np.sort(null), t - 1e-9, side="left")  # nulls >= t, per pair
+    p = (1 + at_least) / (1 + null.size)
+    return p, null, movable, S.G
 
 
 def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None,
@@ -197,13 +227,16 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
     if flip is not None:
         corr = np.where(flip[:, None], -corr, corr)
     ia, ib = linear_sum_assignment(-np.abs(corr))
-    observed, null, movable, n_samples = _null(A, B, index[picks, 0], int(permutations), random_state)
+    if picks.size == 0:
+        raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
+                              "cannot be re-paired for the null")
+    pv, null, movable, n_samples = _null(A, B, index[picks, 0], int(permutations), random_state)
     if movable == 0:
         raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
                               "cannot be re-paired for the null")
     pairs = []
     for i, j in zip(ia, ib):
-        p = float((1 + np.count_nonzero(null >= observed[i, j] - 1e-12)) / (1 + null.size))
+        p = float(pv[i, j])
         pairs.append({"a": int(i), "b": int(j), "corr": float(corr[i, j]), "p_value": p, "shared": bool(p < alpha)})
     pairs.sort(key=lambda p: -abs(p["corr"]))
     info = {"other": str(getattr(sb, "path", "")), "layer": la, "layer_b": lb, "permutations": int(permutations),

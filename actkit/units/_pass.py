@@ -15,7 +15,7 @@ import numpy as np
 
 from actkit.runners import RowPass
 from actkit.units._hist import add_hist, merge_hist, new_hist
-from actkit.units._topk import add_topk, merge_topk, new_topk
+from actkit.units._topk import add_topk, add_topk_rows, merge_topk, new_topk
 
 __all__ = ["SAMPLE", "merge_moments", "priority", "unit_pass"]
 
@@ -71,22 +71,37 @@ def _new(basis, k, classes, labels, random_state):
 
 
 def _map(block, first_row, basis, k, classes, labels, random_state):
-    """The partial result of one block of the layer's rows."""
-    A = np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
+    """The unit activations of one block of the layer's rows (on the thread budget's workers)."""
+    return np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
+
+
+def _fold(acc, A, first_row, k, labels, random_state, sparse):
+    """Fold the activations ``A`` (n, U) of rows ``first_row...`` into ``acc`` (in row order: the
+    running k-th values keep almost every row of a later block out of the top-k sorts)."""
     n = A.shape[0]
-    acc = _new(basis, k, classes, labels, random_state)
     if n == 0:
         return acc
-    acc["moments"] = _moments(A)
-    acc["top"] = add_topk(acc["top"], A, first_row)
-    acc["bottom"] = add_topk(acc["bottom"], A, first_row, score=-A)
+    acc["moments"] = merge_moments(acc["moments"], _moments(A))
+    if sparse:  # codes: the examples are active rows; no bottom
+        acc["top"] = add_topk(acc["top"], A, first_row, floor=0.0)
+    else:
+        acc["top"] = add_topk(acc["top"], A, first_row)
+        acc["bottom"] = add_topk(acc["bottom"], A, first_row, score=-A)
     active = A != 0
-    acc["active"] = np.count_nonzero(active, axis=0).astype(np.int64)
-    p = (1.0 - priority(np.arange(first_row, first_row + n), random_state)).astype(np.float64)
-    acc["sample"] = add_topk(acc["sample"], A, first_row, score=np.where(active, p[:, None], -np.inf))
+    acc["active"] = acc["active"] + np.count_nonzero(active, axis=0)
+    p = 1.0 - priority(np.arange(first_row, first_row + n), random_state)
+    keep = np.flatnonzero(p > acc["sample"][0][-1].min())  # rows that can enter some unit's sample
+    if keep.size:
+        score = np.where(active[keep], p[keep, None], -np.inf)
+        acc["sample"] = _add_rows(acc["sample"], A[keep], keep + first_row, score)
     lab = None if labels is None else labels[first_row:first_row + n]
     acc["hist"] = add_hist(acc["hist"], A, lab)
     return acc
+
+
+def _add_rows(state, A, rows, score):
+    """``add_topk`` for rows that are not consecutive (global numbers ``rows``)."""
+    return add_topk_rows(state, A, rows, score)
 
 
 def _merge(a, b):
@@ -95,8 +110,8 @@ def _merge(a, b):
             "active": a["active"] + b["active"], "hist": merge_hist(a["hist"], b["hist"])}
 
 
-def _add(acc, item, first_row, *args):
-    return _merge(acc, item)
+def _add(acc, item, first_row, basis, k, classes, labels, random_state):
+    return _fold(acc, item, first_row, k, labels, random_state, basis.sparse)
 
 
 def unit_pass(basis, k, rows, *, labels=None, classes=1, random_state=0, threads=True) -> RowPass:

@@ -142,6 +142,8 @@ class UnitReport:
             if top is not None and "text" in top:
                 t = top["text"]
                 what = repr(t["tokens"][t["highlight"]]) if t["highlight"] is not None else "(whole input)"
+            elif top is not None and top.get("image", {}).get("cell") is not None:
+                what = f"image {top['sample']} patch {tuple(top['image']['cell'])}"
             elif top is not None:
                 what = f"sample {top['sample']} pos {top['position']}"
             lab = f"  label {u['label']['name']!r} AUROC {u['label']['auroc']:.2f}" if u.get("label") else ""

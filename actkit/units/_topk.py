@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["new_topk", "add_topk", "merge_topk"]
+__all__ = ["new_topk", "add_topk", "add_topk_rows", "merge_topk"]
 
 
 def new_topk(k: int, n_units: int):
@@ -42,28 +42,36 @@ def _entries(state):
     return units[filled], values[filled], rows[filled], payload[filled]
 
 
-def add_topk(state, block, first_row: int, score=None):
-    """Fold a block (n, U) whose first row is global row ``first_row`` into ``state``.
+def add_topk(state, block, first_row: int, score=None, floor=-np.inf):
+    """Fold a block (n, U) of consecutive rows from global row ``first_row`` (see :func:`add_topk_rows`)."""
+    return add_topk_rows(state, block, None, score, first_row, floor)
+
+
+def add_topk_rows(state, block, rows, score=None, first_row=0, floor=-np.inf):
+    """Fold a block (n, U) whose row ``i`` is global row ``rows[i]`` (increasing; None:
+    ``first_row + i``) into ``state``.
 
     ``score`` (n, U), optional: rank rows by it instead of by ``block`` (``-block`` for the k
-    smallest, a priority for a sample); ``-inf`` scores are never taken. The payload kept is
-    the block's value."""
+    smallest, a priority for a sample); scores not above ``floor`` (``-inf``; 0 for sparse codes,
+    whose zeros are no examples) are never taken. The payload kept is the block's value."""
     s = block if score is None else score
     values = state[0]
     k, n_units = values.shape
     n = s.shape[0]
     if n == 0:
         return state
-    cand = (s > values[-1]) & (s > -np.inf)  # a later row must beat the k-th best so far strictly
+    cand = s > np.maximum(values[-1], floor)  # a later row must beat the k-th best so far strictly
     if n > k and np.count_nonzero(cand) > 4 * k * n_units:  # many: first drop rows below the block's own k-th
         kth = np.partition(s, n - k, axis=0)[n - k]
         cand &= s >= kth
-    r, u = np.nonzero(cand)
-    if r.size == 0:
+    hit = np.flatnonzero(cand.any(axis=1))  # rows with a candidate: few after the first blocks
+    if hit.size == 0:
         return state
+    r, u = np.nonzero(cand[hit])
+    r = hit[r]
     su, sv, sr, sp = _entries(state)
     return _select(k, n_units, np.concatenate([su, u]), np.concatenate([sv, s[r, u].astype(np.float64)]),
-                   np.concatenate([sr, r.astype(np.int64) + int(first_row)]),
+                   np.concatenate([sr, r.astype(np.int64) + int(first_row) if rows is None else rows[r]]),
                    np.concatenate([sp, block[r, u].astype(np.float64)]))
 
 

@@ -1,0 +1,96 @@
+"""Re-attaching the inputs of a store that did not record them (older formats, embedding files).
+
+A store of ``actkit-store/4`` records what each input sample was (``store.inputs``). For an
+older store, an embedding file or a store whose source is gone, :func:`record_inputs` reads
+the inputs again and prepares them as the extraction did, with the store's recorded model
+(its tokenizer or image processor), and checks that they are the store's inputs (equal
+inputs fingerprints; a store without one, such as an embedding file, needs the same number
+of samples). Nothing is written: the result is attached to the open store
+(:meth:`actkit.store.Store.attach_inputs`) and returned.
+"""
+
+from __future__ import annotations
+
+from actkit.errors import ActkitError
+from actkit.store import RecordedInputs
+
+from . import registry
+from .inputs import read_inputs
+
+__all__ = ["record_inputs"]
+
+
+def _extraction_provenance(store) -> dict:
+    """The provenance of the extraction behind ``store`` (a derived store: its source's)."""
+    prov = dict(getattr(store, "provenance", {}) or {})
+    while "source_provenance" in prov:
+        prov = dict(prov["source_provenance"] or {})
+    return prov
+
+
+def record_inputs(store, inputs, *, model: str | None = None, revision: str | None = None, checkpoint=None,
+                  max_length: int | None = None, max_samples: int | None = None, column: str | None = None,
+                  split: str | None = None, config: str | None = None, trust_remote_code: bool = False,
+                  allow_pickle: bool = False) -> RecordedInputs:
+    """The inputs of ``store`` read again from ``inputs`` and prepared as its extraction did.
+
+    Parameters
+    ----------
+    store : Store or MatrixStore
+        An open store (or embedding file) whose inputs were not recorded.
+    inputs : str or path
+        What ``actkit extract --inputs`` read (a ``.txt``/``.jsonl`` file, image folder,
+        ``.npy``, dataset).
+    model, revision : str, optional
+        The model whose tokenizer / image processor prepared the inputs; default: the store's
+        recorded model (a derived store: its source's). Needed for embedding files.
+    checkpoint : path, optional
+        ``timm:NAME`` weights (only their preprocessing is used).
+    max_length, max_samples, column, split, config
+        The reader options of the extraction; default: the store's recorded ones.
+
+    Returns
+    -------
+    RecordedInputs
+        Also attached to ``store`` when it is an actkit store (``store.inputs``).
+
+    Raises
+    ------
+    ActkitError
+        No model known, or the inputs are not the store's (another inputs fingerprint, or
+        another number of samples): one line.
+    """
+    from .extract import samples_fingerprint  # the driver's fingerprint rule, once
+
+    prov = _extraction_provenance(store)
+    model = model or prov.get("model")
+    if not model:
+        raise ActkitError(f"{store.path} does not record the model that prepared its inputs; give it (--model, "
+                          "model=)")
+    revision = revision if revision is not None else prov.get("revision")
+    max_length = max_length if max_length is not None else prov.get("max_length")
+    column = column or prov.get("inputs_column")
+    split, config = split or prov.get("inputs_split"), config or prov.get("inputs_config")
+    n = int(prov.get("n_samples") or getattr(store, "n_samples", 0) or 0)
+    packing = prov.get("packing")
+    if max_samples is None and n and not packing:
+        max_samples = n
+    data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
+    adapter = registry.load_model(str(model), revision=revision, checkpoint=checkpoint, device="cpu",
+                                  dtype="float32", trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+    adapter = adapter.for_inputs(data.kind)
+    max_tokens = None
+    if packing:
+        max_tokens = packing.get("max_tokens")
+        adapter.prepare_windows(data, int(packing["context_length"]), max_tokens, progress=False)
+    else:
+        adapter.prepare(data, max_length)
+    recorded = adapter.record_inputs(data)
+    fingerprint = samples_fingerprint(data, adapter, max_length, max_tokens, packing)
+    reader = data.image if data.kind == "image" else None  # a dataset's images are read through it
+    out = RecordedInputs.from_record(recorded, fingerprint=fingerprint, where=str(inputs), reader=reader)
+    out.check_for(store)
+    attach = getattr(store, "attach_inputs", None)
+    if attach is not None:
+        attach(out)
+    return out
