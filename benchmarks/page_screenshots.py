@@ -7,8 +7,8 @@ headless chromium from ``file://`` (tests/_browser.py), no network.
 * ``docs/units-page.png``, ``docs/units-card.png``: the ICA units of Pythia-tiny seed 0's final
   hidden state on the shipped texts, with the logit lens and their matches in seed 1's ICA.
 
-The stores do not record their inputs yet in this branch, so the texts are tokenized again
-with the checkpoint's own tokenizer (checked: the same number of tokens per sample).
+The stores record their inputs (token ids and the tokenizer), so each example is shown as the
+text it came from.
 
 Run::
 
@@ -29,33 +29,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 ZOO = REPO / "data" / "zoo"
 LAYERS = ["gpt_neox.layers.2", "gpt_neox.layers.3"]
-
-
-class ZooText:
-    """The shipped texts as the seed-0 tokenizer splits them (the RecordedInputs interface)."""
-
-    kind = "text"
-
-    def __init__(self, store, n):
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(ZOO / "pythia-tiny-seed0")
-        lines = (ZOO / "inputs" / "text.txt").read_text().splitlines()[:n]
-        self.ids = [tok(line, truncation=True, max_length=128)["input_ids"] for line in lines]  # as extract did
-        self.vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
-        self.special = np.zeros(len(self.vocab), bool)
-        self.special[tok.all_special_ids] = True
-        self.n_samples = len(self.ids)
-        self.tokenizer = {"name": "pythia-tiny-seed0"}
-        index = store[store.layers[0]].index
-        counts = np.bincount(index[:, 0], minlength=n)
-        assert counts.tolist() == [len(x) for x in self.ids], "tokenized again: a different number of tokens"
-
-    def token_ids(self, sample):
-        return np.asarray(self.ids[sample])
-
-    def tokens(self, sample):
-        return [self.vocab[i] for i in self.ids[sample]]
 
 
 def stores(folder, n):
@@ -93,7 +66,7 @@ def evaluate_page(out):
                          subtitle="24 Bernoulli-Gaussian factors, linearly mixed; labels f0, f1, f2 against ctrl")
 
 
-def units_page(paths, folder, out, n):
+def units_page(paths, folder, out):
     import actkit
     from actkit.units import match_units, units
 
@@ -102,8 +75,7 @@ def units_page(paths, folder, out, n):
         layer = actkit.open_store(p)["final_hidden"]
         ica = actkit.FastICA(random_state=0).fit(np.asarray(layer))
         icas.append(actkit.transform_store(ica, layer, folder / f"ica-{Path(p).stem}.h5", overwrite=True))
-    a = actkit.open_store(paths[0])
-    r = units(paths[0], "final_hidden", basis=icas[0], k=12, inputs=ZooText(a, n), progress=False)
+    r = units(paths[0], "final_hidden", basis=icas[0], k=12, progress=False)
     match_units(r, paths[1], layer_b="final_hidden", basis_b=icas[1], permutations=99, progress=False)
     return r.to_html(out, overwrite=True), r
 
@@ -134,12 +106,12 @@ def main(argv=None):
         tmp = Path(tmp)
         paths = stores(tmp, args.samples)
         pages = {"compare": compare_page(paths, tmp / "compare.html"), "evaluate": evaluate_page(tmp / "evaluate.html")}
-        pages["units"], report = units_page(paths, tmp, tmp / "units.html", args.samples)
+        pages["units"], report = units_page(paths, tmp, tmp / "units.html")
         second = report.units[1]
         with browser() as b:
             shoot(b, pages["compare"], out / "compare-page.png", height=1500)
             shoot(b, pages["evaluate"], out / "evaluate-page.png", height=1100)
-            shoot(b, pages["units"], out / "units-page.png", height=1000)
+            shoot(b, pages["units"], out / "units-page.png", height=1400)
             shoot(b, pages["units"], out / "units-card.png", selector=f"#card-list article[data-unit='{second}']")
 
 

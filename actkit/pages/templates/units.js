@@ -12,10 +12,13 @@ actkit.start(function (data, main) {
   function show(token) {                 /* a tokenizer's piece, readable: its space and newline marks */
     return String(token).replace(/^[\u0120\u2581]/, " ").replace(/\u010a/g, "\u21b5");
   }
+  function visible(text) {               /* a token alone (the index): its spaces seen */
+    return text.replace(/ /g, "\u2423");
+  }
   function exampleWords(e) { return e.t ? e.t.map(function (i) { return S[i]; }) : []; }
   units.forEach(function (u) {
     var top = u.top[0];
-    u.top_token = top && top.t && top.h !== null && top.h !== undefined ? show(S[top.t[top.h]]) : "";
+    u.top_token = top && top.t && top.h !== null && top.h !== undefined ? visible(show(S[top.t[top.h]])) : "";
     u.top_value = top ? top.v : null;
     u.label_name = u.label ? u.label.name : null;
     u.label_auroc = u.label ? u.label.auroc : null;
