@@ -8,11 +8,10 @@ result's ``_repr_html_`` shows (pandas escapes every cell, index and column labe
 from __future__ import annotations
 
 import html
-import math
 
 from actkit.errors import ActkitError
 
-__all__ = ["clean", "frame_html", "pandas"]
+__all__ = ["frame_html", "pandas"]
 
 
 def pandas():
@@ -22,13 +21,6 @@ def pandas():
     except ImportError:
         raise ActkitError("to_frame() needs pandas, which is not installed: pip install pandas") from None
     return pd
-
-
-def clean(value):
-    """A number for a table cell: NaN (not None) where nothing was measured."""
-    if value is None:
-        return math.nan
-    return value
 
 
 def frame_html(frame, *, caption: str = "", notes=(), max_rows: int = 60, float_format="{:.4g}") -> str:

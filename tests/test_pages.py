@@ -210,6 +210,17 @@ def test_layer_map_and_evaluation_frames_and_their_notebook_tables(stores, label
     assert "<script>" not in html
 
 
+def test_to_frame_without_pandas_is_one_line(monkeypatch):
+    import sys
+
+    from actkit._frames import pandas
+    from actkit.errors import ActkitError
+
+    monkeypatch.setitem(sys.modules, "pandas", None)          # as if not installed
+    with pytest.raises(ActkitError, match=r"^to_frame\(\) needs pandas, which is not installed: pip install pandas$"):
+        pandas()
+
+
 def test_bad_html_paths_are_one_line_before_any_work(tmp_path, capsys):
     missing = tmp_path / "no-such-store.h5"      # never opened: the path check comes first
     (tmp_path / "notes.html").write_text("<!DOCTYPE html><p>mine</p>")

@@ -84,7 +84,7 @@ def evaluate_data(result, *, title="", subtitle="", figures=True) -> dict:
     verdict, settings, definitions and :func:`~actkit.report.plot_postprocessing`'s figure."""
     d = result.to_dict()
     rows = []
-    for t, task in enumerate(result.tasks):
+    for task in result.tasks:
         rows += [{"task": task.name, "version": v, **{k: x for k, x in d[v]["tasks"][task.name].items()}}
                  for v in VERSIONS]
     rows += [{"task": "(mean)", "version": v, "is_mean": True,
