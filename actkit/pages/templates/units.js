@@ -7,7 +7,7 @@ actkit.start(function (data, main) {
   var S = data.strings || [], R = data.report || {}, units = data.units || [], inputs = data.inputs || {};
   var labels = R.labels || null, matches = data.matches || null;
   var threshold = labels && A.isNum(labels.threshold) ? labels.threshold : 0.9;
-  var BATCH = 12;
+  var BATCH = 4;                     /* cards drawn at a time: about two screens of them */
 
   function show(token) {                 /* a tokenizer's piece, readable: its space and newline marks */
     return String(token).replace(/^[\u0120\u2581]/, " ").replace(/\u010a/g, "\u21b5");
@@ -15,7 +15,6 @@ actkit.start(function (data, main) {
   function visible(text) {               /* a token alone (the index): its spaces seen */
     return text.replace(/ /g, "\u2423");
   }
-  function exampleWords(e) { return e.t ? e.t.map(function (i) { return S[i]; }) : []; }
   units.forEach(function (u) {
     var top = u.top[0];
     u.top_token = top && top.t && top.h !== null && top.h !== undefined ? visible(show(S[top.t[top.h]])) : "";
@@ -30,16 +29,32 @@ actkit.start(function (data, main) {
     u.is_shared = !!(u.match && u.match.shared);
   });
 
-  var searchText = null;                 /* built on the first search: every example's tokens, the logit tokens */
-  function haystack(u) {
-    var words = [];
-    u.top.concat(u.bottom).forEach(function (e) { words = words.concat(exampleWords(e)); });
-    u.bands.forEach(function (b) { b.examples.forEach(function (e) { words = words.concat(exampleWords(e)); }); });
-    if (u.logits) ["promoted", "suppressed"].forEach(function (side) {
-      u.logits[side].forEach(function (t) { if (t[1] !== null) words.push(S[t[1]]); });
+  /* the search: a unit matches when one of the token strings of its examples or logit tables
+     (or its label) contains the text; each unit's strings are gathered once, as indices */
+  var unitIds = null, lowered = null;
+  function prepareSearch() {
+    if (unitIds) return;
+    lowered = S.map(function (s) { return (show(s) + "\u0000" + s).toLowerCase(); });
+    unitIds = units.map(function (u) {
+      var seen = new Set();
+      var take = function (e) { if (e.t) e.t.forEach(function (i) { seen.add(i); }); };
+      u.top.forEach(take);
+      u.bottom.forEach(take);
+      u.bands.forEach(function (b) { b.examples.forEach(take); });
+      if (u.logits) ["promoted", "suppressed"].forEach(function (side) {
+        u.logits[side].forEach(function (t) { if (t[1] !== null) seen.add(t[1]); });
+      });
+      return Array.from(seen);
     });
-    if (u.label) words.push(u.label.name);
-    return words.map(show).join("\u0000").toLowerCase() + "\u0000" + words.join("\u0000").toLowerCase();
+  }
+  function matching(q) {
+    prepareSearch();
+    var hit = new Uint8Array(S.length);
+    for (var i = 0; i < lowered.length; i++) if (lowered[i].indexOf(q) >= 0) hit[i] = 1;
+    return units.map(function (u, k) {
+      return unitIds[k].some(function (id) { return hit[id] === 1; }) ||
+        (u.label_name !== null && String(u.label_name).toLowerCase().indexOf(q) >= 0);
+    });
   }
 
   /* ---------------------------------------------------------------- the summary */
@@ -96,13 +111,13 @@ actkit.start(function (data, main) {
   search.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(refresh, 120); });
   function refresh() {
     var q = search.value.trim().toLowerCase();
-    if (q && searchText === null) searchText = units.map(haystack);
+    var found = q ? matching(q) : null;
     var rows = units.filter(function (u, i) {
       if (filters.dead && filters.dead.checked && !u.dead) return false;
       if (filters.shared && filters.shared.checked && !u.is_shared) return false;
       if (filters.selective && filters.selective.checked && !u.is_selective) return false;
       if (filters.flipped && filters.flipped.checked && !u.flipped) return false;
-      return !q || searchText[i].indexOf(q) >= 0;
+      return !found || found[i];
     });
     table.setRows(rows);
   }
@@ -142,6 +157,7 @@ actkit.start(function (data, main) {
   var cardsMade = {};                 /* each unit's card, drawn once */
   ready = true;
   restartCards(true);
+  setTimeout(prepareSearch, 300);     /* the search's index, gathered once the page is shown */
   function cardOf(u) {
     if (!cardsMade[u.unit]) cardsMade[u.unit] = card(u);
     return cardsMade[u.unit];
