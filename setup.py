@@ -4,7 +4,8 @@ Found, not listed: every package under ``actkit/`` and under ``extractors/`` (wh
 the top of the repository but installs as ``actkit.extractors``: a top-level ``extractors``
 package would collide with another distribution's name), and the shipped zoo ``data/zoo``,
 installed as package data ``actkit/zoo/data`` (``actkit.zoo.zoo_dir`` finds it there through
-``importlib.resources``). tests/test_packaging.py checks the wheel against these folders.
+``importlib.resources``), and the pages' templates (HTML, CSS, JavaScript) in
+``actkit/pages/templates``. tests/test_packaging.py checks the wheel against these folders.
 """
 
 from pathlib import Path
@@ -22,6 +23,6 @@ zoo_files = sorted(p.relative_to(ROOT / "data" / "zoo").as_posix()
 setup(
     packages=[*packages, ZOO],
     package_dir={"actkit.extractors": "extractors", ZOO: "data/zoo"},
-    package_data={ZOO: zoo_files},
+    package_data={ZOO: zoo_files, "actkit.pages": ["templates/*.html", "templates/*.css", "templates/*.js"]},
     include_package_data=False,
 )

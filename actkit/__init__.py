@@ -74,7 +74,7 @@ _LAZY = {
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)
 _MODULES = ("metrics", "measures", "alignment", "report", "store", "stats", "errors", "zoo", "pipeline", "matrix_files",
-            "evaluation", "loader", "sweep", "sae")
+            "evaluation", "loader", "sweep", "sae", "pages")
 
 __getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY, _MODULES)
 __all__ = sorted([*__all__, "__version__"])

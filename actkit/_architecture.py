@@ -31,10 +31,11 @@ FLOORS: list = [
         ("errors", ["actkit.errors"],
          "`ActkitError` and its subclasses: a user mistake, one line at the CLI"),
         ("helpers", ["actkit._rows", "actkit._threads", "actkit._device", "actkit._atomic", "actkit._h5",
-                     "actkit._faults", "actkit._progress", "actkit._versions", "actkit._lazy", "actkit._architecture", "actkit._warn"],
+                     "actkit._faults", "actkit._progress", "actkit._versions", "actkit._lazy", "actkit._architecture", "actkit._warn", "actkit._frames"],
          "one idea each: row blocks and `sample_rows` (`_rows`), the thread budget, torch devices, atomic "
          "files, opening HDF5 for reading, fault injection for tests, progress bars, library versions, "
-         "lazy attributes, this plan, warnings that point at the user's line (`_warn`)"),
+         "lazy attributes, this plan, warnings that point at the user's line (`_warn`), pandas for `to_frame()` and "
+         "notebook tables (`_frames`)"),
         ("actkit", ["actkit"],
          "the package: `__version__` and the lazy public names (`_LAZY`, resolved where they are used)"),
     ]),
@@ -81,6 +82,8 @@ FLOORS: list = [
         ("derived", ["actkit._derived"], "`transform_store`: a fitted transform of a layer written as a store"),
         ("export", ["actkit.export"], "`export_store`: a store as parquet / a Hugging Face dataset"),
         ("report", ["actkit.report"], "figures of a comparison, an ICA, an evaluation"),
+        ("pages", ["actkit.pages"], "one self-contained HTML page per result (compare, evaluate, units): "
+         "templates, CSS and JavaScript as package files, the data as inert JSON"),
     ]),
     ("models", [
         ("extractors", ["actkit.extractors"],

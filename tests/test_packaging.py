@@ -24,6 +24,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # where each source folder lands in the wheel
 FOLDERS = {"actkit": "actkit", "extractors": "actkit/extractors", "data/zoo": "actkit/zoo/data"}
+# the pages' templates (actkit/pages/templates): package data the pages read at run time
+TEMPLATES = (".html", ".css", ".js")
 
 
 def _source_files() -> dict[str, str]:
@@ -35,7 +37,7 @@ def _source_files() -> dict[str, str]:
             rel = p.relative_to(REPO / folder).as_posix()
             if not p.is_file() or "__pycache__" in p.parts:
                 continue
-            if folder == "data/zoo" or p.suffix == ".py":
+            if folder == "data/zoo" or p.suffix == ".py" or (p.parent.name == "templates" and p.suffix in TEMPLATES):
                 out[p.relative_to(REPO).as_posix()] = f"{dest}/{rel}"
     return out
 
@@ -75,6 +77,7 @@ def test_the_wheel_holds_every_package_folder_and_the_zoo(dist):
     assert any(p.startswith("actkit/runners/") for p in expected.values())  # the ones once forgotten
     assert any(p.startswith("actkit/stats/") for p in expected.values())
     assert any(p.startswith("actkit/zoo/data/pythia-tiny-seed0/") for p in expected.values())
+    assert "actkit/pages/templates/common.js" in expected.values()
     missing = sorted(src for src, dest in expected.items() if dest not in names)
     assert missing == [], f"not in the wheel: {missing[:20]}"
     # nothing lands outside the actkit package (no top-level extractors/ or data/)
@@ -137,6 +140,11 @@ def test_the_installed_wheel_works_from_any_folder(dist, tmp_path):
     cli = subprocess.run([python, "-m", "actkit", "info", "--help"], cwd=elsewhere, capture_output=True, text=True,
                          env=_clean_env(), timeout=300)
     assert cli.returncode == 0 and cli.stdout.startswith("usage: actkit info"), cli.stderr[-2000:]
+    page = subprocess.run([python, "-c", "from actkit.pages import render_page; import actkit.pages as p; "
+                           "print(p.__file__); print(len(render_page('compare', {}, 't')))"],
+                          cwd=elsewhere, capture_output=True, text=True, env=_clean_env(), timeout=300)
+    assert page.returncode == 0, page.stderr[-2000:]     # the templates came with the wheel
+    assert Path(page.stdout.split()[0]).resolve().is_relative_to(Path(site).resolve()) and int(page.stdout.split()[1]) > 5000
 
 
 # ----------------------------------------------------------------------------- the extras

@@ -165,6 +165,10 @@ def check_outputs(args) -> None:
         check_writable_file(args.json, "--json", looks_ours=is_json_file)
     if isinstance(getattr(args, "plot", None), str):
         check_plot(args.plot)
+    if isinstance(getattr(args, "html", None), str):
+        from actkit.pages import check_page_path  # actkit.pages (numpy through actkit._atomic): ~0.1 s at import (measured); only --html needs it
+
+        check_page_path(args.html, overwrite=bool(getattr(args, "overwrite", False)))
     if getattr(args, "work_dir", None):
         check_work_dir(args.work_dir)
     out = getattr(args, "out", None)
@@ -177,9 +181,11 @@ def check_outputs(args) -> None:
 
         if args.format in FORMATS:
             check_export_out(out, args.format, args.overwrite)
-    if isinstance(getattr(args, "json", None), str) and isinstance(getattr(args, "plot", None), str) and \
-            os.path.abspath(args.json) == os.path.abspath(args.plot):
-        raise InputError("--json and --plot name the same file")
+    named = [(f, os.path.abspath(getattr(args, f))) for f in ("json", "plot", "html") if isinstance(getattr(args, f, None), str)]
+    for i, (f, a) in enumerate(named):
+        for g, b in named[i + 1:]:
+            if a == b:
+                raise InputError(f"--{f} and --{g} name the same file")
 
 
 def preflight(args) -> None:

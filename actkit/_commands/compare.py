@@ -65,6 +65,11 @@ def register(sub) -> None:
     p.add_argument("--json", metavar="OUT.json", help="write the results (to_dict) as JSON")
     p.add_argument("--plot", metavar="OUT.png", help="draw errors per method and layer and "
                                                      "the matched-source correlation matrix")
+    p.add_argument("--html", metavar="OUT.html",
+                   help="write one self-contained page: every measure with its interval and p-value, the "
+                        "notes, the ICA source correlations, the layer map or pairwise matrix (docs/pages.md)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing page at --html (only a page actkit wrote)")
     p.add_argument("--metric", default="rigid",
                    help="more than two stores: the metric of the pairwise matrix (any key of "
                         "the JSON results, e.g. rigid, ica, linear_cka, mean_cca; default rigid)")
@@ -187,6 +192,15 @@ def _write_json(path, obj):
     from actkit._atomic import write_json_atomic  # actkit._atomic (numpy): ~0.05 s at import (measured); at the top actkit --help would pay it
 
     write_json_atomic(path, obj, indent=2, allow_nan=False)
+
+
+def _write_html(args, results=(), **page):
+    """``--html``: the page of what was computed (:func:`actkit.pages.compare_page`)."""
+    from actkit.pages import compare_page  # actkit.pages (actkit.report): ~1 s at import (measured); only --html needs it
+
+    compare_page(results, args.html, overwrite=args.overwrite, **page)
+    if not args.quiet:
+        print(f"wrote {args.html}", file=sys.stderr)
 
 
 def _labels_ids(text):
@@ -366,7 +380,7 @@ def _run_stores(args, paths, methods, display=None):
             # only the matrix of --metric is reported: fit nothing else (no FastICA for rigid)
             methods = _matrix_methods(args.metric, methods, args.methods is not None)
             pairs = _layer_pairs(args, stores[0], stores[1])
-            out = {}
+            out, maps = {}, []
             for la, _ in pairs:
                 layers = [s[la] for s in stores]
                 for lay, p in zip(layers[1:], paths[1:]):
@@ -380,12 +394,16 @@ def _run_stores(args, paths, methods, display=None):
                 print()
                 out[la] = {"metric": args.metric, "labels": list(display),
                            "matrix": [[None if v != v else float(v) for v in row] for row in matrix]}
+                maps.append((actkit.alignment.LayerMap(matrix, list(display), list(display), measure=f"{args.metric} [{la}]"),
+                             "stores (rows) x stores (columns)"))
                 if args.plot:
                     base, ext = os.path.splitext(args.plot)
                     target = args.plot if len(pairs) == 1 else f"{base}.{la}{ext or '.png'}"
                     save_matrix_plot(matrix, list(display), target, metric=f"{args.metric} [{la}]")
             if args.json:
                 _write_json(args.json, out)
+            if args.html:
+                _write_html(args, maps=maps, title=f"actkit compare: {len(display)} stores, {args.metric}")
             return 0
 
         store_a, store_b = stores
@@ -434,6 +452,9 @@ def _run_stores(args, paths, methods, display=None):
             plot_compare(results, labels, args.plot)
             for line in plot_captions(results, labels):
                 print(line)
+        if args.html:
+            _write_html(args, results, labels=labels, title=f"actkit compare: {display[0]} -> {display[1]}",
+                        subtitle="held-out error / diam(B); similarities on all rows")
         return 0
 
 
@@ -463,6 +484,9 @@ def _run_layer_matrix(args, store_a, store_b, display):
         _write_json(args.json, d)
     if args.plot:
         save_layer_map(lm, args.plot, title=f"{lm.measure}: {display[0]} x {display[1]}")
+    if args.html:
+        _write_html(args, layer_map=lm, title=f"actkit compare: {display[0]} x {display[1]}, layer map",
+                    subtitle=f"{lm.measure} between every layer of A (rows) and every layer of B (columns)")
     return 0
 
 

@@ -57,6 +57,10 @@ def register(sub) -> None:
     p.add_argument("--block-rows", type=int, default=None, help="rows read per block (default: ~32 MiB)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="one panel per metric, the four versions side by side")
+    p.add_argument("--html", metavar="FILE.html", help="write one self-contained page: the table (every task, "
+                                                       "sortable) and the figure (docs/pages.md)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing page at --html (only a page "
+                                                           "actkit wrote)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or table")
     p.set_defaults(func=run)
 
@@ -105,4 +109,11 @@ def run(args) -> int:
         plot_postprocessing(result, args.plot, title=f"{args.embeddings}, labels {args.labels}")
         if not args.quiet:
             print(f"wrote {args.plot}", file=sys.stderr)
+    if args.html:
+        from actkit.pages import evaluate_page  # actkit.pages (actkit.report): ~1 s at import (measured); only --html needs it
+
+        evaluate_page(result, args.html, overwrite=args.overwrite, title=f"actkit evaluate: {args.embeddings}",
+                      subtitle=f"layer {args.layer}, labels {args.labels}" + (f", groups {args.group}" if args.group else ""))
+        if not args.quiet:
+            print(f"wrote {args.html}", file=sys.stderr)
     return 0

@@ -44,6 +44,10 @@ def register(sub) -> None:
     p.add_argument("--permutations", type=int, default=200, metavar="N",
                    help="re-pairings of whole input samples for the matched units' p-values")
     p.add_argument("--json", metavar="OUT.json", help="write the report (UnitReport.to_dict()) as JSON")
+    p.add_argument("--html", metavar="OUT.html", help="write the report's page: an index of every unit (sortable, "
+                                                      "searchable) and one card per unit (docs/pages.md)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing page at --html (only a page "
+                                                           "actkit wrote)")
     p.add_argument("--scheduler", metavar="ADDR", help="run the pass on Dask: local:N, threads, or a scheduler address")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -74,4 +78,7 @@ def run(args) -> int:
     if args.json:
         report.to_json(args.json)
         print(f"wrote {args.json}")
+    if args.html:
+        report.to_html(args.html, overwrite=args.overwrite)
+        print(f"wrote {args.html}")
     return 0

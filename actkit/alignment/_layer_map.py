@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from actkit._data import iter_blocks
+from actkit._frames import frame_html, pandas
 from actkit._progress import progress_bar
 from actkit._threads import small_linalg
 from actkit.alignment._uncertainty import map_measure
@@ -66,6 +67,28 @@ class LayerMap:
         if mark:
             out.append(f"*: p > 0.05 ({self.info.get('permutations')} permutations of the input samples)")
         return "\n".join(line.rstrip() for line in out)
+
+    def to_frame(self, values: str = "matrix"):
+        """A pandas DataFrame, layers x layers: index ``layer_a`` (the layers of A), columns
+        ``layer_b`` (those of B); ``values="p"``: the permutation p-values instead (with
+        ``permutations`` only)."""
+        if values not in ("matrix", "p"):
+            raise ValueError(f"values must be 'matrix' or 'p', got {values!r}")
+        if values == "p" and self.p is None:
+            raise ValueError("this layer map has no p-values: compare_layers(permutations=N) computes them")
+        pd = pandas()
+        M = self.matrix if values == "matrix" else self.p
+        frame = pd.DataFrame(np.asarray(M, dtype=float), index=pd.Index(list(self.layers_a), name="layer_a"),
+                             columns=pd.Index(list(self.layers_b), name="layer_b"))
+        frame.attrs["measure"] = self.measure
+        return frame
+
+    def _repr_html_(self):
+        notes = []
+        if self.p is not None:
+            notes.append(f"p-values: .to_frame('p') ({self.info.get('permutations')} permutations of the input samples)")
+        return frame_html(self.to_frame(), caption=f"{self.measure}: layers of A (rows) x layers of B (columns)",
+                          notes=notes, float_format="{:.3f}")
 
     def to_dict(self) -> dict:
         def cells(M):

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from actkit._frames import frame_html, pandas
+from actkit.alignment._frame import COLUMNS, measure_rows
 from actkit.alignment._table import format_table
 
 
@@ -157,6 +159,30 @@ class CompareResult:
 
     def __str__(self):
         return format_table([self])
+
+    def measure_rows(self) -> list[dict]:
+        """The rows of :meth:`to_frame` as dicts (``measure`` and the frame's columns; None
+        where not measured): what the notebook display and the page show."""
+        return measure_rows(self.to_dict())
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per measure (index ``measure``): ``kind`` (error,
+        similarity, distance, efficiency, chance), ``value``, the bootstrap interval
+        ``ci_low``/``ci_high``, the permutation ``p`` with the null's ``null_mean``/``null_sd``
+        (NaN where not resampled) and ``note`` (what this number needs said, else "").
+        The result's notes are in ``frame.attrs["notes"]``."""
+        pd = pandas()
+        frame = pd.DataFrame(self.measure_rows(), columns=["measure", *COLUMNS]).set_index("measure")
+        num = [c for c in COLUMNS if c not in ("kind", "note")]
+        frame[num] = frame[num].astype(float)
+        frame.attrs["notes"] = [str(x) for x in self.notes]
+        return frame
+
+    def _repr_html_(self):
+        frame = self.to_frame()
+        return frame_html(frame.dropna(axis=1, how="all"), notes=frame.attrs["notes"],
+                          caption=f"CompareResult: {self.info.get('n_rows', '?')} rows, "
+                                  f"{self.info.get('n_features_a', '?')} x {self.info.get('n_features_b', '?')} features")
 
 
 def _f(x):

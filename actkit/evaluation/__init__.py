@@ -10,7 +10,7 @@ sparsity and the concentration of the between-class variance in the top 25% of f
 
 from actkit.evaluation._labels import read_labels
 from actkit.evaluation._protocol import evaluate_postprocessing, haar_rotation
-from actkit.evaluation._result import DEFINITIONS, VERSIONS, EvaluationResult
+from actkit.evaluation._result import DEFINITIONS, LABELS, METRICS, TITLES, VERSIONS, EvaluationResult
 from actkit.evaluation._scores import (
            LIGHTGBM_PARAMS,
            between_class_variance,
@@ -19,6 +19,9 @@ from actkit.evaluation._scores import (
 
 __all__ = [
            "DEFINITIONS",
+           "LABELS",
+           "METRICS",
+           "TITLES",
            "LIGHTGBM_PARAMS",
            "VERSIONS",
            "EvaluationResult",

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from actkit._frames import frame_html, pandas
+
 __all__ = ["DEFINITIONS", "LABELS", "METRICS", "VERSIONS", "EvaluationResult"]
 
 VERSIONS = ("base", "pca", "pca+ica", "pca+rand")
@@ -113,6 +115,30 @@ class EvaluationResult:
         out["definitions"] = dict(DEFINITIONS)
         out["ica"] = list(self.ica)
         return out
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per task and version, then the mean over tasks (task
+        ``"(mean)"``): columns ``task``, ``version`` (``base``, ``pca``, ``pca+ica``,
+        ``pca+rand``), and per metric (``auroc``, ``sparsity``, ``concentration``) its value, its
+        ``_sd`` over folds and its ``_sd_rotations`` (``pca+rand`` only; NaN elsewhere)."""
+        pd = pandas()
+        d = self.to_dict()
+        keys = [k for m in METRICS for k in (m, f"{m}_sd", f"{m}_sd_rotations")]
+        rows = []
+        parts = [(t.name, lambda v, name=t.name: d[v]["tasks"][name]) for t in self.tasks]
+        for task, entry_of in [*parts, ("(mean)", lambda v: d[v])]:
+            for v in VERSIONS:
+                entry = entry_of(v)
+                rows.append({"task": str(task), "version": v, **{k: entry.get(k) for k in keys}})
+        frame = pd.DataFrame(rows, columns=["task", "version", *keys])
+        frame[keys] = frame[keys].astype(float)
+        return frame
+
+    def _repr_html_(self):
+        frame = self.to_frame()
+        mean = frame.tail(len(VERSIONS)).set_index("version")[list(METRICS)]  # the "(mean)" rows
+        return frame_html(mean, caption=f"EvaluationResult: {len(self.tasks)} task(s), mean over tasks "
+                                        f"(to_frame() has every task and the sds)", notes=[self.verdict()])
 
     def format_table(self, max_tasks: int = 40) -> str:
         """The paper's Table 3 (AUROC, sparsity) with Table 4 (concentration) beside it: one

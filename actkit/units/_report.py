@@ -7,7 +7,9 @@ import math
 
 import numpy as np
 
+from actkit._frames import frame_html
 from actkit.errors import InputError
+from actkit.pages import units_page, units_preview
 
 __all__ = ["SCHEMA", "UnitReport"]
 
@@ -108,6 +110,17 @@ class UnitReport:
                          "match": match.get("unit"), "match_corr": match.get("corr", float("nan")),
                          "match_p": match.get("p_value", float("nan")), "shared": match.get("shared")})
         return pd.DataFrame(rows, columns=list(COLUMNS))
+
+    def to_html(self, path, *, overwrite: bool = False):
+        """Write the report's page (:func:`actkit.pages.units_page`): one self-contained HTML
+        file, an index of every unit and one card per unit; returns its path."""
+        return units_page(self, path, overwrite=overwrite)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the first rows of :meth:`to_frame`, then the page of the first
+        cards (escaped as the page is)."""
+        frame = self.to_frame().head(20).set_index("unit")
+        return frame_html(frame.dropna(axis=1, how="all"), caption=repr(self).splitlines()[0]) + units_preview(self)
 
     def to_json(self, path) -> None:
         """Write :meth:`to_dict` as JSON (atomically)."""

@@ -1,0 +1,218 @@
+"""The units page (issue 41): ``UnitReport.to_html``, ``actkit units --html`` and the
+notebook view, opened in headless chromium (tests/_browser.py).
+
+The index lists every unit; sorting, the search (example text, logit tokens) and the filters
+(dead, shared, label-selective) change what it shows, checked against the report's own data;
+a card shows its highlighted token, its histogram (one bar per bin), its bands, logit lens,
+label and matched unit; cards are drawn lazily; image examples show the picture with the
+patch boxed; hostile tokens and labels show as text and run nothing, the CSP off too.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+from actkit.pages import units_data
+from actkit.units import match_units, units
+from tests._browser import Visit, browser
+from tests.cli_helpers import cli_error, run_cli
+from tests.test_units import TextInputs, _index, _store
+
+pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
+              pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
+
+IMG = '<img src=x onerror="window.__pwned=1">'
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    try:
+        with browser() as b:
+            yield b
+    except RuntimeError as exc:
+        pytest.fail(f"the pages are tested in a real browser, and none could be used: {exc}")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """40 units over 150 samples x 12 tokens; unit j fires on token j % 30, half of the units
+    are echoed (permuted, noisy) by a second store, and one label rides with unit 0; the
+    vocabulary and the label names hold markup."""
+    tmp = tmp_path_factory.mktemp("units-page")
+    rng = np.random.default_rng(0)
+    n_samples, length, U, V = 150, 12, 40, 30
+    ids = rng.integers(0, V, size=(n_samples, length))
+    vocab = [f"w{i}" for i in range(V)]
+    vocab[3], vocab[4], vocab[5] = SCRIPT, IMG, "</script><b>x"
+    flat = ids.ravel()
+    X = rng.laplace(size=(flat.size, U)) * 0.3
+    for j in range(U):
+        X[flat == (j % V), j] += 4
+    X[:, U - 1] = 0.0                                   # a dead unit
+    W = rng.normal(size=(V, U))
+    a = _store(tmp / "a.h5", X, _index(n_samples, length), params={"unembedding": W})
+    Y = rng.normal(size=X.shape)
+    Y[:, : U // 2] = X[:, U // 2 - 1::-1] + 0.3 * rng.normal(size=(flat.size, U // 2))
+    b = _store(tmp / "b.h5", Y, _index(n_samples, length))
+    names = np.array(["alpha", "<b>beta</b>", IMG])
+    labels = names[rng.integers(1, 3, n_samples)].repeat(length)
+    labels[flat == 0] = "alpha"
+    r = units(a, k=8, inputs=TextInputs(list(ids), vocab), labels=labels, context=4, progress=False)
+    match_units(r, b, permutations=39, progress=False)
+    return tmp, r, a, b
+
+
+def _rows(page):
+    return page.eval_on_selector_all("#index table.index tbody tr", "rs => rs.map(r => r.children[0].textContent)")
+
+
+def test_the_page_form_keeps_every_token_and_number(report):
+    _, r, _, _ = report
+    d = r.to_dict()
+    p = units_data(d)
+    S = p["strings"]
+    assert len(S) == len(set(S))
+    for u, q in zip(d["units"], p["units"]):
+        for e, f in zip(u["top"], q["top"]):
+            assert [S[i] for i in f["t"]] == e["text"]["tokens"] and f["h"] == e["text"]["highlight"]
+            assert f["v"] == pytest.approx(e["value"], rel=1e-5)
+        assert q["hist"]["counts"] == u["hist"]["counts"]
+        assert q["hist"]["edges"] == pytest.approx(u["hist"]["edges"], rel=1e-5)
+        if u["logits"]:
+            assert [S[t[1]] for t in q["logits"]["promoted"]] == [t[1] for t in u["logits"]["promoted"]]
+
+
+def test_units_page_in_the_browser(report, chromium, tmp_path):
+    _, r, _, _ = report
+    d = r.to_dict()
+    path = r.to_html(tmp_path / "units.html")
+    for bypass in (False, True):
+        v = Visit(chromium, path, bypass_csp=bypass)
+        assert v.errors() == [] and v.foreign_requests() == [] and v.ran() == []
+        page = v.page
+        assert _rows(page) == [str(u["unit"]) for u in d["units"]]              # every unit, the report's order
+        page.click("#index th[data-key='skewness']")                           # sort: largest first
+        skews = [u["skewness"] for u in d["units"]]
+        order = sorted(range(len(skews)), key=lambda i: -skews[i])
+        assert _rows(page) == [str(d["units"][i]["unit"]) for i in order] != [str(u["unit"]) for u in d["units"]]
+        # the search: units with the word in an example or the logit table
+        word = "w17"
+
+        def has(u):
+            exs = u["top"] + u["bottom"] + [e for b in u["bands"] for e in b["examples"]]
+            toks = {t for e in exs for t in e["text"]["tokens"]}
+            toks |= {t[1] for side in ("promoted", "suppressed") for t in (u["logits"] or {}).get(side, [])}
+            return word in toks or any(word in t for t in toks)
+
+        page.fill("#unit-search", word)
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {sum(map(has, d['units']))}")
+        assert set(_rows(page)) == {str(u["unit"]) for u in d["units"] if has(u)}
+        page.fill("#unit-search", SCRIPT.lower())
+        v.wait("() => document.querySelectorAll('#index tbody tr').length > 0")
+        page.fill("#unit-search", "")
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(d['units'])}")
+        for key, want in [("dead", [u for u in d["units"] if u["dead"]]),
+                          ("shared", [u for u in d["units"] if (u["match"] or {}).get("shared")]),
+                          ("selective", [u for u in d["units"] if u["label"] and u["label"]["auroc"] >= 0.9])]:
+            page.check(f"#filter-{key}")
+            assert sorted(_rows(page), key=int) == sorted((str(u["unit"]) for u in want), key=int), key
+            assert 0 < len(want) < len(d["units"]), key
+            page.uncheck(f"#filter-{key}")
+        assert len(_rows(page)) == len(d["units"])
+        v.close()
+
+
+def test_a_card_shows_its_token_histogram_bands_lens_label_and_match(report, chromium, tmp_path):
+    _, r, _, _ = report
+    d = r.to_dict()
+    path = r.to_html(tmp_path / "units.html")
+    v = Visit(chromium, path, bypass_csp=True)
+    page = v.page
+    # lazy: a first batch of cards, more on scrolling
+    first = page.eval_on_selector_all("#card-list article.card", "x => x.length")
+    assert 0 < first < len(d["units"])
+    page.eval_on_selector("#cards .sentinel", "s => s.scrollIntoView()")
+    v.wait(f"() => document.querySelectorAll('#card-list article.card').length > {first}")
+    u = next(u for u in d["units"] if u["unit"] == 3)                          # fires on the <script> token
+    page.click(f"#index tbody tr:nth-child({[x['unit'] for x in d['units']].index(3) + 1})")
+    card = "#card-focus article.card[data-unit='3']"
+    page.wait_for_selector(card)
+    hi = page.eval_on_selector_all(f"{card} .examples:first-of-type .tok.hi", "x => x.map(t => t.textContent)")
+    assert hi == [e["text"]["tokens"][e["text"]["highlight"]] for e in u["top"]] == [SCRIPT] * len(u["top"])
+    bars = page.eval_on_selector_all(f"{card} svg.histogram rect.bar", "x => x.length")
+    assert bars == len(u["hist"]["counts"])
+    bands = page.eval_on_selector_all(f"{card} .examples h4", "x => x.map(h => h.textContent)")
+    assert sum(t.startswith("Band") for t in bands) == len(u["bands"])
+    lens = page.eval_on_selector_all(f"{card} .logits tbody tr", "rs => rs.map(r => r.children[0].textContent)")
+    assert lens[0] == u["logits"]["promoted"][0][1]
+    text = page.inner_text(card)
+    assert u["label"]["name"] in text and f"unit {u['match']['unit']}" in text and "correlation" in text
+    assert page.eval_on_selector_all("img", "x => x.length") == 0 and v.ran() == []
+    page.locator(card).screenshot(path=str(tmp_path / "card.png"))
+    assert (tmp_path / "card.png").stat().st_size > 10000
+    v.close()
+
+
+class ImageInputs:
+    """Recorded image inputs (the RecordedInputs interface): 8x8 RGB pictures."""
+
+    kind = "image"
+
+    def __init__(self, n):
+        rng = np.random.default_rng(3)
+        self.pictures = rng.integers(0, 255, size=(n, 8, 8, 3), dtype=np.uint8)
+        self.n_samples = n
+        self.fingerprint = "inputs-1"
+
+    def image(self, sample):
+        return self.pictures[sample]
+
+
+def test_image_examples_show_the_picture_with_the_patch_boxed(chromium, tmp_path):
+    """A ViT-like layer: a CLS token, then a 4 x 4 grid of patches; unit 0 fires on patch 5."""
+    rng = np.random.default_rng(4)
+    n, positions = 30, 17
+    X = rng.normal(size=(n * positions, 3)) * 0.1
+    X[np.arange(n) * positions + 1 + 5, 0] = 5
+    path = _store(tmp_path / "img.h5", X, _index(n, positions))
+    r = units(path, k=3, inputs=ImageInputs(n), order="index", progress=False)
+    ex = r.unit(0)["top"][0]["image"]
+    assert ex["cell"] == [1, 1]
+    v = Visit(chromium, r.to_html(tmp_path / "img.html"))
+    assert v.errors() == [] and v.foreign_requests() == []
+    page = v.page
+    v.wait("() => Array.from(document.querySelectorAll(\"article[data-unit='0'] .pic img\")).every(i => i.complete)")
+    box = page.eval_on_selector("#card-list article[data-unit='0'] .pic .patch",
+                                "p => { const r = p.getBoundingClientRect(), q = p.parentNode.getBoundingClientRect();"
+                                " return [(r.top - q.top) / q.height, (r.left - q.left) / q.width, r.height / q.height] }")
+    assert box == pytest.approx([0.25, 0.25, 0.25], abs=0.03)     # row 1, column 1 of 4 x 4
+    v.close()
+
+
+def test_cli_units_html_and_the_notebook_view(report, chromium, tmp_path, capsys):
+    _, r, a, _ = report
+    out = tmp_path / "u.html"
+    code, _, err = run_cli(capsys, "units", a, "--no-inputs", "-k", "3", "--html", out, "--quiet")
+    assert code == 0, err
+    v = Visit(chromium, out)
+    assert v.errors() == [] and len(_rows(v.page)) == 40
+    v.close()
+    assert "exists (an actkit page): pass --overwrite" in cli_error(capsys, "units", a, "--no-inputs", "--html", out)
+    assert "must end with .html" in cli_error(capsys, "units", a, "--no-inputs", "--html", tmp_path / "u.json")
+    view = r._repr_html_()
+    assert "<table" in view and "<iframe srcdoc=" in view and SCRIPT not in view
+    host = tmp_path / "notebook.html"
+    host.write_text("<!DOCTYPE html><html><body>" + view + "</body></html>")
+    ctx = chromium.new_context()
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(host.resolve().as_uri())
+    frame = page.frame_locator("iframe")
+    frame.locator("body[data-ready='1']").wait_for()
+    assert frame.locator("#index tbody tr").count() == 6            # the first six units
+    assert frame.locator("article.card[data-unit]").count() >= 1 and errors == []
+    ctx.close()
