@@ -30,7 +30,7 @@ import numpy as np
 from actkit.errors import InputError
 
 #: Most batches in one sorted window (the window holds at most this many × ``batch_size`` samples).
-WINDOW_BATCHES = 64
+WINDOW_BATCHES = 16
 #: About the most bytes of rows (all layers) a sorted window keeps in memory before writing.
 WINDOW_BYTES = 256 * 2**20
 

@@ -206,7 +206,7 @@ def test_cli_flags_and_a_different_batching_is_a_different_request(tiny_gpt_neox
 
 
 def test_killed_sorted_run_resumes_to_the_same_bytes(tiny_gpt_neox, varied, tmp_path):
-    """Windows of 64 x 2 samples: killed mid-window after the first cursor, and right after
+    """Windows of 16 x 2 samples: killed mid-window after the first cursor, and right after
     the second cursor; each resumes (in this process) to the bytes of an uninterrupted run."""
     argv = ["extract", str(tiny_gpt_neox), "--inputs", str(varied), "--layers", ",".join(LAYERS),
             "--final-hidden", "--batch-size", "2", "--max-batch-tokens", "128", "--checkpoint-every", "0",
@@ -218,7 +218,7 @@ def test_killed_sorted_run_resumes_to_the_same_bytes(tiny_gpt_neox, varied, tmp_
     os.environ.update(SOURCE_DATE_EPOCH=EPOCH, OMP_NUM_THREADS="1")
     try:
         assert main(argv + ["--out", str(tmp_path / "ref.h5")]) == 0
-        for fault, done in [("kill:rows:4", 128), ("kill:cursor:2", 256)]:
+        for fault, done in [("kill:rows:4", 32), ("kill:cursor:2", 64)]:
             out = tmp_path / fault.replace(":", "-") / "out.h5"
             out.parent.mkdir()
             proc = subprocess.run([sys.executable, "-m", "actkit", *argv, "--out", str(out)], cwd=REPO,
