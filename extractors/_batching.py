@@ -6,9 +6,10 @@ length together, so almost no compute goes to padding. The store still holds its
 input order, and a killed run still resumes to the same bytes, because:
 
 - the samples ``[first, last)`` of a run (a torchrun rank: its block) are cut into
-  **windows** of consecutive samples, at most :data:`WINDOW_BATCHES` × ``batch_size``
-  samples and about :data:`WINDOW_BYTES` of rows each; the boundaries depend only on the
-  inputs and the options, never on where a run was stopped;
+  **windows** of consecutive samples, at most :data:`WINDOW_BATCHES` batches (and at most a
+  quarter of the run, in whole batches, so a short run checkpoints along the way too) and
+  about :data:`WINDOW_BYTES` of rows each; the boundaries depend only on the inputs and the
+  options, never on where a run was stopped;
 - inside a window the samples are sorted by token count (longest first, ties in input
   order) and cut into batches of at most ``batch_size`` samples and, with
   ``max_batch_tokens``, at most that many padded tokens (samples × longest);
@@ -156,9 +157,11 @@ def _in_order(lengths, first, start, stop, batch_size, max_batch_tokens):
 
 
 def _window_bounds(first, stop, batch_size, row_bytes):
-    """Consecutive ``(lo, hi)`` from ``first``: at most ``WINDOW_BATCHES * batch_size``
-    samples, and at most about ``WINDOW_BYTES`` of rows (never under one batch)."""
-    cap = WINDOW_BATCHES * batch_size
+    """Consecutive ``(lo, hi)`` from ``first``: at most ``WINDOW_BATCHES`` batches and at most
+    a quarter of the run's samples (whole batches, at least one), so a short run checkpoints
+    along the way too; and at most about ``WINDOW_BYTES`` of rows (never under one batch)."""
+    quarter = -(-(stop - first) // (4 * batch_size))  # batches in a quarter of the run, rounded up
+    cap = max(1, min(WINDOW_BATCHES, quarter)) * batch_size
     lo = first
     while lo < stop:
         hi = min(lo + cap, stop)

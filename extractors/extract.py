@@ -58,9 +58,9 @@ from ._options import FINAL_HIDDEN, check_options, check_output_path, check_wind
 from ._plan import plan_layers, rows_and_index, to_rows
 from .hf_datasets import is_hf_inputs, read_label_column
 from .hf_text import tokenize
-from .windows import quiet_logs
 from .inputs import inputs_fingerprint, read_inputs
 from .naming import resolve_names
+from .windows import quiet_logs
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
 #: ``"resumed"`` or ``"complete"``: already finished, nothing computed), ``resumed_from``

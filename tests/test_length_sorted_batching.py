@@ -86,6 +86,14 @@ def test_a_rank_block_counts_its_windows_from_its_first_sample():
     assert block[0].start == 500 and block[0].stop == 500 + _batching.WINDOW_BATCHES * 4
 
 
+@pytest.mark.parametrize("n,batch_size,window", [(20, 2, 6), (50, 2, 14), (7, 3, 3), (300, 2, 32), (10_000, 32, 512)])
+def test_a_short_run_has_at_least_four_windows_of_whole_batches(n, batch_size, window):
+    """At most a quarter of the run per window (so a short run checkpoints along the way)."""
+    windows = list(plan_windows(_lengths(n), 0, n, batch_size=batch_size))
+    assert {w.stop - w.start for w in windows[:-1]} == {window}
+    assert len(windows) >= min(4, -(-n // batch_size))
+
+
 def test_window_bytes_bound_the_memory_of_a_window():
     lengths = _lengths()
     row_bytes = lengths * 4096 * 10  # per-token rows of 10 layers of 1024 float32 features
@@ -122,18 +130,21 @@ def test_images_and_equal_lengths_and_batch_size_one_keep_input_order():
 def test_window_rows_come_back_in_input_order():
     rng = np.random.default_rng(3)
     lengths = rng.integers(1, 9, size=50)
-    w = next(plan_windows(lengths, 0, 50, batch_size=4))
     counts = {"tok": lengths.astype(np.int64), "pooled": np.ones(50, np.int64)}
-    rows = WindowRows(w, counts)
-    # reference: row r of sample s is the pair (s, r)
-    def block(name, ids):
+
+    def block(name, ids):  # reference: row r of sample s is the pair (s, r)
         return np.concatenate([np.stack([np.full(counts[name][s], s), np.arange(counts[name][s])], 1)
                                for s in ids]).astype(np.float32)
-    for ids in w.batches:
-        rows.add("tok", block("tok", ids))
-        rows.add("pooled", block("pooled", ids))
-    for name in counts:
-        np.testing.assert_array_equal(rows.in_input_order(name), block(name, np.arange(50)))
+
+    windows = list(plan_windows(lengths, 0, 50, batch_size=4))
+    assert not any(w.in_order for w in windows)
+    for w in windows:
+        rows = WindowRows(w, counts)
+        for ids in w.batches:
+            rows.add("tok", block("tok", ids))
+            rows.add("pooled", block("pooled", ids))
+        for name in counts:
+            np.testing.assert_array_equal(rows.in_input_order(name), block(name, np.arange(w.start, w.stop)))
 
 
 # ----------------------------------------------------------------------------- extraction
