@@ -39,7 +39,7 @@ from actkit.errors import ActkitError, ModelError
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
 from ._hf_classes import QUANT_PACKAGES, base_class, check_quantised, is_causal, is_two_tower, quantisation
 from ._hub import _cache_only, _hub_offline_reason, _Offline, _offline_error, _short, _weights_error, _why
-from .hf_text import TextAdapter
+from .hf_text import TextAdapter, position_limit
 from .hf_towers import TwoTowerAdapter
 from .hf_vision import VisionAdapter
 
@@ -477,8 +477,6 @@ def load_tokenizer(spec, *, revision=None, trust_remote_code=False):
         return None
     import transformers  # transformers: ~0.7 s at import (measured), not for timm
     from transformers.utils import logging as hf_logging  # transformers: ~0.7 s at import (measured), not for timm
-
-    from .hf_text import position_limit
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
