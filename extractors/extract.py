@@ -7,9 +7,11 @@ Order of work (everything that can fail on a user mistake fails before the store
 3. tokenise all text (exact row counts) and probe the layers on the first sample (output
    shapes, each module runs exactly once);
 4. create (or resume) the store with exact row counts and row indices;
-5. stream batches from ``writer.samples_done``: one forward pass per batch, hooks pool in
-   torch and copy only what is stored, the forward stops after the deepest layer; rows go
-   to the store in large appends; a checkpoint every few seconds; finalise.
+5. stream batches from ``writer.samples_done``: text is length-sorted within windows of
+   batches and cut by a token budget (:mod:`actkit.extractors._batching`); one forward pass
+   per batch, hooks pool in torch and copy only what is stored, the forward stops after the
+   deepest layer; a window's rows go to the store in input order, in large appends; a
+   checkpoint (at a window's end) every few seconds; finalise.
 
 Rows (``pool``)
 ---------------
@@ -49,13 +51,16 @@ from actkit.store import LayerSpec, create_store
 
 from . import distributed, registry
 from ._base import DTYPES
+from ._batching import Batching, check_batching_options, check_token_budget, take
 from ._buffer import RowBuffer
 from ._hooks import Capture
 from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
 from ._plan import plan_layers, rows_and_index, to_rows
 from .hf_datasets import is_hf_inputs, read_label_column
+from .hf_text import tokenize
 from .inputs import inputs_fingerprint, read_inputs
 from .naming import resolve_names
+from .windows import quiet_logs
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
 #: ``"resumed"`` or ``"complete"``: already finished, nothing computed), ``resumed_from``
@@ -105,6 +110,8 @@ def extract(
     threads: int | None = None,
     label_column: str | None = None,
     skip_special_tokens: bool = False,
+    max_batch_tokens: int | None = None,
+    sort_by_length: bool = True,
 ) -> Path:
     """Extract layer activations of a pretrained model into an HDF5 store.
 
@@ -145,6 +152,7 @@ def extract(
     checkpoint : path, optional
         Weights for ``timm:NAME`` (``.safetensors``; pickle only with ``allow_pickle``).
     batch_size : int
+        Most samples per forward pass.
     device : str
         ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
     dtype : {"float32", "float16", "bfloat16"}
@@ -199,6 +207,15 @@ def extract(
         Leave the tokenizer's special tokens ([CLS], [SEP], BOS, EOS...) out of the per-token
         rows (``pool="none"``); the index keeps their true token positions, and the store's
         recorded inputs keep every token.
+    max_batch_tokens : int, optional
+        Text: most padded tokens per forward pass (samples × the longest one's tokens);
+        ``batch_size`` stays a cap. Every input must fit alone (after ``max_length``), else
+        one line naming the longest input, before the model loads.
+    sort_by_length : bool
+        Text: run each window of up to 16 batches sorted by token count, so batches hold
+        texts of similar length and little padding; the store's rows stay in input order,
+        equal to an input-order run to float rounding. ``False``: batches of consecutive
+        samples, in input order. Images always run in input order.
 
     The store records what each input sample was (``store.inputs``: the token ids and the
     tokenizer's vocabulary, or each image's source and the model's preprocessing geometry),
@@ -228,6 +245,7 @@ def extract(
     LAST_RUN.clear()
     store_dtype_name = check_options(pool, batch_size, dtype, storage_dtype, compression, checkpoint_every)
     check_window_options(context_length, max_tokens, max_length)
+    check_batching_options(max_batch_tokens, context_length)
     batch_size = int(batch_size)
     out = Path(out).expanduser()
     check_output_path(out)
@@ -243,14 +261,15 @@ def extract(
                             allow_pickle=allow_pickle, compression=compression, progress=progress,
                             column=column, split=split, config=config, context_length=context_length,
                             max_tokens=max_tokens, device_map=device_map, label_column=label_column,
-                            skip_special_tokens=skip_special_tokens)
+                            skip_special_tokens=skip_special_tokens,
+                            batching=(bool(sort_by_length), max_batch_tokens))
     if not isinstance(prepared, tuple):  # a torchrun rank: ``prepared`` runs the sharded extraction
         # the warnings are said once (rank 0), when there is something to compute
         path = prepared(checkpoint_every, on_work=lambda: _replay(caught))
         LAST_RUN.setdefault("outcome", "written")
         LAST_RUN.update(total=time.perf_counter() - t0)
         return path
-    adapter, data, writer, plans, names, extra, t_load = prepared
+    adapter, data, writer, plans, names, extra, t_load, batching = prepared
     n = adapter.n_samples(data)
     LAST_RUN.update(n_samples=n, resumed_from=writer.resumed_from,
                     outcome="complete" if writer.complete else "resumed" if writer.resumed_from else "written")
@@ -261,7 +280,7 @@ def extract(
     start = writer.samples_done
     try:
         _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
-             progress, checkpoint_every)
+             progress, checkpoint_every, batching=batching)
     except BaseException:
         writer.close()  # the partial store and its cursor stay: the same command resumes
         raise
@@ -285,7 +304,8 @@ def _replay(caught) -> None:
 def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_size, device, dtype,
              store_dtype_name, max_length, max_samples, final_hidden, unembedding, overwrite,
              trust_remote_code, allow_pickle, compression, progress, column, split, config,
-             context_length, max_tokens, device_map, label_column=None, skip_special_tokens=False):
+             context_length, max_tokens, device_map, label_column=None, skip_special_tokens=False,
+             batching=(True, None)):
     """Everything before streaming: inputs, model, layers, row counts, the store (a torchrun
     rank gets back a function of ``checkpoint_every`` that runs its sharded extraction)."""
     world = distributed.world_from_env()
@@ -297,6 +317,9 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         device = world.device(device)
         progress = progress and world.rank == 0
     data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
+    sort_by_length, max_batch_tokens = batching
+    tokenized = _check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
+                                          trust_remote_code)
     adapter = registry.load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
                                   trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
                                   init_seed=INIT_SEED, device_map=device_map)
@@ -322,7 +345,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     if context_length is not None:
         adapter.prepare_windows(data, context_length, max_tokens, progress=progress)
     else:
-        adapter.prepare(data, max_length)
+        adapter.prepare(data, max_length, **({} if tokenized is None else {"tokenized": tokenized}))
     packing = getattr(adapter, "packing", None) if context_length is not None else None
     if skip_special_tokens:
         if pool != "none":
@@ -331,6 +354,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         adapter.skip_special_tokens()
     n = adapter.n_samples(data)
     lengths = adapter.lengths()
+    check_token_budget(lengths, max_batch_tokens, getattr(data, "texts", None), data.source)
     with torch.inference_mode():
         probe = adapter.batch(data, 0, 1)
     plans = plan_layers(adapter, names, probe, extra_modules=extra)
@@ -376,6 +400,10 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     }
     if random_init:
         request["init_seed"] = INIT_SEED
+    if data.kind == "text":  # batch composition changes the floats (in the last bits)
+        request["batching"] = {"sort_by_length": sort_by_length, "max_batch_tokens": max_batch_tokens}
+    run_batching = Batching.for_layers(lengths if data.kind == "text" else None, specs, n,
+                                       sort_by_length=sort_by_length, max_batch_tokens=max_batch_tokens)
     extra_request = {"packing": packing, "device_map": device_map, "label_column": label_column,
                      "skip_special_tokens": True if skip_special_tokens else None,
                      "world_size": None if world is None else world.world_size}
@@ -398,6 +426,8 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         "final_hidden": bool(final_hidden),
         "unembedding": bool(unembedding),
     }
+    if "batching" in request:
+        provenance["batching"] = request["batching"]
     extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
                         "packing": packing, "device_map": device_map, "label_names": label_names}
     provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
@@ -407,7 +437,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
             LAST_RUN["n_samples"] = n
             def run_block(writer, first, last):
                 _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
-                     progress, checkpoint_every, first=first, last=last)
+                     progress, checkpoint_every, first=first, last=last, batching=run_batching)
 
             return distributed.extract_sharded(world, out, specs, run_block, device=str(adapter.device), n=n,
                                                request=request, provenance=provenance, params=params,
@@ -419,7 +449,34 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
                           inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression,
                           inputs=recorded)
-    return adapter, data, writer, plans, names, extra, t_load
+    return adapter, data, writer, plans, names, extra, t_load, run_batching
+
+
+def _check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
+                              trust_remote_code):
+    """``--max-batch-tokens`` that some input cannot fit: one line before the model loads.
+
+    Returns the token ids of the texts when they were computed for the check (the adapter
+    reuses them), else ``None``.
+    """
+    if max_batch_tokens is None or context_length is not None:
+        return None
+    if data.kind != "text":
+        raise InputError(f"--max-batch-tokens cuts batches of text by tokens; {data.source} holds {data.kind}s")
+    if max_length is not None and int(max_length) <= max_batch_tokens:
+        return None  # every input is truncated to fit
+    loaded = registry.load_tokenizer(model, revision=revision, trust_remote_code=trust_remote_code)
+    if loaded is None:  # not local or cached: checked once the model is loaded
+        return None
+    tokenizer, limit = loaded
+    with quiet_logs():  # "sequence longer than ..." is the model's limit: truncated (and said) later
+        ids = tokenize(tokenizer, data.texts)
+    if max_length is not None:
+        limit = int(max_length) if limit is None else min(limit, int(max_length))
+    lengths = np.fromiter((len(s) for s in ids), dtype=np.int64, count=len(ids))
+    check_token_budget(lengths if limit is None else np.minimum(lengths, limit), max_batch_tokens, data.texts,
+                       data.source)
+    return ids
 
 
 def samples_fingerprint(data, adapter, max_length, max_tokens=None, packing=None) -> str:
@@ -451,10 +508,12 @@ def _keep_labels(params, inputs, column, n, packing, split, config, max_samples)
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,
-         first=0, last=None):
-    """Stream samples ``first + writer.samples_done`` to ``last`` (default: all) into ``writer``."""
+         first=0, last=None, batching=None):
+    """Stream samples ``first + writer.samples_done`` to ``last`` (default: all) into ``writer``,
+    window by window (:class:`~actkit.extractors._batching.Batching`; default: input order)."""
     n = adapter.n_samples(data) if last is None else last
     start = first + writer.samples_done
+    batching = Batching(None) if batching is None else batching
     buffers = {name: RowBuffer(writer, name) for name in names}
     counter = {"rows": sum(writer.rows_done.values())}
     current = {}
@@ -462,7 +521,10 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
     def callback(name, tensor):
         rows = to_rows(tensor, plans[name], pool, current["batch"], store_dtype)
         counter["rows"] += rows.shape[0]
-        buffers[name].add(rows)
+        if current["sorted"] is None:
+            buffers[name].add(rows)
+        else:
+            current["sorted"].add(name, rows)
 
     cap = Capture(adapter.model, names, callback, stop_early=True, extra_modules=extra)
     last_checkpoint = time.monotonic()
@@ -470,22 +532,32 @@ def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dty
                disable=None if progress else True, smoothing=0.1)
     try:
         with torch_region(), torch.inference_mode(), cap:
-            for lo in range(start, n, batch_size):
-                hi = min(lo + batch_size, n)
-                batch = adapter.batch(data, lo, hi)
-                current["batch"] = batch
-                cap.run(lambda: adapter.forward(batch))
-                if len(cap.fired) != len(names):
-                    missing = [m for m in names if m not in cap.fired]
-                    raise LayerError(f"layers {missing} did not run for samples {lo}:{hi}")
-                bar.update(hi - lo)
-                bar.set_postfix(rows=f"{counter['rows']:,}", refresh=False)
-                if time.monotonic() - last_checkpoint >= every or hi == n:
+            for window in batching.windows(start, n, first=first, batch_size=batch_size):
+                current["sorted"] = batching.sink(window)  # rows of a sorted window: back to input order
+                for ids in window.batches:
+                    batch = take(adapter, data, ids)
+                    current["batch"] = batch
+                    cap.run(lambda: adapter.forward(batch))
+                    if len(cap.fired) != len(names):
+                        missing = [m for m in names if m not in cap.fired]
+                        raise LayerError(f"layers {missing} did not run for samples {_span(ids)}")
+                    bar.update(len(ids))
+                    bar.set_postfix(rows=f"{counter['rows']:,}", refresh=False)
+                if current["sorted"] is not None:
+                    for name in names:
+                        buffers[name].add(current["sorted"].in_input_order(name))
+                if time.monotonic() - last_checkpoint >= every or window.stop == n:
                     for buf in buffers.values():
                         buf.flush()
-                    # ``every`` is the user's interval (0: every batch): the store's own
-                    # throttle must not stretch it
-                    writer.checkpoint(hi - first, force=True)
+                    # ``every`` is the user's interval (0: every window): the store's own
+                    # throttle must not stretch it; a window is written whole or not at all
+                    writer.checkpoint(window.stop - first, force=True)
                     last_checkpoint = time.monotonic()
     finally:
         bar.close()
+
+
+def _span(ids) -> str:
+    """``lo:hi`` of consecutive sample ids, else the ids."""
+    lo, hi = int(ids[0]), int(ids[-1]) + 1
+    return f"{lo}:{hi}" if hi - lo == len(ids) and np.all(np.diff(ids) == 1) else str([int(i) for i in ids])

@@ -23,6 +23,22 @@ from ._base import Adapter, Batch
 from .windows import pack_windows, quiet_logs
 
 
+def tokenize(tokenizer, texts, step: int = 1024) -> list:
+    """Token ids of every text (``add_special_tokens=True``, untruncated), with a bar."""
+    ids = []
+    with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
+        for start in range(0, len(texts), step):
+            ids.extend(tokenizer(texts[start : start + step], add_special_tokens=True)["input_ids"])
+            bar.update(min(step, len(texts) - start))
+    return ids
+
+
+def position_limit(config) -> int | None:
+    """The longest input the model's position table takes (``max_position_embeddings``)."""
+    n = getattr(config, "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
 class TextAdapter(Adapter):
     """Adapter for ``AutoModel`` / ``AutoModelForCausalLM`` language models.
 
@@ -60,10 +76,10 @@ class TextAdapter(Adapter):
         }
 
     def _model_max(self) -> int | None:
-        n = getattr(self.model.config, "max_position_embeddings", None)
-        return int(n) if isinstance(n, int) and n > 0 else None
+        return position_limit(self.model.config)
 
-    def prepare(self, inputs, max_length):
+    def prepare(self, inputs, max_length, tokenized=None):
+        """Tokenise every text (``tokenized``: the ids :func:`tokenize` already gave, reused)."""
         if max_length is not None and int(max_length) < 1:
             raise InputError(f"--max-length must be a positive integer, got {max_length}")
         model_max = self._model_max()
@@ -72,13 +88,8 @@ class TextAdapter(Adapter):
             limit = model_max  # longer inputs than the position table: truncate (and say so)
         self._max_length = limit
         texts = inputs.texts
-        ids = []
-        step = 1024
         with quiet_logs():  # "sequence longer than ..." is reported below, once
-            with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
-                for start in range(0, len(texts), step):
-                    ids.extend(self.tokenizer(texts[start : start + step], add_special_tokens=True)["input_ids"])
-                    bar.update(min(step, len(texts) - start))
+            ids = tokenize(self.tokenizer, texts) if tokenized is None else list(tokenized)
             long = [i for i, seq in enumerate(ids) if limit is not None and len(seq) > limit]
             if long:
                 enc = self.tokenizer([texts[i] for i in long], add_special_tokens=True, truncation=True,
@@ -153,6 +164,9 @@ class TextAdapter(Adapter):
             kwargs["use_cache"] = False
         return Batch(kwargs=kwargs, size=len(seqs), mask=mask.to(self.device), lengths=lengths.to(self.device),
                      keep=None if not self._skip else self._keep(ids, mask).to(self.device))
+
+    def batch_of(self, inputs, ids):
+        return self._pack([self._ids[int(i)] for i in ids])
 
     def batch(self, inputs, start, stop):
         if self._windows is not None:  # full windows: no padding, no mask

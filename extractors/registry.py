@@ -39,7 +39,7 @@ from actkit.errors import ActkitError, ModelError
 from ._base import DTYPES, library_versions, sha256_file, state_sha256
 from ._hf_classes import QUANT_PACKAGES, base_class, check_quantised, is_causal, is_two_tower, quantisation
 from ._hub import _cache_only, _hub_offline_reason, _Offline, _offline_error, _short, _weights_error, _why
-from .hf_text import TextAdapter
+from .hf_text import TextAdapter, position_limit
 from .hf_towers import TwoTowerAdapter
 from .hf_vision import VisionAdapter
 
@@ -519,3 +519,38 @@ def _timm_pretrained(timm, name):
     except Exception as exc:  # network / cache errors come in many types
         raise ModelError(f"cannot get pretrained weights for timm:{name}{_why(exc, 200)}; pass --checkpoint "
                          "FILE.safetensors or use timm:local-dir:PATH") from None
+
+
+def load_tokenizer(spec, *, revision=None, trust_remote_code=False):
+    """The tokenizer and the position limit of a transformers text model, without its weights.
+
+    Read from a local folder or the local Hugging Face cache only (never the network), so a
+    check on token counts runs before the model loads (``--max-batch-tokens``).
+
+    Returns
+    -------
+    (tokenizer, int or None) or None
+        ``None`` for timm and vision models, and for anything that does not load this way
+        (the model load then says why, or the check runs after it).
+    """
+    spec = str(spec)
+    if spec.startswith("timm:"):
+        return None
+    import transformers  # transformers: ~0.7 s at import (measured), not for timm
+    from transformers.utils import logging as hf_logging  # transformers: ~0.7 s at import (measured), not for timm
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with _cache_only():
+            config = transformers.AutoConfig.from_pretrained(spec, revision=revision,
+                                                             trust_remote_code=trust_remote_code)
+            if not hasattr(config, "vocab_size") or is_two_tower(config, list(config.architectures or [])):
+                return None
+            tokenizer = transformers.AutoTokenizer.from_pretrained(spec, revision=revision,
+                                                                   trust_remote_code=trust_remote_code)
+    except Exception:  # noqa: BLE001 - any failure: the model load reports it in one line
+        return None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return tokenizer, position_limit(config)

@@ -47,7 +47,13 @@ def register(sub) -> None:
                    help="none: a row per token/position; mean|last|cls: a row per sample (default: none)")
     p.add_argument("--revision", help="hub revision, e.g. step143000")
     p.add_argument("--checkpoint", help="weights file for timm:NAME (.safetensors)")
-    p.add_argument("--batch-size", type=int, default=32, help="samples per forward pass")
+    p.add_argument("--batch-size", type=int, default=32, help="most samples per forward pass (default 32)")
+    p.add_argument("--max-batch-tokens", type=int, metavar="N",
+                   help="text: most padded tokens per forward pass (samples x longest), --batch-size still "
+                        "a cap (default: no token budget)")
+    p.add_argument("--no-sort", dest="sort_by_length", action="store_false",
+                   help="text: batches of consecutive samples in input order (default: sorted by token count "
+                        "within windows of 16 batches; the store's rows are in input order either way)")
     p.add_argument("--device", default="cpu",
                    help="torch device (under torchrun, cuda puts rank r on cuda:LOCAL_RANK), e.g. cpu, cuda, cuda:1")
     p.add_argument("--device-map", metavar="MAP",
@@ -93,6 +99,7 @@ def run(args) -> int:
         checkpoint_every=args.checkpoint_every, column=args.column, split=args.split, config=args.config,
         context_length=args.context_length, max_tokens=args.max_tokens, device_map=args.device_map,
         label_column=args.label_column, skip_special_tokens=args.skip_special_tokens,
+        max_batch_tokens=args.max_batch_tokens, sort_by_length=args.sort_by_length,
     )
 
     if os.environ.get("RANK", "0") == "0":
