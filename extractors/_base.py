@@ -112,7 +112,7 @@ class Adapter(ABC):
     def batch_of(self, inputs, ids) -> Batch:
         """Model inputs for the samples ``ids`` (int array), in that order: a length-sorted
         batch (:mod:`extractors._batching`); text adapters only."""
-        raise NotImplementedError(f"{type(self).__name__} runs its samples in input order")
+        raise TypeError(f"{type(self).__name__} runs its samples in input order")
 
     @abstractmethod
     def dummy_batch(self) -> Batch:
