@@ -79,6 +79,39 @@ class LayerMap:
         return out
 
 
+class _ArrayLayers:
+    """Arrays in memory seen as a store by :func:`compare_layers`: ``layers`` and
+    ``store[name]`` (no fingerprint, no row index: rows are paired by position)."""
+
+    def __init__(self, arrays: dict):
+        self._arrays = arrays
+        self.layers = list(arrays)
+
+    def __getitem__(self, name):
+        return self._arrays[name]
+
+
+def _as_store(x, name):
+    """A store as it is; a dict of layer name -> 2-D array, a list of 2-D arrays or a 3-D
+    array (layers "0", "1", ...) or one 2-D array (layer "0") in :class:`_ArrayLayers`."""
+    if hasattr(x, "layers") and hasattr(x, "__getitem__") and not isinstance(x, (dict, np.ndarray)):
+        return x
+    if isinstance(x, dict):
+        arrays = {str(k): np.asarray(v) for k, v in x.items()}
+    elif isinstance(x, (list, tuple)) or getattr(x, "ndim", None) == 3:
+        arrays = {str(i): np.asarray(v) for i, v in enumerate(x)}
+    elif getattr(x, "ndim", None) == 2 or hasattr(x, "__array__"):
+        arrays = {"0": np.asarray(x)}
+    else:
+        raise ValidationError(f"{name} must be a store (actkit.open_store), a dict of layer name -> 2-D array, a list "
+                              f"of 2-D arrays or one 2-D array; got {type(x).__name__}")
+    bad = [k for k, v in arrays.items() if v.ndim != 2]
+    if not arrays or bad:
+        what = f"layer {bad[0]!r} has shape {arrays[bad[0]].shape}" if bad else "it holds no layer"
+        raise ValidationError(f"{name}: every layer must be 2-D (n_rows, n_features); {what}")
+    return _ArrayLayers(arrays)
+
+
 def _resolve(store, layers, name):
     have = list(store.layers)
     if layers is None:
@@ -153,9 +186,11 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
 
     Parameters
     ----------
-    A_store, B_store : Store
+    A_store, B_store : Store, dict of str to array-like, list of array-like or array-like
         Stores of the same inputs (:func:`actkit.open_store`); the same store twice gives
-        the self-similarity map.
+        the self-similarity map. Arrays in memory, each of shape (n_rows, n_features): a
+        dict names its layers; a list, or a 3-D array (n_layers, n_rows, n_features), has
+        layers ``"0"``, ``"1"``, ...; one 2-D array is layer ``"0"`` (a 1 x 1 map).
     measure : str, default="linear_cka"
         A moment-based measure (computed exactly from the moments of the layer pair).
     layers_a, layers_b : list of str, optional
@@ -177,6 +212,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         ``matrix, layers_a, layers_b``), ``p`` with permutations.
     """
     check_resampling(permutations, 0, 0.95)
+    A_store, B_store = _as_store(A_store, "A"), _as_store(B_store, "B")
     dtype = "float32" if all(str(getattr(X, "dtype", "")) == "float32" for X in
                              [A_store[x] for x in _resolve(A_store, layers_a, "A")]) else "float64"
     compute, kind = map_measure(measure, params, dtype)
