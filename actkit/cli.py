@@ -39,6 +39,7 @@ COMMANDS = [
     "sweep",
     "demo",
     "reproduce",
+    "zoo",
 ]
 
 
