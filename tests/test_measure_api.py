@@ -100,3 +100,19 @@ def test_a_varying_column_among_constant_ones_is_kept(pair):
     A[:, 2] = pair[0][:, 0]
     assert np.isfinite(actkit.measure(A, pair[1], "linear_cka"))
     assert np.isfinite(actkit.measure(A * 1e-6, pair[1], "rsa"))
+
+
+def test_a_constant_layer_in_a_map_is_named_not_a_silent_nan(pair):
+    """A layer map keeps going past a constant layer: its cells are NaN (printed ``-``),
+    ``info["constant_layers"]`` names it, and one warning says so; the other cells are
+    unchanged and a constant-only map has no p-values to compute."""
+    A, B = pair
+    with pytest.warns(UserWarning, match=r"layer\(s\) A:dead, B:1 are constant .*linear_cka is undefined"):
+        lm = actkit.compare_layers({"a": A, "dead": np.full((240, 3), 0.5)}, [B, np.zeros((240, 2))], permutations=9)
+    assert lm.info["constant_layers"] == ["A:dead", "B:1"]
+    assert np.isnan(lm.matrix[1]).all() and np.isnan(lm.matrix[:, 1]).all() and np.isnan(lm.p[1]).all()
+    assert lm.matrix[0, 0] == pytest.approx(actkit.measure(A, B, "linear_cka"), rel=1e-10)
+    assert "-" in str(lm).splitlines()[2]
+    with pytest.warns(UserWarning, match="constant"):
+        only = actkit.compare_layers(np.ones((240, 2)), B, permutations=9)
+    assert np.isnan(only.matrix).all() and "permutation_exchangeable" not in only.info

@@ -16,10 +16,11 @@ import numpy as np
 from actkit._data import iter_blocks
 from actkit._progress import progress_bar
 from actkit._threads import small_linalg
+from actkit._warn import warn_user
 from actkit.alignment._uncertainty import map_measure
 from actkit.errors import LayerError, ValidationError
 from actkit.inference import MIN_SAMPLES, Samples, check_resampling, infer
-from actkit.measures import Moments
+from actkit.measures import Moments, constant_side
 from actkit.stats import first_block_shift
 
 #: at most this many bytes of cross scatters in one pass (more: a pass per row of the map)
@@ -231,6 +232,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
     widths = sum(X.shape[1] for X in src_a) * sum(X.shape[1] for X in src_b) * 8
     rows_per_pass = K if widths <= MAP_BYTES else 1
     matrix = np.full((len(la), len(lb)), np.nan)
+    const_a, const_b = set(), set()  # layers without variance (indexes): their cells stay NaN
     for r0 in range(0, K, rows_per_pass):
         rows = list(range(r0, min(K, r0 + rows_per_pass)))
         sa = [src_a[i] for i in rows]
@@ -241,8 +243,11 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
             u, v = sums[ka], sums[kb]
             m = Moments.from_sums(nn, u, v, sq[ka], sq[kb], xy, shift_a=shifts[ka],
                                   shift_b=shifts[kb], dtype=dtype)
-            matrix[rows[i], jj - len(sa)] = compute(m)
-    p = None
+            side = constant_side(m) or ""
+            const_a.update([rows[i]] if "A" in side else [])
+            const_b.update([jj - len(sa)] if "B" in side else [])
+            matrix[rows[i], jj - len(sa)] = np.nan if side else compute(m)
+    p = inf = None
     if permutations:
         p = np.full_like(matrix, np.nan)
         cache = {}
@@ -256,11 +261,18 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
 
         for i, Xa in enumerate(src_a):
             for j, Xb in enumerate(src_b):
+                if i in const_a or j in const_b:
+                    continue
                 s = Samples(rows_of(Xa), rows_of(Xb), groups, dtype=dtype)
                 rec, inf = infer(s, {measure: (compute, kind)}, permutations=permutations,
                                  random_state=random_state)
                 p[i, j] = rec[measure].p
     info = {"n_rows": int(n), "permutations": int(permutations)}
-    if permutations:
+    constant = [f"A:{la[i]}" for i in sorted(const_a)] + [f"B:{lb[j]}" for j in sorted(const_b)]
+    if constant:
+        info["constant_layers"] = constant
+        warn_user(f"layer(s) {', '.join(constant)} are constant (every row the same, zero variance): "
+                  f"{measure} is undefined there, their cells are NaN (shown as -)")
+    if permutations and inf is not None:
         info["permutation_exchangeable"] = inf["permutation_exchangeable"]
     return LayerMap(matrix, la, lb, measure, p, info)
