@@ -134,3 +134,23 @@ def test_a_read_only_mount_is_refused_before_any_work(tmp_path):
         assert lines[0].startswith("actkit: error: ") and "Read-only file system" in lines[0] and flag in lines[0], \
             (argv, lines)
         assert run["seconds"] < 2.0, (argv, run["seconds"])
+
+
+def test_an_html_output_is_checked_like_the_others(tmp_path):
+    """``--html`` (a command that writes a page): the same probe, and only an earlier page of
+    actkit's (an HTML document) is replaced; ``--html`` and ``--json`` may not be one file."""
+    from argparse import Namespace
+
+    from actkit._commands._preflight import check_outputs
+    from actkit.errors import InputError
+
+    with pytest.raises(InputError, match=r"cannot write --html /proc/r.html: folder /proc is not writable"):
+        check_outputs(Namespace(command="compare", html="/proc/r.html"))
+    (tmp_path / "notes.html").write_text("my notes\n")
+    with pytest.raises(InputError, match="not an output of this kind"):
+        check_outputs(Namespace(command="compare", html=str(tmp_path / "notes.html")))
+    (tmp_path / "page.html").write_text("<!DOCTYPE html>\n<html><body>old</body></html>\n")
+    check_outputs(Namespace(command="compare", html=str(tmp_path / "page.html")))
+    with pytest.raises(InputError, match="--json and --html name the same file"):
+        check_outputs(Namespace(command="compare", html=str(tmp_path / "r.x"), json=str(tmp_path / "r.x")))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.html", "page.html"]
