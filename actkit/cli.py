@@ -40,6 +40,7 @@ COMMANDS = [
     "demo",
     "reproduce",
     "units",
+    "zoo",
 ]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from actkit.errors import ActkitError
+from actkit.store import unwritable_reason
 
 from ._base import DTYPES
 
@@ -41,14 +42,13 @@ def check_options(pool, batch_size, dtype, storage_dtype, compression, checkpoin
 
 
 def check_output_path(out: Path) -> None:
-    """Fail early (before loading a model) when ``out`` cannot be written."""
+    """Fail early (before loading a model) when ``out`` cannot be written (a file is made and
+    removed in its folder: :func:`actkit.store.unwritable_reason`)."""
     if out.is_dir():
         raise ActkitError(f"output path {out} is a directory; give a file name like {out}/store.h5")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise ActkitError(f"cannot write {out}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ActkitError(f"cannot write {out}: folder {parent} is not writable")
+    why = unwritable_reason(out)
+    if why:
+        raise ActkitError(f"cannot write {out}: {why}")
     if out.exists() and not os.access(out, os.W_OK):
         raise ActkitError(f"cannot write {out}: the file is not writable")
 

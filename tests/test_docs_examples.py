@@ -28,6 +28,20 @@ long
 
 Every ``actkit`` command line of every block (untagged ones included, synopses excepted) is
 also parsed by actkit's own argument parser.
+
+The other fences say what they are. A ``text`` block is not output: a synopsis, a diagram, a
+schema, or code shown but not run. An untagged block is printed output (of the command above
+it, or a listing of what a command wrote), and each one is either
+
+checked
+    the run block just before it prints every line it shows (``_SHOWN_OUTPUT``; numbers
+    within a rounding step, ``…`` for a number that changes from run to run), or it is a copy,
+    character for character, of a checked block; or
+illustrative
+    marked on the line before its fence with ``<!-- illustrative: WHY -->`` (why it cannot be
+    checked: the full demo's minutes, a file listing with notes, another machine's timings).
+
+``test_every_output_block_is_checked_or_marked_illustrative`` enforces it.
 """
 
 from __future__ import annotations
@@ -86,6 +100,10 @@ _LONG = {
         "trains the eight shipped checkpoints (~6 min idle); tests/test_zoo.py trains one small one",
     ("docs/zoo.md", "actkit demo"):
         "the full demo takes minutes; .ci/run runs `actkit demo`, tests/test_demo.py runs --quick",
+    ("docs/reproduction.md", "actkit reproduce all --out docs/reproduction"):
+        "every experiment in full (tens of minutes); tests/test_reproduce.py runs the quick modes",
+    ("docs/measures.md", "python -W ignore benchmarks/bench_measures.py"):
+        "every measure and its reference package on 5,000 x 512 rows (minutes); its numbers are in docs/measures.md",
     ("docs/extraction.md", "torchrun --nproc-per-node 4 -m actkit extract EleutherAI/pythia-410m"):
         "needs 4 CUDA devices and the hub; tests/test_distributed.py runs 2-rank torchrun on CPU",
 }
@@ -93,8 +111,9 @@ _LONG = {
 
 # ----------------------------------------------------------------------------- the blocks
 class Block:
-    def __init__(self, page: Path, line: int, lang: str, body: str):
+    def __init__(self, page: Path, line: int, lang: str, body: str, illustrative: str | None = None):
         self.page, self.line, self.lang, self.body = page, line, lang, body
+        self.illustrative = illustrative  # the WHY of a `<!-- illustrative: WHY -->` just above the fence
         self.name = page.relative_to(REPO).as_posix()
         self.first = body.strip().splitlines()[0] if body.strip() else ""
 
@@ -140,12 +159,18 @@ def _in_ci(block) -> bool:
     return all(line.strip() in ci for line in block.body.strip().splitlines())
 
 
+_ILLUSTRATIVE = r"<!--\s*illustrative:\s*(\S.*?)\s*-->"
+
+
 def _blocks():
     out = []
     for page in PAGES:
         text = page.read_text()
         for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
-            out.append(Block(page, text[: m.start()].count("\n") + 1, m.group(1), m.group(2)))
+            above = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            mark = re.fullmatch(_ILLUSTRATIVE, above.strip())
+            out.append(Block(page, text[: m.start()].count("\n") + 1, m.group(1), m.group(2),
+                             mark.group(1) if mark else None))
     return out
 
 
@@ -296,7 +321,14 @@ def _run(block, cwd: Path):
 
 # run blocks whose output the page shows in the untagged block right after them: every shown
 # line must be printed, its numbers within a rounding step, ``…`` standing for any number
-_SHOWN_OUTPUT = {("README.md", "actkit compare pythia-s0.h5 pythia-s1.h5")}
+_SHOWN_OUTPUT = {
+    ("README.md", "actkit compare pythia-s0.h5 pythia-s1.h5 --layer-a gpt_neox.layers.2 --json r.json"),
+    ("README.md", "actkit compare pythia-s0.h5 pythia-s1.h5 --layer-a gpt_neox.layers.2 --methods permutation,rigid"),
+    ("docs/dictionary.md", "actkit extract data/zoo/pythia-tiny-seed0 --inputs data/zoo/inputs/text.txt \\"),
+    ("docs/dictionary.md", "actkit extract data/zoo/pythia-tiny-seed1 --inputs data/zoo/inputs/text.txt \\"),
+    ("docs/postprocessing.md", "actkit evaluate embeddings.npy --labels labels.txt --control DMSO"),
+    ("docs/sweep.md", "actkit sweep --checkpoints data/zoo/pythia-tiny-seed0/checkpoints/step-10"),
+}
 _NUMBER = r"-?\d+(?:\.\d+)?"
 
 
@@ -368,6 +400,46 @@ def test_shown_output_matching_is_strict_on_digits_and_lenient_on_ellipses():
     assert _not_printed("ica x: share 26 (A), run 0.330 (69%)", printed) != []
     assert all(_shown_after(b) is not None for b in BLOCKS
                if any(b.name == page and b.first.startswith(first) for page, first in _SHOWN_OUTPUT))
+
+
+def test_every_output_block_is_checked_or_marked_illustrative():
+    """An untagged block is printed output: checked (``_SHOWN_OUTPUT``, or a copy of a checked
+    block), or marked ``<!-- illustrative: WHY -->``; never both, never neither. The mark
+    belongs to output blocks only, and every ``_SHOWN_OUTPUT`` entry names a run block."""
+    checked = [_shown_after(b) for b in BLOCKS if b.kind == "run" and _shown_after(b) is not None]
+    for page, first in _SHOWN_OUTPUT:
+        assert any(b.name == page and b.first.startswith(first) and b.kind == "run" for b in BLOCKS), (page, first)
+    assert len(checked) == len(_SHOWN_OUTPUT)
+    bodies = {c.body for c in checked}
+    wrong = []
+    for b in BLOCKS:
+        if b.lang == "":
+            is_checked = any(b is c for c in checked) or b.body in bodies
+            if is_checked == (b.illustrative is not None):
+                wrong.append(f"{b.id}: {'checked and marked illustrative' if is_checked else 'neither checked nor marked'}"
+                             f" ({b.first[:60]!r})")
+        elif b.illustrative is not None:
+            wrong.append(f"{b.id}: a ```{b.lang} block marked illustrative (the mark is for output blocks)")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_the_output_rule_sees_marks_copies_and_strays(tmp_path, monkeypatch):
+    """The rule on a made-up page: an unmarked, unchecked output block and a marked code block
+    are found; a marked output and an exact copy of a checked block pass."""
+    page = tmp_path / "p.md"
+    page.write_text("```bash\necho hi\n```\n```\nhi\n```\n\n<!-- illustrative: a listing -->\n```\nls\n```\n"
+                    "```\nhi\n```\n```\nstray\n```\n<!-- illustrative: x -->\n```python\n1\n```\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PAGES", [page])
+    blocks = _blocks()
+    assert [b.illustrative for b in blocks] == [None, None, "a listing", None, None, "x"]
+    monkeypatch.setattr(sys.modules[__name__], "BLOCKS", blocks)
+    monkeypatch.setattr(sys.modules[__name__], "_SHOWN_OUTPUT", {("p.md", "echo hi")})
+    with pytest.raises(AssertionError) as info:
+        test_every_output_block_is_checked_or_marked_illustrative()
+    found = str(info.value)
+    assert "p.md:15: neither checked nor marked" in found and "p.md:19: a ```python block marked" in found
+    assert "p.md:4" not in found and "p.md:9" not in found and "p.md:12" not in found
 
 
 def test_every_block_has_one_checked_kind_and_the_long_list_is_current():
@@ -443,6 +515,8 @@ def test_the_long_blocks_use_flags_their_programs_have(key):
     block = next(b for b in BLOCKS if _long_key(b) == key)
     for words in block.commands():
         if words[0] == "python":
+            while words[1] in ("-W", "-X"):  # interpreter options (``python -W ignore script.py``)
+                words = [words[0], *words[3:]]
             program = words[1:3] if words[1] == "-m" else words[1:2]
             rest = words[len(program) + 1:]
             sub = [w for w in rest[:1] if not w.startswith("-")]

@@ -66,6 +66,24 @@ def test_rows_batched_by_a_plain_dataloader(layer, workers):
         np.testing.assert_array_equal(rows[:, 0].numpy().astype(np.int64), idx.numpy())
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_batched_again_are_refused_clearly(layer, workers):
+    """Issue 39: ``DataLoader(layer.to_torch(batch_size=256), batch_size=32, num_workers=2)``
+    died with torch's ``RuntimeError: Trying to resize storage that is not resizable`` from a
+    worker (and stacked 32 batches into one (32, 256, D) tensor without workers). Now the
+    dataset says what happened and the two ways out, before its first batch; both ways work."""
+    loader = torch.utils.data.DataLoader(layer.to_torch(batch_size=256, **SMALL), batch_size=32, num_workers=workers)
+    with pytest.raises(ValidationError) as info:
+        next(iter(loader))
+    assert ("already yields batches of 256 rows and the DataLoader batches them again (batch_size=32: tensors of "
+            "32 x 256 x features): give the DataLoader batch_size=None") in str(info.value)
+    ok = [torch.utils.data.DataLoader(layer.to_torch(batch_size=256, **SMALL), batch_size=None, num_workers=workers),
+          torch.utils.data.DataLoader(layer.to_torch(**SMALL), batch_size=32, num_workers=workers)]
+    for loader in ok:
+        np.testing.assert_array_equal(np.sort(_ids(list(loader))), np.arange(ROWS))
+
+
 def test_negative_workers_is_one_line(layer):
     with pytest.raises(ValidationError, match="num_workers must be a non-negative integer"):
         layer.to_torch(batch_size=32, num_workers=-1)

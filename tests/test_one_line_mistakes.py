@@ -296,3 +296,20 @@ def test_matrix_files_is_an_attribute_of_the_package():
     proc = subprocess.run([sys.executable, "-c", "import actkit; print(actkit.matrix_files.open_matrix.__name__)"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "open_matrix", proc.stderr
+
+
+# ----------------------------------------------------------------------------- issue 39: constant inputs
+@pytest.mark.parametrize("measures", [None, "linear_cka,rsa"])
+def test_a_constant_layer_is_one_line_before_any_fit(tmp_path, capsys, measures):
+    """Issue 39: a dead layer (every row the same) gave a silent ``nan`` CKA (and, with ``rsa``,
+    a number made of float noise); now compare stops before fitting a map, naming the side."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "live.npy", rng.normal(size=(300, 6)).astype(np.float32))
+    np.save(tmp_path / "dead.npy", np.tile(rng.normal(size=6), (300, 1)).astype(np.float32))
+    extra = ["--measures", measures] if measures else []
+    t0 = time.monotonic()
+    line = cli_error(capsys, "compare", tmp_path / "dead.npy", tmp_path / "live.npy", "--methods", "linear", *extra)
+    assert time.monotonic() - t0 < 30
+    assert "A is constant (every row the same, zero variance)" in line and "check the layer" in line, line
+    line = cli_error(capsys, "compare", tmp_path / "live.npy", tmp_path / "dead.npy", "--methods", "linear", *extra)
+    assert "B is constant" in line, line

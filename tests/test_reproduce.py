@@ -154,7 +154,7 @@ def test_cli_out_must_be_a_directory(tmp_path, capsys):
     f = tmp_path / "file.txt"
     f.write_text("x")
     assert main(["reproduce", "kl", "--quick", "--out", str(f)]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert f"--out {f} is a file, not a folder" in capsys.readouterr().err  # before any work (preflight)
 
 
 def test_result_json_has_no_nan_and_table_formats(tmp_path):

@@ -3,7 +3,8 @@ formulas of their source, ``save_sae``, malformed folders.
 
 The reference formulas below are written from SAELens 6 (``sae_lens/saes/sae.py``:
 ``process_sae_in``, ``_setup_activation_normalization``; ``standard_sae.py``, ``topk_sae.py``,
-``jumprelu_sae.py``, ``gated_sae.py``: ``encode``/``decode``; ``loading/pretrained_sae_loaders.py``:
+``abstopk_sae.py``, ``jumprelu_sae.py``, ``gated_sae.py``, ``matching_pursuit_sae.py``:
+``encode``/``decode``; ``loading/pretrained_sae_loaders.py``:
 ``handle_pre_6_0_config``) and sparsify (``sparsify/sparse_coder.py``: ``encode``, ``decode``;
 ``fused_encoder.py``), in numpy float64.
 """
@@ -20,11 +21,31 @@ import actkit
 from actkit.errors import ActkitError
 
 D_IN, D_SAE, K = 12, 40, 5
+MP_THRESHOLD = 0.5  # reached by some rows before D_IN steps: both of matching pursuit's stops are used
+
+
+def reference_matching_pursuit(x, W_dec, threshold=MP_THRESHOLD, max_iterations=D_IN):
+    """SAELens's ``_encode_matching_pursuit``, one row at a time in numpy float64: pick the
+    decoder row of largest positive correlation with the residual, add it, stop once the
+    support repeats or the residual's norm is below ``threshold``."""
+    codes = np.zeros((len(x), len(W_dec)))
+    for n, r in enumerate(x.copy()):
+        for _ in range(max_iterations):
+            before = codes[n] != 0
+            i = int(np.argmax(np.maximum(r @ W_dec.T, 0)))
+            v = max(float(r @ W_dec[i]), 0.0)
+            codes[n, i] += v
+            r = r - v * W_dec[i]
+            if np.array_equal(codes[n] != 0, before) or np.linalg.norm(r) < threshold:
+                break
+    return codes
 
 
 def _weights(rng, arch, d_in=D_IN, d_sae=D_SAE):
     w = {"W_enc": rng.normal(size=(d_in, d_sae)) / np.sqrt(d_in), "W_dec": rng.normal(size=(d_sae, d_in)) * 0.3,
          "b_dec": rng.normal(size=d_in) * 0.1}
+    if arch == "matching_pursuit":  # tied: only the decoder is stored
+        return {k: w[k].astype(np.float32) for k in ("W_dec", "b_dec")}
     if arch == "gated":
         w.update(b_gate=rng.normal(size=d_sae) * 0.2, b_mag=rng.normal(size=d_sae) * 0.2,
                  r_mag=rng.normal(size=d_sae) * 0.2)
@@ -53,8 +74,10 @@ def saelens_folder(path, arch, *, norm="none", apply_b_dec=True, k=K, rescale=Fa
         cfg = {"architecture": arch, "d_in": D_IN, "d_sae": D_SAE, "dtype": "float32", "device": "cpu",
                "apply_b_dec_to_input": apply_b_dec, "normalize_activations": norm, "reshape_activations": "none",
                "metadata": {"sae_lens_version": "6.5.0", "hook_name": "blocks.0.hook_resid_pre"}}
-        if arch == "topk":
+        if arch in ("topk", "abstopk"):
             cfg.update(k=k, rescale_acts_by_decoder_norm=rescale)
+        if arch == "matching_pursuit":
+            cfg.update(residual_threshold=MP_THRESHOLD, max_iterations=None, stop_on_duplicate_support=True)
     (path / "cfg.json").write_text(json.dumps(cfg))
     return {k: v.astype(np.float64) for k, v in w.items()}
 
@@ -72,6 +95,10 @@ def reference_saelens(w, X, arch, *, norm="none", apply_b_dec=True, k=K, rescale
         x = x / (std + 1e-5)
     xin = x - w["b_dec"] * apply_b_dec
     dec_norm = np.linalg.norm(w["W_dec"], axis=1)
+    if arch == "matching_pursuit":
+        codes = reference_matching_pursuit(xin, w["W_dec"])
+        y = codes @ w["W_dec"] + w["b_dec"] * apply_b_dec
+        return codes, (y / coeff if norm == "constant_norm_rescale" else y * std + mu if norm == "layer_norm" else y)
     if arch == "gated":
         codes = (xin @ w["W_enc"] + w["b_gate"] > 0) * np.maximum(xin @ (w["W_enc"] * np.exp(w["r_mag"])) + w["b_mag"], 0)
     else:
@@ -84,8 +111,12 @@ def reference_saelens(w, X, arch, *, norm="none", apply_b_dec=True, k=K, rescale
             if rescale:
                 h = h * dec_norm
             codes = np.zeros_like(h)
-            top = np.argsort(-h, axis=1)[:, :k]
-            np.put_along_axis(codes, top, np.maximum(np.take_along_axis(h, top, 1), 0), 1)
+            if arch == "abstopk":  # the k largest in magnitude, signs kept
+                top = np.argsort(-np.abs(h), axis=1)[:, :k]
+                np.put_along_axis(codes, top, np.take_along_axis(h, top, 1), 1)
+            else:
+                top = np.argsort(-h, axis=1)[:, :k]
+                np.put_along_axis(codes, top, np.maximum(np.take_along_axis(h, top, 1), 0), 1)
     c = codes / dec_norm if rescale else codes
     y = c @ w["W_dec"] + w["b_dec"]
     if norm == "constant_norm_rescale":
@@ -105,7 +136,10 @@ CASES = [("standard", "none", True, False), ("standard", "constant_norm_rescale"
          ("standard", "layer_norm", False, False), ("standard", "expected_average_only_in", True, False),
          ("topk", "none", True, False), ("topk", "none", True, True), ("topk", "layer_norm", True, False),
          ("jumprelu", "none", True, False), ("jumprelu", "constant_norm_rescale", False, False),
-         ("gated", "none", True, False), ("gated", "layer_norm", True, False)]
+         ("gated", "none", True, False), ("gated", "layer_norm", True, False),
+         ("abstopk", "none", True, False), ("abstopk", "none", True, True), ("abstopk", "layer_norm", False, False),
+         ("matching_pursuit", "none", True, False), ("matching_pursuit", "none", False, False),
+         ("matching_pursuit", "constant_norm_rescale", True, False)]
 
 
 @pytest.mark.parametrize("arch,norm,apply_b_dec,rescale", CASES)
@@ -246,6 +280,42 @@ def test_malformed_folders_are_one_line(tmp_path):
         with pytest.raises(ActkitError, match=msg) as info:
             actkit.load_sae(tmp_path / name)
         assert "\n" not in str(info.value)
+
+
+def test_abstopk_and_matching_pursuit_are_what_their_names_say(tmp_path, X):
+    """abstopk: exactly k latents per row, some negative (signs kept); matching_pursuit: a
+    tied encoder, non-negative codes, rows that stop at different steps (the threshold or a
+    repeated support), and SAELens's rule that b_dec is added back only when it was taken off."""
+    saelens_folder(tmp_path / "abs", "abstopk")
+    codes = actkit.load_sae(tmp_path / "abs").transform(X)
+    assert ((codes != 0).sum(1) == K).all() and (codes < 0).any() and (codes > 0).any()
+    w = saelens_folder(tmp_path / "mp", "matching_pursuit", apply_b_dec=False)
+    sae = actkit.load_sae(tmp_path / "mp")
+    assert sae.spec_["architecture"] == "matching_pursuit" and not sae.sparse_codes
+    np.testing.assert_array_equal(sae.W_enc_, sae.W_dec_.T)
+    codes = sae.transform(X)
+    steps = (codes != 0).sum(1)
+    assert (codes >= 0).all() and steps.min() >= 1 and len(np.unique(steps)) > 2
+    np.testing.assert_allclose(sae.inverse_transform(codes), codes @ w["W_dec"], atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_inf_weights_are_refused_on_load(tmp_path, X, bad, capsys):
+    """A diverged SAE (one NaN or inf weight) is refused in one line, never evaluated to
+    ``FVU nan``; ``actkit sae-eval`` says so before reading the store."""
+    from safetensors.numpy import load_file, save_file
+
+    from cli_helpers import cli_error
+
+    saelens_folder(tmp_path / "sae", "standard")
+    w = load_file(str(tmp_path / "sae" / "sae_weights.safetensors"))
+    w["W_dec"][3, 4] = bad
+    save_file(w, str(tmp_path / "sae" / "sae_weights.safetensors"))
+    with pytest.raises(ActkitError, match=r"tensor W_dec holds 1 NaN or infinite value\(s\) of 480") as info:
+        actkit.load_sae(tmp_path / "sae")
+    assert "\n" not in str(info.value)
+    line = cli_error(capsys, "sae-eval", tmp_path / "missing.h5", "--sae", tmp_path / "sae")
+    assert "W_dec holds 1 NaN or infinite" in line and "missing.h5" not in line
 
 
 def test_wrong_width_and_unfitted(tmp_path):

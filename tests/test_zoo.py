@@ -173,6 +173,30 @@ def test_unknown_zoo_model_is_a_one_line_error():
         zoo.model_spec("gpt2")
 
 
+def test_actkit_zoo_path_prints_the_folder_a_pip_user_needs(tmp_path, capsys, monkeypatch):
+    """Issue 39: the README's tour starts from ``Z=$(actkit zoo path)``: the command prints
+    ``zoo_dir()`` (the folder holding zoo.json, the models and the inputs), follows
+    ``ACTKIT_ZOO``, and a folder without a zoo is one line, exit 2."""
+    import subprocess
+    import sys
+
+    from cli_helpers import cli_error, run_cli
+
+    code, out, _ = run_cli(capsys, "zoo", "path")
+    assert code == 0 and out == f"{zoo.zoo_dir()}\n"
+    here = Path(out.strip())
+    assert (here / "zoo.json").is_file() and (here / "inputs" / "text.txt").is_file()
+    assert all((here / name).is_dir() for name in zoo.MODELS)
+    shell = subprocess.run(["bash", "-c", 'Z=$("$0" -m actkit zoo path) && ls "$Z/pythia-tiny-seed0/config.json"',
+                            sys.executable], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert shell.returncode == 0 and shell.stdout.strip() == str(here / "pythia-tiny-seed0" / "config.json")
+    code, out, _ = run_cli(capsys, "zoo", "list")
+    assert code == 0 and out == zoo.format_models() + "\n" and len(out.splitlines()) == 1 + len(zoo.MODELS)
+    monkeypatch.setenv("ACTKIT_ZOO", str(tmp_path))
+    line = cli_error(capsys, "zoo", "path")
+    assert f"no zoo at {tmp_path}" in line and "ACTKIT_ZOO" in line
+
+
 def test_tokenizer_has_no_pad_token_like_pythia():
     from transformers import AutoTokenizer
 

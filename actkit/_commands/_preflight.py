@@ -1,7 +1,10 @@
 """Checks every command's options get before it loads a model or a store (``actkit.cli`` runs
 :func:`preflight` right after parsing): numbers in their range, and every output path
-(``--out``, ``--json``, ``--plot``, ``--work-dir``) writable and not someone else's. One line,
-exit 2, within a second, nothing written.
+(``--out``, ``--json``, ``--plot``, ``--html``, ``--work-dir``, the output folders of demo and
+reproduce) writable and not someone else's. Writable is proven, not guessed: a file is made and
+removed in each output's folder (:func:`actkit.store.unwritable_reason`), so ``/proc``,
+``/sys`` and a read-only mount are refused here, not after the work. One line, exit 2, within
+a second, nothing left behind.
 
 One table per kind of option, keyed by the option's ``dest``: a command that adds an option of
 a known name gets its check without code of its own.
@@ -42,6 +45,9 @@ FLOATS_BY_COMMAND = {"alpha": (0.0, math.inf, True, False)}
 #: the first bytes of a file of each figure format a ``--plot`` may name
 #: (:data:`actkit._atomic.FIGURE_FORMATS`, written from the suffix)
 IMAGE_MAGIC = {"png": (b"\x89PNG",), "pdf": (b"%PDF",), "svg": (b"<?xml", b"<svg"), "jpg": (b"\xff\xd8",)}
+
+#: commands whose ``--out`` is a folder of their own (made if absent)
+FOLDER_OUT = ("demo", "reproduce")
 
 #: commands whose ``--out`` is a store (export's is checked by actkit.export.check_export_out;
 #: extract checks its own folder, here only a file of the user's already there; demo and
@@ -133,20 +139,33 @@ def check_plot(path, flag: str = "--plot") -> None:
 
 
 def check_work_dir(path, flag: str = "--work-dir") -> None:
-    """A folder to keep working files in: an existing writable folder, or a new one whose
-    parent exists and is writable."""
+    """A folder to keep working files in: an existing folder a file can be made in, or a new
+    one whose parent exists and is writable (both proven by making a file)."""
+    from actkit.store import unwritable_reason  # actkit.store (h5py): ~0.1 s at import (measured); only an output path needs it
+
     path = Path(path)
     if path.exists():
         if not path.is_dir():
             raise InputError(f"{flag} {path} is a file, not a folder")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise InputError(f"cannot write into {flag} {path}: the folder is not writable")
+        why = unwritable_reason(path / "probe")
+        if why:
+            raise InputError(f"cannot write into {flag} {path}: {why}")
         return
-    from actkit.store import unwritable_reason  # actkit.store (h5py): ~0.1 s at import (measured); only an output path needs it
-
     why = unwritable_reason(path)
     if why:
         raise InputError(f"cannot create {flag} {path}: {why}")
+
+
+def plot_targets(plot, names) -> list[str]:
+    """The files a ``--plot`` of several panels is saved to, one per name (``OUT.NAME.png``;
+    ``plot`` itself for one name), each checked as :func:`check_plot` checks ``--plot``; call
+    it once the names are known, before the work."""
+    names = list(names)
+    base, ext = os.path.splitext(str(plot))
+    targets = [str(plot)] if len(names) == 1 else [f"{base}.{n}{ext or '.png'}" for n in names]
+    for target in targets:
+        check_plot(target)
+    return targets
 
 
 def check_store_out(path, flag: str = "--out") -> None:
@@ -159,7 +178,8 @@ def check_store_out(path, flag: str = "--out") -> None:
 
 
 def check_outputs(args) -> None:
-    """Every output path of ``args`` (``--out``, ``--json``, ``--plot``, ``--work-dir``)."""
+    """Every output path of ``args`` (``--out``, ``--json``, ``--plot``, ``--html``,
+    ``--work-dir``)."""
     command = getattr(args, "command", None)
     if isinstance(getattr(args, "json", None), str):
         check_writable_file(args.json, "--json", looks_ours=is_json_file)
@@ -174,18 +194,39 @@ def check_outputs(args) -> None:
     out = getattr(args, "out", None)
     if out and command in STORE_OUT:
         check_store_out(out)
-    elif out and command == "extract" and Path(out).is_file():  # the rest extract checks itself, first too
+    elif out and command == "extract" and Path(out).is_file():  # a file of the user's already there
         check_store_out(out)
+    elif out and command == "extract":  # its folder (a folder as --out: extract's own line)
+        _check_folder_of(out)
+    elif command in FOLDER_OUT:
+        check_work_dir(out if out is not None else _default_demo_out(args), "--out")
     elif out and command == "export":
         from actkit.export import FORMATS, check_export_out  # actkit.export: ~0.1 s at import (measured); only actkit export
 
         if args.format in FORMATS:
             check_export_out(out, args.format, args.overwrite)
-    named = [(f, os.path.abspath(getattr(args, f))) for f in ("json", "plot", "html") if isinstance(getattr(args, f, None), str)]
-    for i, (f, a) in enumerate(named):
-        for g, b in named[i + 1:]:
-            if a == b:
-                raise InputError(f"--{f} and --{g} name the same file")
+    named = [(f, getattr(args, f[2:], None)) for f in ("--json", "--plot", "--html")]
+    named = [(f, os.path.abspath(v)) for f, v in named if isinstance(v, str)]
+    for i, (f, v) in enumerate(named):
+        for g, w in named[i + 1:]:
+            if v == w:
+                raise InputError(f"{f} and {g} name the same file")
+
+
+def _default_demo_out(args) -> str:
+    from actkit.demo import default_out  # actkit.demo (numpy): ~0.07 s at import (measured); only actkit demo without --out
+
+    return default_out(args.quick)
+
+
+def _check_folder_of(path, flag: str = "--out") -> None:
+    """The folder a new file ``path`` would be made in takes a file."""
+    from actkit.store import unwritable_reason  # actkit.store (h5py): ~0.1 s at import (measured); only an output path needs it
+
+    if not Path(path).is_dir():  # a folder given as --out is the command's own line
+        why = unwritable_reason(path)
+        if why:
+            raise InputError(f"cannot write {flag} {path}: {why}")
 
 
 def preflight(args) -> None:

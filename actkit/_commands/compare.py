@@ -21,6 +21,7 @@ import warnings
 
 import actkit
 from actkit._commands._analysis_io import add_scheduler_argument, cluster
+from actkit._commands._preflight import plot_targets
 from actkit._device import is_accelerator, resolve_device
 from actkit.errors import ActkitError, InputError, StoreError
 
@@ -380,8 +381,9 @@ def _run_stores(args, paths, methods, display=None):
             # only the matrix of --metric is reported: fit nothing else (no FastICA for rigid)
             methods = _matrix_methods(args.metric, methods, args.methods is not None)
             pairs = _layer_pairs(args, stores[0], stores[1])
+            targets = plot_targets(args.plot, [la for la, _ in pairs]) if args.plot else None  # before the work
             out, maps = {}, []
-            for la, _ in pairs:
+            for i, (la, _) in enumerate(pairs):
                 layers = [s[la] for s in stores]
                 for lay, p in zip(layers[1:], paths[1:]):
                     _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
@@ -396,10 +398,8 @@ def _run_stores(args, paths, methods, display=None):
                            "matrix": [[None if v != v else float(v) for v in row] for row in matrix]}
                 maps.append((actkit.alignment.LayerMap(matrix, list(display), list(display), measure=f"{args.metric} [{la}]"),
                              "stores (rows) x stores (columns)"))
-                if args.plot:
-                    base, ext = os.path.splitext(args.plot)
-                    target = args.plot if len(pairs) == 1 else f"{base}.{la}{ext or '.png'}"
-                    save_matrix_plot(matrix, list(display), target, metric=f"{args.metric} [{la}]")
+                if targets:
+                    save_matrix_plot(matrix, list(display), targets[i], metric=f"{args.metric} [{la}]")
             if args.json:
                 _write_json(args.json, out)
             if args.html:

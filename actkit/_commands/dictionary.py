@@ -12,7 +12,6 @@ Only parsing and calls to :class:`actkit.SparseDictionary` and
 
 from __future__ import annotations
 
-import os
 
 from actkit._commands._analysis_io import add_common_arguments, on_cluster, open_layer, write_derived
 from actkit.errors import InputError
@@ -49,12 +48,6 @@ def _run(args, runner) -> int:
         raise InputError(f"--k={args.k} must be between 1 and --n-components={args.n_components}")
     if args.restarts < 1:
         raise InputError(f"--restarts must be at least 1, got {args.restarts}")
-    if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder):
-            raise InputError(f"cannot write {args.json}: folder {folder} does not exist")
-        if os.path.isdir(args.json):
-            raise InputError(f"{args.json} is a directory; give a file name")
     kw = {"batch_size": args.block_rows} if args.block_rows else {}
     fits = [SparseDictionary(args.n_components, code=args.code, k=args.k, alpha=args.alpha, positive=args.positive,
                              n_epochs=args.n_epochs, random_state=args.seed + r, device=args.device,

@@ -39,10 +39,6 @@ def run(args) -> int:
     from actkit._atomic import write_json_atomic  # actkit._atomic (numpy): ~0.05 s at import (measured); at the top actkit --help would pay it
     from actkit.matrix_files import open_source  # actkit.matrix_files (h5py): ~0.15 s at import (measured); at the top actkit --help would pay it
 
-    if args.json:  # the output is checked before the pass
-        parent = os.path.dirname(os.path.abspath(args.json))
-        if os.path.isdir(args.json) or not os.path.isdir(parent):
-            raise InputError(f"--json {args.json}: not a file in an existing folder")
     if args.block_rows is not None and args.block_rows < 1:
         raise InputError(f"--block-rows must be a positive number of rows, got {args.block_rows}")
     sae = actkit.load_sae(args.sae, device=args.device)

@@ -30,7 +30,7 @@ from actkit.errors import ValidationError
 from actkit.alignment._measures_run import (evaluate_asked, finish_measures, pair_moments,
                                              resolve_measures, similarity_columns)
 from actkit.alignment._tasks import compare_many as as_tasks
-from actkit.measures import available, parse_measures, rank_cut
+from actkit.measures import available, constant_side, parse_measures, rank_cut, refuse_constant
 
 DIAMETER_MAX_ROWS = 10000     # exact diam(B_eval) up to this many held-out rows, else sampled
 
@@ -202,6 +202,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     pair = Pair(A, B, eval_mask=eval_mask, sample_rows=ica_sample, block_rows=block_rows,
                  progress=progress, diam_rows=diam_rows, side_a=side_a, side_b=side_b)
     pair.fit_moments()
+    refuse_constant(constant_side(pair_moments(pair)), "the comparison")  # before any fit
     t_moments = time.perf_counter()
 
     alignments = {}

@@ -17,10 +17,11 @@ from actkit._data import iter_blocks
 from actkit._frames import frame_html, pandas
 from actkit._progress import progress_bar
 from actkit._threads import small_linalg
+from actkit._warn import warn_user
 from actkit.alignment._uncertainty import map_measure
 from actkit.errors import LayerError, ValidationError
 from actkit.inference import MIN_SAMPLES, Samples, check_resampling, infer
-from actkit.measures import Moments
+from actkit.measures import Moments, constant_side
 from actkit.stats import first_block_shift
 
 #: at most this many bytes of cross scatters in one pass (more: a pass per row of the map)
@@ -102,6 +103,39 @@ class LayerMap:
         return out
 
 
+class _ArrayLayers:
+    """Arrays in memory seen as a store by :func:`compare_layers`: ``layers`` and
+    ``store[name]`` (no fingerprint, no row index: rows are paired by position)."""
+
+    def __init__(self, arrays: dict):
+        self._arrays = arrays
+        self.layers = list(arrays)
+
+    def __getitem__(self, name):
+        return self._arrays[name]
+
+
+def _as_store(x, name):
+    """A store as it is; a dict of layer name -> 2-D array, a list of 2-D arrays or a 3-D
+    array (layers "0", "1", ...) or one 2-D array (layer "0") in :class:`_ArrayLayers`."""
+    if hasattr(x, "layers") and hasattr(x, "__getitem__") and not isinstance(x, (dict, np.ndarray)):
+        return x
+    if isinstance(x, dict):
+        arrays = {str(k): np.asarray(v) for k, v in x.items()}
+    elif isinstance(x, (list, tuple)) or getattr(x, "ndim", None) == 3:
+        arrays = {str(i): np.asarray(v) for i, v in enumerate(x)}
+    elif getattr(x, "ndim", None) == 2 or hasattr(x, "__array__"):
+        arrays = {"0": np.asarray(x)}
+    else:
+        raise ValidationError(f"{name} must be a store (actkit.open_store), a dict of layer name -> 2-D array, a list "
+                              f"of 2-D arrays or one 2-D array; got {type(x).__name__}")
+    bad = [k for k, v in arrays.items() if v.ndim != 2]
+    if not arrays or bad:
+        what = f"layer {bad[0]!r} has shape {arrays[bad[0]].shape}" if bad else "it holds no layer"
+        raise ValidationError(f"{name}: every layer must be 2-D (n_rows, n_features); {what}")
+    return _ArrayLayers(arrays)
+
+
 def _resolve(store, layers, name):
     have = list(store.layers)
     if layers is None:
@@ -176,9 +210,11 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
 
     Parameters
     ----------
-    A_store, B_store : Store
+    A_store, B_store : Store, dict of str to array-like, list of array-like or array-like
         Stores of the same inputs (:func:`actkit.open_store`); the same store twice gives
-        the self-similarity map.
+        the self-similarity map. Arrays in memory, each of shape (n_rows, n_features): a
+        dict names its layers; a list, or a 3-D array (n_layers, n_rows, n_features), has
+        layers ``"0"``, ``"1"``, ...; one 2-D array is layer ``"0"`` (a 1 x 1 map).
     measure : str, default="linear_cka"
         A moment-based measure (computed exactly from the moments of the layer pair).
     layers_a, layers_b : list of str, optional
@@ -200,6 +236,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         ``matrix, layers_a, layers_b``), ``p`` with permutations.
     """
     check_resampling(permutations, 0, 0.95)
+    A_store, B_store = _as_store(A_store, "A"), _as_store(B_store, "B")
     dtype = "float32" if all(str(getattr(X, "dtype", "")) == "float32" for X in
                              [A_store[x] for x in _resolve(A_store, layers_a, "A")]) else "float64"
     compute, kind = map_measure(measure, params, dtype)
@@ -218,6 +255,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
     widths = sum(X.shape[1] for X in src_a) * sum(X.shape[1] for X in src_b) * 8
     rows_per_pass = K if widths <= MAP_BYTES else 1
     matrix = np.full((len(la), len(lb)), np.nan)
+    const_a, const_b = set(), set()  # layers without variance (indexes): their cells stay NaN
     for r0 in range(0, K, rows_per_pass):
         rows = list(range(r0, min(K, r0 + rows_per_pass)))
         sa = [src_a[i] for i in rows]
@@ -228,8 +266,11 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
             u, v = sums[ka], sums[kb]
             m = Moments.from_sums(nn, u, v, sq[ka], sq[kb], xy, shift_a=shifts[ka],
                                   shift_b=shifts[kb], dtype=dtype)
-            matrix[rows[i], jj - len(sa)] = compute(m)
-    p = None
+            side = constant_side(m) or ""
+            const_a.update([rows[i]] if "A" in side else [])
+            const_b.update([jj - len(sa)] if "B" in side else [])
+            matrix[rows[i], jj - len(sa)] = np.nan if side else compute(m)
+    p = inf = None
     if permutations:
         p = np.full_like(matrix, np.nan)
         cache = {}
@@ -243,11 +284,18 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
 
         for i, Xa in enumerate(src_a):
             for j, Xb in enumerate(src_b):
+                if i in const_a or j in const_b:
+                    continue
                 s = Samples(rows_of(Xa), rows_of(Xb), groups, dtype=dtype)
                 rec, inf = infer(s, {measure: (compute, kind)}, permutations=permutations,
                                  random_state=random_state)
                 p[i, j] = rec[measure].p
     info = {"n_rows": int(n), "permutations": int(permutations)}
-    if permutations:
+    constant = [f"A:{la[i]}" for i in sorted(const_a)] + [f"B:{lb[j]}" for j in sorted(const_b)]
+    if constant:
+        info["constant_layers"] = constant
+        warn_user(f"layer(s) {', '.join(constant)} are constant (every row the same, zero variance): "
+                  f"{measure} is undefined there, their cells are NaN (shown as -)")
+    if permutations and inf is not None:
         info["permutation_exchangeable"] = inf["permutation_exchangeable"]
     return LayerMap(matrix, la, lb, measure, p, info)

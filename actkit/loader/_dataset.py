@@ -29,6 +29,7 @@ still to come.
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -63,6 +64,27 @@ def _positive(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValidationError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _rebatching_loader():
+    """The batch size of a torch ``DataLoader`` that batches again what this dataset yields
+    (its fetcher collates automatically: ``batch_size`` not None), else None.
+
+    Found on the frames that called the dataset's first ``next()``: torch's
+    ``_IterableDatasetFetcher.fetch`` (its ``auto_collation`` and the batch's indices). Where
+    torch's internals differ nothing is found and nothing is refused.
+    """
+    frame = sys._getframe(1)
+    for _ in range(4):
+        frame = frame.f_back
+        if frame is None:
+            return None
+        fetcher = frame.f_locals.get("self")
+        if type(fetcher).__name__ == "_IterableDatasetFetcher":
+            if not getattr(fetcher, "auto_collation", False):
+                return None
+            return len(frame.f_locals.get("possibly_batched_index") or ()) or "a"
+    return None
 
 
 class ActivationDataset(IterableDataset):
@@ -227,6 +249,11 @@ class ActivationDataset(IterableDataset):
             # a plain torch DataLoader's worker (this is its own copy): the windows are dealt to
             # as many streams as it has workers, and this worker yields the stream of its id
             self.num_workers = info.num_workers
+        if not self.yield_rows and (n := _rebatching_loader()) is not None:
+            raise ValidationError(
+                f"this dataset already yields batches of {self.batch_size} rows and the DataLoader batches them "
+                f"again (batch_size={n}: tensors of {n} x {self.batch_size} x features): give the DataLoader "
+                "batch_size=None, or to_torch() no batch_size (single rows) and the DataLoader the batch size")
         schedule = self._schedule()
         if self.yield_rows:
             yield from _rows(self._batches(info, schedule))

@@ -72,6 +72,8 @@ _LAZY = {
     "rows_of": "actkit.measures._compute",
     "evaluate": "actkit.measures._compute",
     "held_out_mask": "actkit.measures._compute",
+    "constant_side": "actkit.measures._compute",
+    "refuse_constant": "actkit.measures._compute",
     "sample_by_groups": "actkit.measures._rowtools",
     "structure_for": "actkit.measures._structures",
     "SampleLayout": "actkit.measures._structures",

@@ -15,7 +15,12 @@ from actkit.measures._protocol import Moments
 from actkit.measures._rowtools import sample_by_groups
 from actkit.stats import CrossMoments
 
-__all__ = ["moments_of", "rows_of", "evaluate", "held_out_mask", "check_sources"]
+__all__ = ["moments_of", "rows_of", "evaluate", "held_out_mask", "check_sources", "constant_side",
+           "refuse_constant"]
+
+#: a column varies when its standard deviation exceeds this share of its mean's size (float32
+#: rounding: a column of one value read as float32 and averaged in float64 stays below it)
+CONSTANT_RTOL = 1e-7
 
 
 def check_sources(A, B):
@@ -89,6 +94,30 @@ def _finite(block, name, start):
         raise ValidationError(f"{name} contains NaN or infinite values (first at row {bad})")
 
 
+def _no_variance(var, mean) -> bool:
+    """Every column's variance (``var``, shape (p,)) within float32 rounding of its mean."""
+    return bool(np.all(np.asarray(var) <= (CONSTANT_RTOL * np.abs(np.asarray(mean))) ** 2))
+
+
+def constant_side(moments) -> str | None:
+    """``"A"``, ``"B"`` or ``"A and B"``: the side(s) of a :class:`Moments` whose rows are all
+    the same (no column varies, :data:`CONSTANT_RTOL`); None when both vary."""
+    n = max(float(moments.n), 1.0)
+    sides = [name for name, S, mu in (("A", moments.Saa, moments.mean_a), ("B", moments.Sbb, moments.mean_b))
+             if _no_variance(np.diag(S) / n, mu)]
+    return " and ".join(sides) or None
+
+
+def refuse_constant(side, what) -> None:
+    """A one-line :class:`ValidationError` when ``side`` (:func:`constant_side`) is not None:
+    ``what`` (e.g. ``"linear_cka"``) has no value on a representation without variance (CKA,
+    CCA and correlations divide by it; a nearest-neighbour or distance ranking is all ties)."""
+    if side:
+        verb = "are" if " and " in side else "is"
+        raise ValidationError(f"{side} {verb} constant (every row the same, zero variance): {what} is undefined; "
+                              "check the layer and its rows (a dead or padded output, the wrong layer)")
+
+
 def held_out_mask(n, groups, test_fraction, random_state):
     """Test rows of a seeded split by input sample: ``round(test_fraction x samples)`` whole
     samples, drawn by ``np.random.default_rng(random_state).permutation`` (one row per
@@ -108,9 +137,10 @@ def held_out_mask(n, groups, test_fraction, random_state):
     return is_test[inv]
 
 
-def rows_of(A, B, groups, max_rows, random_state, device="cpu"):
+def rows_of(A, B, groups, max_rows, random_state, device="cpu", what="a measure on rows"):
     """The seeded row sample (:func:`sample_by_groups`) as torch float64 tensors on
-    ``device``; returns ``(A_rows, B_rows, rows)``."""
+    ``device``; returns ``(A_rows, B_rows, rows)``. A side whose sampled rows are all the
+    same is refused (:func:`refuse_constant`, naming ``what``)."""
     import torch  # torch: ~1.2 s at import (measured); import actkit.alignment stays torch-free
 
     n, _ = check_sources(A, B)
@@ -121,6 +151,8 @@ def rows_of(A, B, groups, max_rows, random_state, device="cpu"):
         block = _data.gather_rows(X, rows) if _data.is_streaming(X) else _data.as_array(X)[rows]
         block = np.asarray(block, dtype=np.float64)
         _finite(block, name, 0)
+        if _no_variance(block.var(axis=0), block.mean(axis=0)):
+            refuse_constant(name, what)
         out.append(torch.from_numpy(block).to(dev))
     return out[0], out[1], rows
 
@@ -148,11 +180,14 @@ def evaluate(A, B, chosen, *, groups=None, max_rows=10000, random_state=0, devic
         mask = (held_out_mask(n, groups, split[0].get("test_fraction", 0.5), random_state)
                 if split else None)
         moments = moments_of(A, B, test_mask=mask, progress=progress)
+    if by_moments:
+        refuse_constant(constant_side(moments), ", ".join(m.name for m, _ in by_moments))
     for m, params in by_moments:
         out[m.name] = float(m.compute(moments, **params))
     by_rows = [(m, p) for m, p in chosen if m.source == "rows"]
     if by_rows:
-        a, b, rows = rows_of(A, B, groups, max_rows, random_state, device)
+        a, b, rows = rows_of(A, B, groups, max_rows, random_state, device,
+                             what=", ".join(m.name for m, _ in by_rows))
         for m, params in by_rows:
             m.check_data(params, widths, rows.size)
             out[m.name] = float(m.compute(a, b, **params))

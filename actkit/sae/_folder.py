@@ -3,16 +3,20 @@
 Only JSON and safetensors are read (never pickle, never code). ``spec`` is a plain dict:
 
 * ``format``: ``"saelens"`` or ``"sparsify"``;
-* ``architecture``: ``standard``, ``topk``, ``jumprelu``, ``gated`` (SAELens) or ``topk`` /
-  ``groupmax`` (sparsify);
-* ``k``, ``rescale_acts_by_decoder_norm`` (topk), ``apply_b_dec_to_input``,
+* ``architecture``: ``standard``, ``topk``, ``abstopk``, ``jumprelu``, ``gated``,
+  ``matching_pursuit`` (SAELens) or ``topk`` / ``groupmax`` (sparsify);
+* ``k``, ``rescale_acts_by_decoder_norm`` (topk, abstopk), ``residual_threshold``,
+  ``max_iterations``, ``stop_on_duplicate_support`` (matching_pursuit), ``apply_b_dec_to_input``,
   ``normalize_activations`` (``none``, ``expected_average_only_in``, ``constant_norm_rescale``,
   ``layer_norm``), ``d_in``, ``d_sae``, ``hook_name``, ``dtype``.
 
 ``weights`` holds float32 (float64 for a float64 SAE) numpy arrays in SAELens's orientation:
 ``W_enc`` (d_in, d_sae), ``W_dec`` (d_sae, d_in), ``b_enc`` (d_sae,), ``b_dec`` (d_in,), and
 per architecture ``threshold`` (jumprelu), ``b_gate``, ``b_mag``, ``r_mag`` (gated), ``W_skip``
-(d_in, d_in; sparsify's skip connection).
+(d_in, d_in; sparsify's skip connection). A matching-pursuit SAE stores only ``W_dec`` and
+``b_dec`` (its encoder is tied: ``W_enc = W_dec^T``, as SAELens's ``MatchingPursuitSAE.W_enc``).
+Every tensor must be finite: a NaN or infinite weight (a diverged or corrupt SAE) is refused
+on load, never evaluated.
 
 SAELens's rules (``sae_lens/loading/pretrained_sae_loaders.py``: ``handle_config_defaulting``,
 ``handle_pre_6_0_config``, ``read_sae_components_from_disk``): a config without
@@ -37,7 +41,7 @@ from actkit.errors import InputError, ValidationError
 
 __all__ = ["read_folder", "SAELENS_ARCHITECTURES", "NORMALIZATIONS"]
 
-SAELENS_ARCHITECTURES = ("standard", "topk", "jumprelu", "gated")
+SAELENS_ARCHITECTURES = ("standard", "topk", "abstopk", "jumprelu", "gated", "matching_pursuit")
 NORMALIZATIONS = ("none", "expected_average_only_in", "constant_norm_rescale", "layer_norm")
 SAELENS_WEIGHTS = "sae_weights.safetensors"
 SPARSIFY_WEIGHTS = "sae.safetensors"
@@ -46,6 +50,8 @@ SPARSIFY_WEIGHTS = "sae.safetensors"
 _SAELENS_KEYS = {
     "standard": {"W_enc", "W_dec", "b_enc", "b_dec"},
     "topk": {"W_enc", "W_dec", "b_enc", "b_dec"},
+    "abstopk": {"W_enc", "W_dec", "b_enc", "b_dec"},
+    "matching_pursuit": {"W_dec", "b_dec"},
     "jumprelu": {"W_enc", "W_dec", "b_enc", "b_dec", "threshold"},
     "gated": {"W_enc", "W_dec", "b_dec", "b_gate", "b_mag", "r_mag"},
 }
@@ -84,6 +90,10 @@ def _tensors(path: Path) -> tuple[dict, str]:
                 if not t.is_floating_point():
                     raise InputError(f"{path}: tensor {key} is {t.dtype}, expected floats")
                 out[key] = t.double().numpy() if t.dtype == _torch().float64 else t.float().numpy()
+                if not np.isfinite(out[key]).all():
+                    bad = int(np.size(out[key]) - np.isfinite(out[key]).sum())
+                    raise InputError(f"{path}: tensor {key} holds {bad} NaN or infinite value(s) of "
+                                     f"{np.size(out[key])}: a diverged or corrupt SAE, not evaluated")
     except InputError:
         raise
     except Exception as exc:  # safetensors' own errors: a header that is not safetensors
@@ -157,9 +167,12 @@ def _saelens(folder: Path, cfg: dict):
             "apply_b_dec_to_input": bool(cfg.get("apply_b_dec_to_input", True)),
             "normalize_activations": norm, "dtype": str(cfg.get("dtype", dtype)).replace("torch.", ""),
             "hook_name": cfg.get("hook_name") or (cfg.get("metadata") or {}).get("hook_name")}
-    if arch == "topk":
+    if arch in ("topk", "abstopk"):
         spec["k"] = _k(cfg.get("k", 100), d_sae)
         spec["rescale_acts_by_decoder_norm"] = bool(cfg.get("rescale_acts_by_decoder_norm", False))
+    if arch == "matching_pursuit":
+        spec.update(_pursuit_config(cfg, d_in))
+        weights["W_enc"] = np.ascontiguousarray(weights["W_dec"].T)  # tied, as SAELens's W_enc property
     shapes = {"W_enc": (d_in, d_sae), "W_dec": (d_sae, d_in), "b_enc": (d_sae,), "b_dec": (d_in,),
               "threshold": (d_sae,), "b_gate": (d_sae,), "b_mag": (d_sae,), "r_mag": (d_sae,)}
     _check_shapes(folder / SAELENS_WEIGHTS, weights, shapes)
@@ -198,6 +211,20 @@ def _sparsify(folder: Path, cfg: dict):
             "apply_b_dec_to_input": True, "normalize_activations": "none", "dtype": dtype,
             "rescale_acts_by_decoder_norm": False, "hook_name": folder.name}
     return spec, weights
+
+
+def _pursuit_config(cfg, d_in) -> dict:
+    """A matching-pursuit SAE's stopping rules (SAELens's ``MatchingPursuitSAEConfig`` defaults)."""
+    thr, its = cfg.get("residual_threshold", 1e-2), cfg.get("max_iterations")
+    dup = cfg.get("stop_on_duplicate_support", True)
+    if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not thr == thr:
+        raise InputError(f"cfg.json: residual_threshold must be a number, got {thr!r}")
+    if its is not None and (isinstance(its, bool) or not isinstance(its, int) or its < 0):
+        raise InputError(f"cfg.json: max_iterations must be a non-negative integer or null, got {its!r}")
+    if not isinstance(dup, bool):
+        raise InputError(f"cfg.json: stop_on_duplicate_support must be true or false, got {dup!r}")
+    return {"residual_threshold": float(thr), "max_iterations": d_in if its is None else its,
+            "stop_on_duplicate_support": dup}
 
 
 def _expect_keys(path, weights, want):

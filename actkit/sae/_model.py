@@ -12,8 +12,14 @@ The encoders, from the libraries' source (``x``: one row, ``h``: pre-activations
   ``topk`` (SAELens): ``h = x W_enc + b_enc`` (times ``|W_dec_i|`` with
   ``rescale_acts_by_decoder_norm``), the ``k`` largest kept and passed through ReLU, the rest 0;
   sparsify ``topk``: the ``k`` largest of ``relu(h)``; ``groupmax``: the largest of ``relu(h)``
-  in each of ``k`` consecutive groups of latents.
-* decoder: ``codes W_dec + b_dec`` (``codes / |W_dec_i|`` first with
+  in each of ``k`` consecutive groups of latents; ``abstopk`` (SAELens ``AbsTopKSAE``): the
+  ``k`` entries of ``h`` largest in magnitude, signs kept (no ReLU), the rest 0;
+  ``matching_pursuit`` (SAELens ``_encode_matching_pursuit``, tied ``W_enc = W_dec^T``):
+  from ``r = x``, up to ``max_iterations`` times pick ``i = argmax relu(r W_dec^T)``, add
+  ``v = relu(r . W_dec_i)`` to code ``i``, ``r <- r - v W_dec_i``; a row stops once its
+  support did not change (``stop_on_duplicate_support``) or ``|r| < residual_threshold``.
+* decoder: ``codes W_dec + b_dec`` (matching_pursuit: ``+ b_dec`` only with
+  ``apply_b_dec_to_input``, as SAELens) (``codes / |W_dec_i|`` first with
   ``rescale_acts_by_decoder_norm``; ``+ x W_skip^T`` for sparsify's skip connection), then the
   input normalisation undone with the input row's own statistics (``x |x| / sqrt(d_in)``;
   ``x std + mean``).
@@ -36,7 +42,7 @@ from actkit.sae._folder import read_folder
 
 __all__ = ["SparseAutoencoder", "load_sae"]
 
-_TOPK = ("topk", "groupmax")
+_TOPK = ("topk", "abstopk", "groupmax")
 
 
 class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -183,6 +189,9 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if arch == "gated":
             gate = (x @ t["W_enc"] + t["b_gate"]) > 0
             return ("dense", gate.to(x.dtype) * torch.relu(x @ t["W_mag"] + t["b_mag"]))
+        if arch == "matching_pursuit":
+            return ("dense", _matching_pursuit(x, t["W_dec"], spec["residual_threshold"], spec["max_iterations"],
+                                               spec["stop_on_duplicate_support"]))
         h = torch.addmm(t["b_enc"], x, t["W_enc"])
         if arch == "standard":
             return ("dense", torch.relu_(h))
@@ -198,6 +207,9 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             return ("topk", vals, idx)
         if spec.get("rescale_acts_by_decoder_norm"):
             h = h * t["dec_norm"]
+        if arch == "abstopk":
+            idx = torch.topk(h.abs(), k, dim=-1, sorted=False).indices
+            return ("topk", h.gather(-1, idx), idx)
         vals, idx = torch.topk(h, k, dim=-1, sorted=False)
         return ("topk", torch.relu(vals), idx)
 
@@ -215,7 +227,9 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         else:
             c = codes[1] / t["dec_norm"] if rescale else codes[1]
             y = c @ t["W_dec"]
-        y = y.cpu().numpy() + self.weights_["b_dec"]
+        y = y.cpu().numpy()
+        if self.spec_["architecture"] != "matching_pursuit" or self.spec_["apply_b_dec_to_input"]:
+            y = y + self.weights_["b_dec"]
         if "W_skip" in self.weights_:
             y = y + x @ self.weights_["W_skip"]
         return self._denormalise(y, stats)
@@ -320,6 +334,32 @@ class SparseAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return tags
 
 
+def _matching_pursuit(x, W_dec, residual_threshold, max_iterations, stop_on_duplicate_support):
+    """SAELens's ``_encode_matching_pursuit`` (inference): codes (n, d_sae) of the processed
+    rows ``x`` (n, d_in) over the decoder rows ``W_dec`` (d_sae, d_in), torch tensors."""
+    import torch  # torch: ~1.2 s at import (measured); import actkit.sae stays torch-free
+
+    residual = x.clone()
+    acts = torch.zeros(x.shape[0], W_dec.shape[0], dtype=x.dtype, device=x.device)
+    prev = torch.zeros(acts.shape, dtype=torch.bool, device=x.device)
+    done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+    for _ in range(max_iterations):
+        idx = (residual @ W_dec.T).relu().max(dim=1, keepdim=True).indices
+        chosen = W_dec[idx.squeeze(1)]
+        values = (residual * chosen).sum(dim=-1, keepdim=True).relu() * (~done).unsqueeze(1).to(x.dtype)
+        acts.scatter_add_(1, idx, values)
+        residual = residual - values * chosen
+        support = acts != 0
+        if stop_on_duplicate_support:
+            done = done | (support == prev).all(dim=1)
+            prev = support
+        if residual_threshold > 0:
+            done = done | (residual.norm(dim=-1) < residual_threshold)
+        if (stop_on_duplicate_support or residual_threshold > 0) and bool(done.all()):
+            break
+    return acts
+
+
 def load_sae(path, *, device="cpu") -> SparseAutoencoder:
     """Read a community SAE folder (SAELens or EleutherAI sparsify) as an estimator.
 
@@ -327,7 +367,8 @@ def load_sae(path, *, device="cpu") -> SparseAutoencoder:
     ----------
     path : str or os.PathLike
         ``cfg.json`` + ``sae_weights.safetensors`` (SAELens: architectures ``standard``,
-        ``topk``, ``jumprelu``, ``gated``; 6.x configs and the older keys SAELens converts)
+        ``topk``, ``abstopk``, ``jumprelu``, ``gated``, ``matching_pursuit``; 6.x configs and
+        the older keys SAELens converts)
         or ``cfg.json`` + ``sae.safetensors`` (sparsify's TopK / groupmax ``SparseCoder``).
     device : str, default="cpu"
 
@@ -341,6 +382,6 @@ def load_sae(path, *, device="cpu") -> SparseAutoencoder:
     ------
     InputError, ValidationError
         A missing or malformed folder (no config, a file that is not safetensors, wrong
-        tensor names or shapes, an unknown architecture): one line.
+        tensor names or shapes, NaN or infinite weights, an unknown architecture): one line.
     """
     return SparseAutoencoder(path, device=device).fit()

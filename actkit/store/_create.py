@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -193,14 +194,27 @@ def create_store(
 
 def unwritable_reason(path) -> str | None:
     """Why nothing new can be made at ``path``: ``"folder F does not exist"`` or ``"folder F is
-    not writable"`` (F: the folder ``path`` would be in), else None. Nothing is written; whether
-    something already at ``path`` may be replaced is the caller's rule."""
+    not writable (REASON)"`` (F: the folder ``path`` would be in), else None.
+
+    Proven, not guessed: an empty file with a unique hidden name (``.actkit-probe-*``) is made
+    in F and removed at once. A permission check alone passes ``/proc`` and ``/sys`` (and, for
+    root, every folder of a read-only mount where ``access(2)`` is not told), and the command
+    then failed after its work. Whether something already at ``path`` may be replaced is the
+    caller's rule; ``path`` itself is never touched.
+    """
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         return f"folder {parent} does not exist"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"folder {parent} is not writable"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".actkit-probe-", dir=parent)
+    except OSError as exc:
+        return f"folder {parent} is not writable ({exc.strerror or exc})"
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError as exc:  # made but not removable: nothing actkit writes there could be replaced either
+        return f"folder {parent} is not writable (a file made there cannot be removed: {exc.strerror or exc})"
     return None
 
 

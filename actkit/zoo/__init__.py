@@ -55,6 +55,7 @@ __all__ = [
     "SEEDS",
     "image_inputs",
     "list_models",
+    "format_models",
     "load_metadata",
     "model_path",
     "model_spec",
@@ -188,3 +189,13 @@ def list_models() -> list[dict]:
             }
         )
     return rows
+
+
+def format_models() -> str:
+    """:func:`list_models` as a table: name, parameters, first and last training loss, held-out
+    scores (what ``actkit zoo list`` prints)."""
+    lines = [f"{'name':20s} {'params':>9s} {'loss first -> last':>20s}  held-out"]
+    for row in list_models():
+        lines.append(f"{row['name']:20s} {row['parameters']:9,d} {row['train_loss_first']:8.3f} -> "
+                     f"{row['train_loss_last']:7.3f}  {json.dumps(row['heldout'])}")
+    return "\n".join(lines)

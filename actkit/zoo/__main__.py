@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from actkit import zoo
 from actkit.errors import ActkitError
-from actkit.zoo import MODELS, list_models, zoo_dir
+from actkit.zoo import MODELS, format_models, zoo_dir
 from actkit.zoo._corpus import build_corpus
 
 
@@ -33,13 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "corpus":
             print(f"{build_corpus(args.path)} lines written to {args.path}")
         else:
-            print(f"{'name':20s} {'params':>9s} {'loss first -> last':>20s}  held-out")
-            for row in list_models():
-                print(
-                    f"{row['name']:20s} {row['parameters']:9,d} "
-                    f"{row['train_loss_first']:8.3f} -> {row['train_loss_last']:7.3f}  "
-                    f"{json.dumps(row['heldout'])}"
-                )
+            print(format_models())
     except ActkitError as exc:
         print(f"actkit: error: {exc}", file=sys.stderr)
         return 2
