@@ -160,9 +160,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     -------
     CompareResult
         Besides the errors: ``linear_cka`` and ``mean_cca`` with their chance levels
-        ``linear_cka_chance`` and ``mean_cca_chance`` (the same statistic with B's rows
-        permuted, seeded by ``random_state``; docs/definitions.md), and ``notes``, every
-        caveat (also in ``to_dict()["notes"]``).
+        ``linear_cka_chance`` and ``mean_cca_chance`` (the same statistic with B's input
+        samples re-paired against A's, whole samples among samples of equal length, as the
+        permutation p-values re-pair them; seeded by ``random_state``; docs/definitions.md,
+        "Chance levels"), and ``notes``, every caveat (also in ``to_dict()["notes"]``).
 
     Raises
     ------
@@ -275,7 +276,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     # (actkit.measures) from the moments of all rows; the chance levels swap only Sab
     moments = pair_moments(pair)
     sims, rho_size = similarity_columns(moments, n)
-    sxy_chance = chance_cross_scatter(A, B, random_state, block_rows=pair.block_rows,
+    sxy_chance = chance_cross_scatter(A, B, random_state, groups=groups, block_rows=pair.block_rows,
                                       progress=progress)
     chance = similarity_columns(replace(moments, Sab=sxy_chance), n, debiased=False)[0]
     asked = evaluate_asked(chosen, A, B, moments, groups=groups, max_rows=max_rows,

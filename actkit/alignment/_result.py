@@ -59,9 +59,11 @@ CONVENTIONS = {
     "convention_cca": "mean of the top min(rank A, rank B) canonical correlations (directions "
                       "below rank_cut x the largest variance dropped), all rows, in-sample "
                       "(closed form of sklearn CCA)",
-    "convention_chance": "linear_cka_chance, mean_cca_chance: the same statistic with B's rows "
-                         "permuted within windows of chance_window_rows rows, window w by "
-                         "np.random.default_rng([random_state, w])",
+    "convention_chance": "linear_cka_chance, mean_cca_chance: the same statistic with B's input "
+                         "samples re-paired against A's (whole samples, among samples of equal "
+                         "length: the permutation p-values' scheme; with one row per sample, a "
+                         "permutation of the rows), within windows of chance_window_rows rows, "
+                         "window w by np.random.default_rng([random_state, w])",
     "convention_matched_corr": "Pearson correlation of matched ICA sources "
                                "(paired on fit rows), measured on eval rows",
 }

@@ -179,8 +179,8 @@ def table_footnotes(results, cells=(), compact=False):
         notes.extend(parts)
     if any((d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None)
            and (compact or not _resampled(d)) for d in ds):
-        notes.append("[ ]: chance level: the same CKA / CCA with the rows of B permuted (seeded); "
-                     "a value near it is noise")
+        notes.append("[ ]: chance level: the same CKA / CCA with B's input samples re-paired against "
+                     "A's (whole samples, as the p-values; seeded); a value near it is noise")
     if any("\u00b1" in cell for cell in cells):
         notes.append("\u00b1: standard deviation of the ICA error (and efficiency) over the "
                      "pairings of FastICA restarts (best: all R x R; consensus: the restart pairs)")
