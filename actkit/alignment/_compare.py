@@ -27,6 +27,7 @@ from actkit.alignment._sides import Pair, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
 from actkit.alignment._uncertainty import attach_records, check_request, uncertainty
 from actkit.errors import ValidationError
+from actkit.inference import resampling_notes
 from actkit.alignment._measures_run import (evaluate_asked, finish_measures, pair_moments,
                                              resolve_measures, similarity_columns)
 from actkit.alignment._tasks import compare_many as as_tasks
@@ -299,6 +300,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         order_a = np.concatenate([r, np.setdiff1d(np.arange(corr.shape[0]), r)])
         src_corr = corr[order_a][:, np.concatenate([cc, rest])]
         src_corr[: r.size, : r.size] *= h.signs_[None, :]
+    for message in resampling_notes(permutations, bootstrap, confidence):
+        _note(notes, message, UserWarning)
     records, resampling_info = uncertainty(
         A, B, groups, chosen, pair, {**sims, **asked}, errors, eval_rows, diam_b,
         permutations=permutations, bootstrap=bootstrap, confidence=confidence,

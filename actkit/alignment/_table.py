@@ -172,10 +172,12 @@ def table_footnotes(results, cells=(), compact=False):
         if d.get("bootstrap"):
             parts.append(f"[low, high]: {100 * d.get('confidence', 0.95):g}% bootstrap interval "
                          f"({d.get('interval', 'basic')}) over {d['bootstrap']} resamples of the "
-                         "input samples (errors: of the held-out samples, maps fixed)")
+                         "input samples (errors: of the held-out samples, maps fixed)"
+                         + ("; fewer than 100 resamples: its ends are noisy" if d["bootstrap"] < 100 else ""))
         if d.get("permutations"):
             parts.append(f"p: permutation p-value, {d['permutations']} shuffles of B's input samples "
-                         "against A's (one-sided, more similar)")
+                         "against A's (one-sided, more similar)"
+                         + (f"; it cannot fall below 1/{d['permutations'] + 1}" if d["permutations"] < 19 else ""))
         notes.extend(parts)
     if any((d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None)
            and (compact or not _resampled(d)) for d in ds):

@@ -95,7 +95,25 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
                                   confidence=confidence, random_state=random_state, interval=interval))
     if skipped:
         info["resampling_skipped"] = skipped
+    if permutations:
+        info["permutation_null"] = permutation_null(samples.n_s)
     return records, info
+
+
+def permutation_null(n_s):
+    """What the permutation null holds fixed and what its mean means, in words (the JSON's
+    ``permutation_null``), for input samples of ``n_s`` rows each."""
+    if np.all(n_s == 1):
+        return ("B's input samples re-paired against A's at random (one row per sample: a "
+                "permutation of the rows); <name>_null_mean is the measure between unrelated "
+                "representations of these inputs")
+    return ("B's input samples re-paired against A's, whole samples, only among samples of equal "
+            "length, row i with row i: the position within a sample is held fixed (token i of one "
+            "input meets token i of another: [CLS] meets [CLS], position structure stays paired); "
+            "<name>_null_mean is the measure when which input meets which is broken but position is "
+            "kept, not the measure between unrelated representations; p asks whether the pairing of "
+            "the inputs matters beyond position (docs/compare.md, 'What the permutation null holds "
+            "fixed')")
 
 
 def attach_records(res, records):

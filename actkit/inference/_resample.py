@@ -25,6 +25,7 @@ thread: the digits do not depend on the number of threads.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -89,8 +90,52 @@ class MeasureRecord:
         return asdict(self)
 
 
+def min_bootstrap(confidence):
+    """Fewest bootstrap resamples an interval at ``confidence`` accepts: ``2 / (1 -
+    confidence)`` (40 at 0.95, 200 at 0.99). Each end of the interval is the ``(1 - c) / 2``
+    quantile of the resampled values from one side; with fewer resamples that tail holds
+    less than one of them, and the end is the smallest (or largest) value drawn, whatever
+    the confidence (``--bootstrap 1`` gave a "95% interval" of one point)."""
+    return int(math.ceil(round(2.0 / (1.0 - float(confidence)), 9)))
+
+
+#: below this many resamples an interval's ends are noisy (their Monte Carlo SD is about
+#: half the interval's width x 1 / sqrt(M / 10); docs/compare.md, "How many resamples")
+NOISY_BOOTSTRAP = 100
+
+#: a p-value can reach 0.05 only with at least this many permutations (1 / (N + 1) <= 0.05)
+MIN_PERMUTATIONS_05 = 19
+
+
+def bootstrap_floor_error(bootstrap, confidence, asked="bootstrap={}"):
+    """The one-line error for too few bootstrap resamples (``asked``: how the request is
+    named, ``"--bootstrap {}"`` at the command line), or None."""
+    need = min_bootstrap(confidence)
+    if 0 < bootstrap < need:
+        return (f"{asked.format(bootstrap)} is too few resamples for a {100 * confidence:g}% interval: its "
+                f"ends are the {100 * (1 - confidence) / 2:g}% and {100 * (1 + confidence) / 2:g}% "
+                f"quantiles of the resampled values, which need at least 2 / (1 - confidence) = {need} "
+                f"resamples; use 1000 for numbers you report (200 to look)")
+    return None
+
+
+def resampling_notes(permutations, bootstrap, confidence):
+    """The caveats of a resampling request that is allowed but weak (one line each)."""
+    out = []
+    if 0 < permutations < MIN_PERMUTATIONS_05:
+        out.append(f"with {permutations} permutations the smallest p-value is 1 / ({permutations} + 1) = "
+                   f"{1 / (permutations + 1):.3g}: p cannot fall below 0.05; use at least "
+                   f"{MIN_PERMUTATIONS_05} (999 for numbers you report)")
+    if 0 < bootstrap < NOISY_BOOTSTRAP:
+        out.append(f"with {bootstrap} bootstrap resamples (fewer than {NOISY_BOOTSTRAP}) the interval's "
+                   f"ends are noisy: another seed moves them by a good part of the interval's width; "
+                   f"use 1000 for numbers you report")
+    return out
+
+
 def check_resampling(permutations, bootstrap, confidence, interval="basic"):
-    """Validate the arguments (one-line errors naming them)."""
+    """Validate the arguments (one-line errors naming them), the bootstrap's floor
+    (:func:`min_bootstrap`) included."""
     if interval not in INTERVALS:
         raise ValidationError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
     for name, v in (("permutations", permutations), ("bootstrap", bootstrap)):
@@ -99,6 +144,9 @@ def check_resampling(permutations, bootstrap, confidence, interval="basic"):
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) \
             or not 0 < float(confidence) < 1:
         raise ValidationError(f"confidence must be in (0, 1), got {confidence!r}")
+    message = bootstrap_floor_error(int(bootstrap), float(confidence))
+    if message:
+        raise ValidationError(message)
 
 
 def permutation_draws(n_s, N, random_state):
