@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from actkit.alignment._table import format_table
+from actkit.measures import format_param, get_measure
 
 
 METHODS = ("permutation", "rigid", "linear", "ica")
@@ -146,6 +147,9 @@ class CompareResult:
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
         if self.measures:
             out["measures"] = [name for name, rec in self.measures.items() if rec.asked]
+            # the parameters each asked-for measure ran with, where not its defaults
+            out["measure_params"] = {name: _non_default(name, rec.params)
+                                     for name, rec in self.measures.items() if rec.asked}
             for name, rec in self.measures.items():
                 out[name] = _f(rec.value)
                 if rec.rows is not None:
@@ -160,6 +164,14 @@ class CompareResult:
 
     def __str__(self):
         return format_table([self])
+
+
+def _non_default(name, params):
+    """``params`` less those at the measure's defaults (a variant keeps the ones in its key)."""
+    base, _, spec = name.partition(":")
+    keyed = {part.partition("=")[0] for part in spec.split(":") if part}
+    defaults = get_measure(base).defaults()
+    return {k: format_param(v) for k, v in params.items() if k in keyed or v != defaults.get(k)}
 
 
 def _f(x):

@@ -282,7 +282,8 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     results = list(results)
     labels = row_labels(results, labels)
     extra = measure_columns(results)
-    header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA", *extra]
+    header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA",
+              *(column_header(results, name) for name in extra)]
     rows = []
     for lab, r in zip(labels, results):
         rows.append([lab, closed_form_cell(r, "permutation", digits, compact),
@@ -318,6 +319,17 @@ def measure_columns(results):
             if name not in _SHOWN and name not in out:
                 out.append(name)
     return out
+
+
+def column_header(results, name):
+    """An asked-for measure's column header: its name and the parameters it ran with where
+    not the defaults (``mutual_knn k=5``, ``shape_metric alpha=0.5``)."""
+    for r in results:
+        params = (_dict(r).get("measure_params") or {}).get(name)
+        if params is not None:
+            base = name.partition(":")[0]
+            return " ".join([base] + [f"{k}={v}" for k, v in params.items()])
+    return name
 
 
 def format_matrix(matrix, labels: Sequence[str] | None = None, *, metric: str = "",

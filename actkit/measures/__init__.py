@@ -65,6 +65,8 @@ _LAZY = {
     "get_measure": "actkit.measures._registry",
     "all_measures": "actkit.measures._registry",
     "parse_measures": "actkit.measures._registry",
+    "variant_key": "actkit.measures._registry",
+    "format_param": "actkit.measures._registry",
     "measure_table": "actkit.measures._table",
     "format_measure_table": "actkit.measures._table",
     "moments_of": "actkit.measures._compute",
