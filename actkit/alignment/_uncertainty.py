@@ -16,7 +16,8 @@ import numpy as np
 
 from actkit.alignment._measures_run import MeasureValue
 from actkit.errors import ValidationError
-from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_interval, check_resampling,
+from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_cka_debiased,
+                              bootstrap_interval, check_resampling,
                               gather_pair, gram_fits, infer, infer_rows)
 from actkit.measures import available, get_measure, rows_of
 
@@ -84,7 +85,7 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
     samples = Samples(rows_a, rows_b, groups, product_dtype=dtype, dtype=str(np.dtype(dtype)),
                       device=None if str(device) == "cpu" else device,
                       norms="linear_cka_debiased" in measures)
-    fast = {"linear_cka": bootstrap_cka} if gram_fits(samples, bootstrap) else {}
+    fast = fast_bootstraps(samples, measures, bootstrap)
     records, info = infer(samples, measures, permutations=permutations, bootstrap=bootstrap,
                           confidence=confidence, random_state=random_state, interval=interval,
                           fast_bootstrap=fast)
@@ -114,6 +115,18 @@ def permutation_null(n_s):
             "kept, not the measure between unrelated representations; p asks whether the pairing of "
             "the inputs matters beyond position (docs/compare.md, 'What the permutation null holds "
             "fixed')")
+
+
+def fast_bootstraps(samples, measures, bootstrap):
+    """The measures of ``measures`` whose bootstrap runs on the Gram route (plain and debiased
+    linear CKA, :mod:`actkit.inference`), where that route is the cheaper exact one; the
+    others re-weight the per-sample moment blocks."""
+    if not gram_fits(samples, bootstrap):
+        return {}
+    fast = {"linear_cka": bootstrap_cka}
+    if samples.norms:
+        fast["linear_cka_debiased"] = bootstrap_cka_debiased
+    return {k: f for k, f in fast.items() if k in measures}
 
 
 def attach_records(res, records):

@@ -32,6 +32,7 @@ import numpy as np
 
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.errors import ValidationError
+from actkit.measures import reuse_sides
 
 #: resamples per task (a constant: never the thread count)
 BOOT_BATCH = 16
@@ -244,12 +245,16 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
         null = np.full((permutations, len(names)), np.nan)
 
         def perm_task(span):
-            return [[measures[k][0](samples.permuted_moments(perms[j])) for k in names]
-                    for j in range(*span)]
+            out = []
+            for j in range(*span):
+                m = samples.permuted_moments(perms[j])        # one cross product for every measure
+                out.append([measures[k][0](m) for k in names])
+            return out
 
-        for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
-                                  map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
-            null[s0:s1] = vals
+        with reuse_sides():     # the side scatters are the same in every permutation
+            for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
+                                      map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
+                null[s0:s1] = vals
 
         W = bootstrap_draws(samples.G, bootstrap, random_state) if bootstrap else None
         boot = np.full((bootstrap, len(names)), np.nan)

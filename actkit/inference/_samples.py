@@ -225,8 +225,10 @@ class Samples:
             dy = self.dy[r]
             raw.update(sum_dxdy=self.dx @ dy, x_dy=self.A.T @ dy, y_dx=self.B.T @ self.dx[inv])
         ab = self._product(r)
-        return self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides,
-                             ab, raw)
+        m = self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides, ab, raw)
+        # the side scatters as the same arrays in every permutation (the same bits): a
+        # measure's side decompositions are then computed once (measures.reuse_sides)
+        return replace(m, Saa=full.Saa, Sbb=full.Sbb)
 
 
 def gather_pair(A, B, *, block_rows=None, progress=None):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit._threads import small_linalg
-from actkit.measures._linalg import canonical_correlations, cca, rank_cut
+from actkit.measures._linalg import canonical_correlations, cca, rank_cut, side_cached
 from actkit.measures._protocol import Measure, float_param, int_param
 
 __all__ = ["mean_cca_from_moments", "svcca_from_moments", "pwcca_from_moments", "MEASURES"]
@@ -24,6 +24,7 @@ def mean_cca_from_moments(m, n_components=None, eps=None):
     return float(rho.mean()) if rho.size else float("nan")
 
 
+@side_cached
 def _top_directions(S, keep):
     """Eigenvectors (p, k) and eigenvalues (k,) of a scatter matrix: the fewest leading
     directions whose eigenvalues (squared singular values of the centred rows) reach
