@@ -47,8 +47,12 @@ def _recomputed(A, B, g, name, params, perms, W, samples):
     return m.compute(moments_of(A, B), **params), np.array(null), np.array(boot)
 
 
-@pytest.mark.parametrize("rank_deficient", [False, True])
-def test_fast_p_values_and_intervals_equal_recomputing_from_the_rows(rank_deficient):
+@pytest.mark.parametrize("rank_deficient, blocks_fit", [(False, True), (True, True), (False, False)])
+def test_fast_p_values_and_intervals_equal_recomputing_from_the_rows(rank_deficient, blocks_fit, monkeypatch):
+    """``blocks_fit=False``: the per-sample blocks do not fit in memory (as for 500 sentences
+    x 384 features a side) and are formed a few samples at a time for each batch of resamples."""
+    if not blocks_fit:
+        monkeypatch.setattr("actkit.inference._samples.BLOCK_BYTES", 0)
     A, B, g = _pair(rank_deficient)
     chosen = parse_measures(MOMENT_MEASURES)
     measures, rows, skipped = resampled_measures(chosen)
