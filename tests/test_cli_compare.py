@@ -212,7 +212,7 @@ def test_resampling_flags_table_and_one_line_mistakes(stores, capsys, tmp_path):
     tmp, a, b, c, index = stores
     js = tmp_path / "r.json"
     code, out, _ = _run(capsys, "compare", a, b, "--layer-a", "l1", "--methods", "permutation,rigid",
-                        "--permutations", "19", "--bootstrap", "20", "--json", js, "--quiet")
+                        "--permutations", "19", "--bootstrap", "40", "--json", js, "--quiet")
     assert code == 0
     assert re.search(r"\d\.\d{3} \[\d\.\d{2,3}, \d\.\d{2,3}\] p=0\.050", out), out
     d = json.loads(js.read_text())
@@ -229,7 +229,7 @@ def test_resampling_flags_table_and_one_line_mistakes(stores, capsys, tmp_path):
     few_b = _store(tmp_path / "few_b.h5", {"l1": np.arange(60.0).reshape(20, 3) % 7},
                    np.stack([np.arange(20) // 4, np.arange(20) % 4], 1), fingerprint="few")
     assert "at least 10 input samples" in _error(capsys, "compare", few, few_b, "--methods", "rigid",
-                                                 "--bootstrap", "5", "--quiet")
+                                                 "--bootstrap", "40", "--quiet")
     other = _store(tmp_path / "other.h5", {"l1": np.ones((480, 6)).cumsum(0)}, index, fingerprint="other")
     assert "share no inputs" in _error(capsys, "compare", a, other, "--layer-matrix", "--quiet")
 

@@ -122,6 +122,56 @@ def test_chance_is_the_statistic_of_b_with_its_rows_permuted_seeded():
         assert small[key] == pytest.approx(d[key], rel=1e-12), key     # block sums: rounding
 
 
+def _positional(seed=0, G=60, d=16):
+    """Per-token rows of G input samples of 3 lengths: a token's row holds its position's
+    vector (shared by A and B, as [CLS] or position embeddings are) plus noise of its own."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.choice([4, 6, 9], size=G)
+    groups = np.repeat(np.arange(G), lengths)
+    position = np.concatenate([np.arange(k) for k in lengths])
+    pos = rng.normal(size=(9, d))
+    A = 2 * pos[position] + rng.normal(size=(groups.size, d))
+    B = 2 * pos[position] @ rng.normal(size=(d, d)) / np.sqrt(d) + rng.normal(size=(groups.size, d))
+    return A, B, groups
+
+
+def test_chance_re_pairs_whole_input_samples_of_equal_length_as_the_p_values_do():
+    """Issue 39: one chance level, by input sample. The bracket is the statistic with B's
+    input samples re-paired (whole samples, equal lengths): it keeps tokens aligned by
+    position, as the permutation null does, where a row shuffle would not."""
+    A, B, groups = _positional()
+    d = _quiet_compare(A, B, groups=groups, random_state=3).to_dict()
+    # brute force: sample s of A meets sample pi(s) of B of the same length, row by row
+    rng = np.random.default_rng([3, 0])
+    _, inv = np.unique(groups, return_inverse=True)
+    lengths = np.bincount(inv)
+    perm = np.arange(lengths.size)
+    for k in np.unique(lengths):
+        idx = np.flatnonzero(lengths == k)
+        perm[idx] = idx[rng.permutation(idx.size)]
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    r = np.concatenate([np.arange(starts[perm[s]], starts[perm[s]] + lengths[s]) for s in range(lengths.size)])
+    assert d["linear_cka_chance"] == pytest.approx(linear_cka(A, B[r]), rel=1e-10)
+    assert d["mean_cca_chance"] == pytest.approx(mean_cca(A, B[r]), rel=1e-10)
+    # one draw of the permutation test's null: within its spread, far above a row shuffle
+    res = _quiet_compare(A, B, groups=groups, random_state=3, permutations=99).to_dict()
+    assert abs(d["linear_cka_chance"] - res["linear_cka_null_mean"]) < 4 * res["linear_cka_null_sd"]
+    shuffled = linear_cka(A, B[np.random.default_rng(0).permutation(len(B))])
+    assert d["linear_cka_chance"] > shuffled + 0.2
+    assert "re-paired" in str(_quiet_compare(A, B, groups=groups))
+
+
+def test_chance_with_one_row_per_sample_is_a_row_permutation():
+    """Pooled rows (one row per sample): re-pairing samples is permuting rows."""
+    A, B = _related(300, 6, seed=2)
+    d = _quiet_compare(A, B, random_state=5).to_dict()
+    g = _quiet_compare(A, B, random_state=5, groups=np.arange(300)).to_dict()
+    perm = np.random.default_rng([5, 0]).permutation(300)
+    assert d["linear_cka_chance"] == pytest.approx(linear_cka(A, B[perm]), rel=1e-10)
+    # one row per sample given as groups: the same draw
+    assert g["linear_cka_chance"] == pytest.approx(d["linear_cka_chance"], rel=1e-12)
+
+
 # --- the same digits: threads and rounding -----------------------------------------------
 
 _KEYS = ("permutation", "rigid", "linear", "linear_cka", "linear_cka_debiased", "mean_cca",

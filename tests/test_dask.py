@@ -388,7 +388,7 @@ def test_compare_resampling_gives_the_same_digits_on_dask_workers(client, three_
     from actkit.alignment import compare_pairs
 
     a, b = (s["l"] for s in three_stores[:2])
-    kw = dict(methods=("permutation", "rigid"), permutations=9, bootstrap=10, progress=False)
+    kw = dict(methods=("permutation", "rigid"), permutations=9, bootstrap=10, confidence=0.8, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         here = compare(a, b, **kw).to_dict()

@@ -143,7 +143,7 @@ def resampled():
     A, B, g = _pair(G=40, seed=2, shuffle_rows=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = actkit.compare(A, B, groups=g, permutations=19, bootstrap=30,
+        res = actkit.compare(A, B, groups=g, permutations=19, bootstrap=40,
                              methods=("permutation", "rigid", "linear"), measures=["procrustes"])
     return A, B, g, res
 
@@ -161,7 +161,7 @@ def test_compare_reports_every_key_and_record(resampled):
         assert d[f"{name}_ci_low"] <= d[f"{name}_ci_high"]
         assert f"{name}_p" not in d
     assert d["linear_cka_p"] == 1 / 20 and d["procrustes_p"] == 1 / 20     # strongly related
-    assert d["permutations"] == 19 and d["bootstrap"] == 30 and d["interval"] == "basic"
+    assert d["permutations"] == 19 and d["bootstrap"] == 40 and d["interval"] == "basic"
 
 
 def test_table_prints_interval_and_p_unless_compact(resampled):
@@ -200,7 +200,7 @@ def test_same_digits_at_1_and_2_threads_and_on_a_store(tmp_path):
         w.finalize()
         paths.append(tmp_path / f"{name}.h5")
     la, lb = actkit.open_store(paths[0])["l"], actkit.open_store(paths[1])["l"]
-    kw = dict(permutations=9, bootstrap=12, methods=("permutation", "rigid"))
+    kw = dict(permutations=9, bootstrap=40, methods=("permutation", "rigid"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         one = _keys(actkit.compare(la, lb, threads=1, **kw))
@@ -254,7 +254,7 @@ def test_row_based_measures_resample_their_row_sample():
     m = get_measure("rbf_cka")
     rec = infer_rows(torch.from_numpy(A), torch.from_numpy(B), g,
                      {"rbf_cka": (lambda a, b: float(m.compute(a, b)), "similarity")},
-                     permutations=5, bootstrap=6, random_state=0)["rbf_cka"]
+                     permutations=5, bootstrap=6, confidence=0.6, random_state=0)["rbf_cka"]
     assert rec.value == pytest.approx(actkit.measure(A, B, "rbf_cka"), abs=1e-12)
     s = Samples(A, B, g)
     perms, _ = permutation_draws(s.n_s, 5, 0)
@@ -265,7 +265,7 @@ def test_row_based_measures_resample_their_row_sample():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = actkit.compare(A, B, groups=g, methods=("rigid",), measures=["rbf_cka"],
-                             permutations=5, bootstrap=6)
+                             permutations=5, bootstrap=6, confidence=0.6)
     d = res.to_dict()
     assert d["rbf_cka_p"] == rec.p and d["rbf_cka_ci_low"] == pytest.approx(rec.ci_low, abs=1e-12)
 

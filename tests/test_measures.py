@@ -182,8 +182,20 @@ def test_parse_measures_spec_strings():
     got = parse_measures("procrustes,mutual_knn:k=5,shape_metric:alpha=0.5:zero_pad=false")
     assert [(m.name, p) for m, p in got] == [("procrustes", {}), ("mutual_knn", {"k": 5}),
                                               ("shape_metric", {"alpha": 0.5, "zero_pad": False})]
-    with pytest.raises(ValidationError, match="asked for twice"):
+    with pytest.raises(ValidationError, match="asked for twice with the same parameters"):
         parse_measures("rsa,rsa")
+    with pytest.raises(ValidationError, match="asked for twice with the same parameters"):
+        parse_measures("shape_metric:alpha=1,shape_metric")      # alpha=1 is the default
+
+
+def test_variants_of_one_measure_are_named_by_the_parameters_they_differ_in():
+    """Issue 39: two variants of one measure in one run, each under a key of its own."""
+    got = parse_measures("shape_metric:alpha=0.5,shape_metric:alpha=1,mutual_knn:k=5,"
+                         "rsa,rsa:method=pearson")
+    assert [m.name for m, _ in got] == ["shape_metric:alpha=0.5", "shape_metric:alpha=1", "mutual_knn",
+                                        "rsa:method=spearman", "rsa:method=pearson"]
+    assert got[0][1] == {"alpha": 0.5, "zero_pad": True} and got[1][1]["alpha"] == 1.0
+    assert got[0][0].compute is get_measure("shape_metric").compute
 
 
 def test_adding_a_measure_is_one_module(tmp_path, monkeypatch):

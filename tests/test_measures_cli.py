@@ -59,6 +59,32 @@ def test_measures_are_columns_and_json_keys(pair, capsys, tmp_path):
     assert "procrustes_rows" not in d
 
 
+def test_two_variants_of_a_measure_in_one_run(pair, capsys, tmp_path):
+    """Issue 39: ``shape_metric:alpha=0.5,shape_metric:alpha=1`` in one run: distinct keys,
+    each equal to the measure alone with its parameters, and the parameters in the headers
+    (also those of a measure asked for once with other than its defaults)."""
+    a, b = pair
+    out_json = tmp_path / "v.json"
+    code, out, _ = _run(capsys, "compare", a, b, "--methods", "rigid", "--quiet", "--measures",
+                        "shape_metric:alpha=0.5,shape_metric:alpha=1,mutual_knn:k=5,procrustes",
+                        "--max-rows", "200", "--permutations", "19", "--json", out_json)
+    assert code == 0
+    header = out.splitlines()[1]
+    for col in ("shape_metric alpha=0.5", "shape_metric alpha=1", "mutual_knn k=5", "procrustes"):
+        assert col in header, header
+    d = json.loads(out_json.read_text())
+    assert d["measures"] == ["shape_metric:alpha=0.5", "shape_metric:alpha=1", "mutual_knn", "procrustes"]
+    assert d["measure_params"]["mutual_knn"] == {"k": "5"} and d["measure_params"]["procrustes"] == {}
+    with actkit.open_store(a) as sa, actkit.open_store(b) as sb:
+        A, B = sa["h"], sb["h"]
+        half = actkit.measure(A, B, "shape_metric", alpha=0.5)
+        one = actkit.measure(A, B, "shape_metric", alpha=1.0)
+    assert d["shape_metric:alpha=0.5"] == pytest.approx(half, abs=1e-12)
+    assert d["shape_metric:alpha=1"] == pytest.approx(one, abs=1e-12) and abs(half - one) > 1e-4
+    for key in ("shape_metric:alpha=0.5", "shape_metric:alpha=1"):        # each resampled
+        assert 0 < d[f"{key}_p"] <= 1 and d[f"{key}_null_mean"] is not None
+
+
 def test_list_measures_prints_the_table(capsys):
     code, out, _ = _run(capsys, "compare", "--list-measures")
     assert code == 0

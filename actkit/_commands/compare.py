@@ -57,7 +57,10 @@ def register(sub) -> None:
                         "shape_metric:alpha=0.5 (see --list-measures and docs/measures.md)")
     p.add_argument("--list-measures", action="store_true",
                    help="print every measure (name, kind, invariances, out of core or sampled, "
-                        "parameters, reference) and exit")
+                        "parameters, reference, convention) and exit. The CCA family (mean_cca, "
+                        "svcca, pwcca) averages over the min(rank A, rank B) canonical correlations; "
+                        "google/svcca's code over min(Da, Db), so the two differ by 5e-4 to 2e-3 on "
+                        "rank-deficient sides such as LayerNorm outputs (docs/measures.md)")
     p.add_argument("--max-rows", type=int, default=10000, metavar="N",
                    help="rows of the seeded sample (whole input samples) of the row-based measures "
                         "(default 10000)")
@@ -112,11 +115,14 @@ def register(sub) -> None:
                         "stores' 'final_hidden' layer and 'unembedding' parameter, restricted "
                         "to these label (token) ids: comma-separated, or a file of ids")
     p.add_argument("--permutations", default="0", metavar="N",
-                   help="permutation p-values of CKA and CCA: N shuffles of B's input samples "
-                        "against A's (whole samples; seeded by --seed; default 0: none)")
+                   help="permutation p-values of every measure: N re-pairings of B's input samples "
+                        "against A's (whole samples of equal length: positions within a sample stay "
+                        "paired; seeded by --seed; default 0: none); fewer than 19 cannot reach "
+                        "p < 0.05 (noted)")
     p.add_argument("--bootstrap", default="0", metavar="M",
                    help="bootstrap intervals: M resamples of the input samples (errors: of the "
-                        "held-out samples, maps fixed; default 0: none)")
+                        "held-out samples, maps fixed; default 0: none); at least 2 / (1 - "
+                        "confidence) (40 at 0.95), under 100 noted as noisy; 1000 for numbers you report")
     p.add_argument("--confidence", default="0.95", metavar="C",
                    help="level of the bootstrap intervals, in (0, 1) (default 0.95)")
     p.add_argument("--interval", default="basic", metavar="{basic,percentile}",
@@ -316,6 +322,11 @@ def _resampling_args(args):
     args.confidence = conf
     if args.interval not in ("basic", "percentile"):
         raise InputError(f"--interval must be basic or percentile, got {args.interval!r}")
+    from actkit.inference import bootstrap_floor_error  # numpy only (~0.07 s, measured); at the top actkit --help would pay it
+
+    message = bootstrap_floor_error(args.bootstrap, conf, "--bootstrap {}")
+    if message:
+        raise InputError(message)
 
 
 def _alpha_arg(text):

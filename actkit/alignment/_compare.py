@@ -27,6 +27,7 @@ from actkit.alignment._sides import Pair, chance_cross_scatter, chance_window
 from actkit.alignment._split import groups_for, split
 from actkit.alignment._uncertainty import attach_records, check_request, uncertainty
 from actkit.errors import ValidationError
+from actkit.inference import resampling_notes
 from actkit.alignment._measures_run import (evaluate_asked, finish_measures, pair_moments,
                                              resolve_measures, similarity_columns)
 from actkit.alignment._tasks import compare_many as as_tasks
@@ -160,9 +161,10 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     -------
     CompareResult
         Besides the errors: ``linear_cka`` and ``mean_cca`` with their chance levels
-        ``linear_cka_chance`` and ``mean_cca_chance`` (the same statistic with B's rows
-        permuted, seeded by ``random_state``; docs/definitions.md), and ``notes``, every
-        caveat (also in ``to_dict()["notes"]``).
+        ``linear_cka_chance`` and ``mean_cca_chance`` (the same statistic with B's input
+        samples re-paired against A's, whole samples among samples of equal length, as the
+        permutation p-values re-pair them; seeded by ``random_state``; docs/definitions.md,
+        "Chance levels"), and ``notes``, every caveat (also in ``to_dict()["notes"]``).
 
     Raises
     ------
@@ -276,7 +278,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     # (actkit.measures) from the moments of all rows; the chance levels swap only Sab
     moments = pair_moments(pair)
     sims, rho_size = similarity_columns(moments, n)
-    sxy_chance = chance_cross_scatter(A, B, random_state, block_rows=pair.block_rows,
+    sxy_chance = chance_cross_scatter(A, B, random_state, groups=groups, block_rows=pair.block_rows,
                                       progress=progress)
     chance = similarity_columns(replace(moments, Sab=sxy_chance), n, debiased=False)[0]
     asked = evaluate_asked(chosen, A, B, moments, groups=groups, max_rows=max_rows,
@@ -299,6 +301,8 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
         order_a = np.concatenate([r, np.setdiff1d(np.arange(corr.shape[0]), r)])
         src_corr = corr[order_a][:, np.concatenate([cc, rest])]
         src_corr[: r.size, : r.size] *= h.signs_[None, :]
+    for message in resampling_notes(permutations, bootstrap, confidence):
+        _note(notes, message, UserWarning)
     records, resampling_info = uncertainty(
         A, B, groups, chosen, pair, {**sims, **asked}, errors, eval_rows, diam_b,
         permutations=permutations, bootstrap=bootstrap, confidence=confidence,

@@ -12,6 +12,7 @@ import numpy as np
 from actkit._frames import frame_html, pandas
 from actkit.alignment._frame import COLUMNS, measure_rows
 from actkit.alignment._table import format_table
+from actkit.measures import format_param, get_measure
 
 
 METHODS = ("permutation", "rigid", "linear", "ica")
@@ -61,9 +62,11 @@ CONVENTIONS = {
     "convention_cca": "mean of the top min(rank A, rank B) canonical correlations (directions "
                       "below rank_cut x the largest variance dropped), all rows, in-sample "
                       "(closed form of sklearn CCA)",
-    "convention_chance": "linear_cka_chance, mean_cca_chance: the same statistic with B's rows "
-                         "permuted within windows of chance_window_rows rows, window w by "
-                         "np.random.default_rng([random_state, w])",
+    "convention_chance": "linear_cka_chance, mean_cca_chance: the same statistic with B's input "
+                         "samples re-paired against A's (whole samples, among samples of equal "
+                         "length: the permutation p-values' scheme; with one row per sample, a "
+                         "permutation of the rows), within windows of chance_window_rows rows, "
+                         "window w by np.random.default_rng([random_state, w])",
     "convention_matched_corr": "Pearson correlation of matched ICA sources "
                                "(paired on fit rows), measured on eval rows",
 }
@@ -74,7 +77,9 @@ RESAMPLING_CONVENTION = (
     "similar}) / (1 + N), one-sided toward more similar; null: B's input samples shuffled "
     "against A's, whole samples, among samples of equal length (permutation_exchangeable: the "
     "share shuffled; a row-based measure's <name>_permutation_exchangeable: the share of its row "
-    "sample's rows), rng np.random.default_rng([random_state, 1]). <name>_ci_low/_ci_high: "
+    "sample's rows), rng np.random.default_rng([random_state, 1]); it holds the position within "
+    "a sample fixed, so <name>_null_mean is the level of position and shared input structure, not "
+    "of unrelated representations (permutation_null). <name>_ci_low/_ci_high: "
     "bootstrap of the input samples with replacement (rng [random_state, 2]; alignment errors: "
     "the held-out samples, rng [random_state, 3], fitted maps and diam(B_eval) fixed), basic "
     "(2t - q_hi, 2t - q_lo) or percentile interval at the given confidence (docs/compare.md, "
@@ -145,6 +150,9 @@ class CompareResult:
         out.update({k: (_f(v) if isinstance(v, float) else v) for k, v in self.info.items()})
         if self.measures:
             out["measures"] = [name for name, rec in self.measures.items() if rec.asked]
+            # the parameters each asked-for measure ran with, where not its defaults
+            out["measure_params"] = {name: _non_default(name, rec.params)
+                                     for name, rec in self.measures.items() if rec.asked}
             for name, rec in self.measures.items():
                 out[name] = _f(rec.value)
                 if rec.rows is not None:
@@ -183,6 +191,14 @@ class CompareResult:
         return frame_html(frame.dropna(axis=1, how="all"), notes=frame.attrs["notes"],
                           caption=f"CompareResult: {self.info.get('n_rows', '?')} rows, "
                                   f"{self.info.get('n_features_a', '?')} x {self.info.get('n_features_b', '?')} features")
+
+
+def _non_default(name, params):
+    """``params`` less those at the measure's defaults (a variant keeps the ones in its key)."""
+    base, _, spec = name.partition(":")
+    keyed = {part.partition("=")[0] for part in spec.split(":") if part}
+    defaults = get_measure(base).defaults()
+    return {k: format_param(v) for k, v in params.items() if k in keyed or v != defaults.get(k)}
 
 
 def _f(x):

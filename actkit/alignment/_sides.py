@@ -273,9 +273,10 @@ def _pair_merge(p, q):
     return [*sides, p[2].copy().merge(q[2]), p[3].copy().merge(q[3])]
 
 
-#: The chance pass permutes B's rows within consecutive windows of about this many bytes of
-#: float64 rows of A and B together (at least 2 rows): a fixed function of the shape, never
-#: of ``block_rows`` or the thread count, so the chance levels are the same for any of them.
+#: The chance pass re-pairs B's input samples within consecutive windows of about this many
+#: bytes of float64 rows of A and B together (at least 2 rows): a fixed function of the
+#: shape, never of ``block_rows`` or the thread count, so the chance levels are the same for
+#: any of them.
 CHANCE_WINDOW_BYTES = 1 << 28
 
 
@@ -284,17 +285,60 @@ def chance_window(d_a, d_b):
     return max(2, CHANCE_WINDOW_BYTES // (8 * (int(d_a) + int(d_b))))
 
 
-def chance_cross_scatter(A, B, random_state, *, block_rows=None, progress=None):
-    """Centred cross scatter ``sum_i (a_i - mean a)(b_pi(i) - mean b)^T`` (Da x Db, float64)
-    with B's rows permuted: within each window of :func:`chance_window` rows, by
-    ``np.random.default_rng([random_state, w]).permutation`` for window ``w``.
+def chance_pairing(groups, random_state, window=0):
+    """The row of B paired with each row of A in one re-pairing of whole input samples.
 
-    With the side scatters (unchanged by a permutation) it gives each similarity statistic
-    of A against a B whose rows no longer pair with A's: ``linear_cka_chance`` and
-    ``mean_cca_chance`` (docs/definitions.md, "Chance levels"). One more pass over the rows.
+    Parameters
+    ----------
+    groups : ndarray of shape (n,)
+        Input sample of each row.
+    random_state : int
+    window : int
+        The window's number: its draw is ``np.random.default_rng([random_state, window])``.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ``r[i]``: the row of B that row ``i`` of A meets. Sample ``s`` of A meets sample
+        ``pi(s)`` of B, row by row in order, ``pi`` a permutation among samples with the same
+        number of rows (the permutation p-values' scheme, :func:`actkit.inference.permutation_draws`);
+        for ascending lengths, one ``rng.permutation`` of each class of at least two. With one
+        row per sample this is ``rng.permutation(n)``, a permutation of the rows.
+    """
+    n = len(groups)
+    inv = np.unique(groups, return_inverse=True)[1].ravel()
+    order = np.argsort(inv, kind="stable")
+    sid = inv[order]
+    n_s = np.bincount(sid)
+    offsets = np.concatenate([[0], np.cumsum(n_s)])
+    position = np.arange(n) - offsets[sid]
+    rng = np.random.default_rng([int(random_state), int(window)])
+    perm = np.arange(n_s.size)
+    for length in np.unique(n_s):
+        idx = np.flatnonzero(n_s == length)
+        if idx.size > 1:
+            perm[idx] = idx[rng.permutation(idx.size)]
+    r = np.empty(n, np.int64)
+    r[order] = order[offsets[perm][sid] + position]
+    return r
+
+
+def chance_cross_scatter(A, B, random_state, *, groups=None, block_rows=None, progress=None):
+    """Centred cross scatter ``sum_i (a_i - mean a)(b_r(i) - mean b)^T`` (Da x Db, float64)
+    with B's input samples re-paired against A's: within each window of :func:`chance_window`
+    rows, by :func:`chance_pairing` (whole samples among samples of equal length, drawn by
+    ``np.random.default_rng([random_state, w])`` for window ``w``; a sample cut by a window's
+    edge counts as two pieces).
+
+    With the side scatters (unchanged by a re-pairing) it gives each similarity statistic
+    of A against a B whose input samples no longer pair with A's: ``linear_cka_chance`` and
+    ``mean_cca_chance`` (docs/definitions.md, "Chance levels"), one draw of the permutation
+    test's null. With one row per sample (pooled rows) it permutes the rows. One more pass
+    over the rows.
     """
     n, d_a, d_b = n_rows(A), n_features(A, "A"), n_features(B, "B")
     W = chance_window(d_a, d_b)
+    groups = np.arange(n) if groups is None else np.asarray(groups)
     xy = np.zeros((d_a, d_b))
     sa, sb = np.zeros(d_a), np.zeros(d_b)
     shift_a = shift_b = None
@@ -307,8 +351,7 @@ def chance_cross_scatter(A, B, random_state, *, block_rows=None, progress=None):
                 shift_a, shift_b = first_block_shift(xa), first_block_shift(xb)
             xa -= shift_a
             xb -= shift_b
-            perm = np.random.default_rng([int(random_state), w]).permutation(stop - start)
-            xy += xa.T @ xb[perm]
+            xy += xa.T @ xb[chance_pairing(groups[start:stop], random_state, w)]
             sa += xa.sum(axis=0)
             sb += xb.sum(axis=0)
             bar.update(stop - start)

@@ -172,15 +172,17 @@ def table_footnotes(results, cells=(), compact=False):
         if d.get("bootstrap"):
             parts.append(f"[low, high]: {100 * d.get('confidence', 0.95):g}% bootstrap interval "
                          f"({d.get('interval', 'basic')}) over {d['bootstrap']} resamples of the "
-                         "input samples (errors: of the held-out samples, maps fixed)")
+                         "input samples (errors: of the held-out samples, maps fixed)"
+                         + ("; fewer than 100 resamples: its ends are noisy" if d["bootstrap"] < 100 else ""))
         if d.get("permutations"):
             parts.append(f"p: permutation p-value, {d['permutations']} shuffles of B's input samples "
-                         "against A's (one-sided, more similar)")
+                         "against A's (one-sided, more similar)"
+                         + (f"; it cannot fall below 1/{d['permutations'] + 1}" if d["permutations"] < 19 else ""))
         notes.extend(parts)
     if any((d.get("linear_cka_chance") is not None or d.get("mean_cca_chance") is not None)
            and (compact or not _resampled(d)) for d in ds):
-        notes.append("[ ]: chance level: the same CKA / CCA with the rows of B permuted (seeded); "
-                     "a value near it is noise")
+        notes.append("[ ]: chance level: the same CKA / CCA with B's input samples re-paired against "
+                     "A's (whole samples, as the p-values; seeded); a value near it is noise")
     if any("\u00b1" in cell for cell in cells):
         notes.append("\u00b1: standard deviation of the ICA error (and efficiency) over the "
                      "pairings of FastICA restarts (best: all R x R; consensus: the restart pairs)")
@@ -280,7 +282,8 @@ def format_table(results, labels: Sequence[str] | None = None, *, digits: int = 
     results = list(results)
     labels = row_labels(results, labels)
     extra = measure_columns(results)
-    header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA", *extra]
+    header = ["pair", "Permutation", "Rigid", "Linear", "ICA (% eff.)", "CKA", "CCA",
+              *(column_header(results, name) for name in extra)]
     rows = []
     for lab, r in zip(labels, results):
         rows.append([lab, closed_form_cell(r, "permutation", digits, compact),
@@ -316,6 +319,17 @@ def measure_columns(results):
             if name not in _SHOWN and name not in out:
                 out.append(name)
     return out
+
+
+def column_header(results, name):
+    """An asked-for measure's column header: its name and the parameters it ran with where
+    not the defaults (``mutual_knn k=5``, ``shape_metric alpha=0.5``)."""
+    for r in results:
+        params = (_dict(r).get("measure_params") or {}).get(name)
+        if params is not None:
+            base = name.partition(":")[0]
+            return " ".join([base] + [f"{k}={v}" for k, v in params.items()])
+    return name
 
 
 def format_matrix(matrix, labels: Sequence[str] | None = None, *, metric: str = "",

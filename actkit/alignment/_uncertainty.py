@@ -16,7 +16,8 @@ import numpy as np
 
 from actkit.alignment._measures_run import MeasureValue
 from actkit.errors import ValidationError
-from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_interval, check_resampling,
+from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_cka_debiased,
+                              bootstrap_interval, check_resampling,
                               gather_pair, gram_fits, infer, infer_rows)
 from actkit.measures import available, get_measure, rows_of
 
@@ -85,7 +86,7 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
     samples = Samples(rows_a, rows_b, groups, product_dtype=dtype, dtype=str(np.dtype(dtype)),
                       device=None if str(device) == "cpu" else device,
                       norms="linear_cka_debiased" in measures)
-    fast = {"linear_cka": bootstrap_cka} if gram_fits(samples, bootstrap) else {}
+    fast = fast_bootstraps(samples, measures, bootstrap)
     records, info = infer(samples, measures, permutations=permutations, bootstrap=bootstrap,
                           confidence=confidence, random_state=random_state, interval=interval,
                           fast_bootstrap=fast)
@@ -97,7 +98,37 @@ def similarity_records(A, B, groups, chosen, *, permutations, bootstrap, confide
                                   progress=progress))
     if skipped:
         info["resampling_skipped"] = skipped
+    if permutations:
+        info["permutation_null"] = permutation_null(samples.n_s)
     return records, info
+
+
+def permutation_null(n_s):
+    """What the permutation null holds fixed and what its mean means, in words (the JSON's
+    ``permutation_null``), for input samples of ``n_s`` rows each."""
+    if np.all(n_s == 1):
+        return ("B's input samples re-paired against A's at random (one row per sample: a "
+                "permutation of the rows); <name>_null_mean is the measure between unrelated "
+                "representations of these inputs")
+    return ("B's input samples re-paired against A's, whole samples, only among samples of equal "
+            "length, row i with row i: the position within a sample is held fixed (token i of one "
+            "input meets token i of another: [CLS] meets [CLS], position structure stays paired); "
+            "<name>_null_mean is the measure when which input meets which is broken but position is "
+            "kept, not the measure between unrelated representations; p asks whether the pairing of "
+            "the inputs matters beyond position (docs/compare.md, 'What the permutation null holds "
+            "fixed')")
+
+
+def fast_bootstraps(samples, measures, bootstrap):
+    """The measures of ``measures`` whose bootstrap runs on the Gram route (plain and debiased
+    linear CKA, :mod:`actkit.inference`), where that route is the cheaper exact one; the
+    others re-weight the per-sample moment blocks."""
+    if not gram_fits(samples, bootstrap):
+        return {}
+    fast = {"linear_cka": bootstrap_cka}
+    if samples.norms:
+        fast["linear_cka_debiased"] = bootstrap_cka_debiased
+    return {k: f for k, f in fast.items() if k in measures}
 
 
 def attach_records(res, records):

@@ -22,6 +22,7 @@ import numpy as np
 
 from actkit._threads import current_threads, map_ordered
 from actkit.inference._samples import host
+from actkit.measures.cka import hsic_unbiased
 
 #: bytes of per-sample blocks formed at once while the Gram matrices are computed
 CHUNK_BYTES = 1 << 28
@@ -141,8 +142,11 @@ def _chunk(samples, s0, s1):
     return out
 
 
-def bootstrap_cka(samples, W):
-    """Linear CKA of each resample ``W[k]`` (k, G) of sample multiplicities; shape (k,)."""
+def _gram_terms(samples, W):
+    """What both CKAs of the resamples ``W`` (k, G) need: ``N`` (k,), the squared Frobenius
+    norms ``naa, nbb, nab`` of the resampled centred scatters, ``U, V`` (the resampled sums
+    about the full means) and ``taa, tbb, tab`` (``U^T S V`` of the uncentred weighted
+    scatters, ``sum_s w_s sum_{i in s} (a_i . U)(b_i . V)``)."""
     W = np.asarray(W, dtype=np.float64)
     Gaa, Gbb, Gab = grams(samples)
     N = W @ samples.n_s
@@ -161,9 +165,47 @@ def bootstrap_cka(samples, W):
     naa = quad[0] - 2 * taa / N + uu * uu / N ** 2
     nbb = quad[1] - 2 * tbb / N + vv * vv / N ** 2
     nab = quad[2] - 2 * tab / N + uu * vv / N ** 2
-    den = np.sqrt(np.maximum(naa, 0) * np.maximum(nbb, 0))
+    return dict(W=W, N=N, U=U, V=V, uu=uu, vv=vv, taa=taa, tbb=tbb, tab=tab, naa=naa, nbb=nbb, nab=nab)
+
+
+def bootstrap_cka(samples, W):
+    """Linear CKA of each resample ``W[k]`` (k, G) of sample multiplicities; shape (k,)."""
+    t = _gram_terms(samples, W)
+    den = np.sqrt(np.maximum(t["naa"], 0) * np.maximum(t["nbb"], 0))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, nab / den, np.nan)
+        return np.where(den > 0, t["nab"] / den, np.nan)
 
 
 bootstrap_cka.prepare = lambda samples, resamples: (grams(samples), _row_sums(samples))
+
+
+def bootstrap_cka_debiased(samples, W):
+    """Debiased linear CKA (:func:`actkit.measures.cka.debiased_cka_from_moments`) of each
+    resample ``W[k]``; shape (k,). The Gram route of :func:`bootstrap_cka` gives the squared
+    Frobenius norms; the traces and the row-norm terms are re-weighted per-sample sums
+    (``samples.raw``), rebased to each resample's means as
+    :meth:`~actkit.measures.Moments.from_sums` rebases them, with ``u^T aa(w) u = taa / N^2``."""
+    t = _gram_terms(samples, W)
+    W, N, U, V = t["W"], t["N"], t["U"], t["V"]
+    raw = {k: W @ v for k, v in samples.raw.items()}
+    cu, cv = t["uu"] / N ** 2, t["vv"] / N ** 2
+    usa, vsb = t["uu"] / N, t["vv"] / N                       # u . sum_a, v . sum_b
+
+    def dot(X, Y):          # u . Y for u = U / N, per resample
+        return np.einsum("kd,kd->k", X, Y) / N
+    dx2 = (raw["sum_dx2"] - 4 * dot(U, raw["x_dx"]) + 2 * cu * raw["sum_dx"] + 4 * t["taa"] / N ** 2
+           - 4 * cu * usa + N * cu * cu)
+    dy2 = (raw["sum_dy2"] - 4 * dot(V, raw["y_dy"]) + 2 * cv * raw["sum_dy"] + 4 * t["tbb"] / N ** 2
+           - 4 * cv * vsb + N * cv * cv)
+    dxdy = (raw["sum_dxdy"] - 2 * dot(V, raw["y_dx"]) + cv * raw["sum_dx"] - 2 * dot(U, raw["x_dy"])
+            + 4 * t["tab"] / N ** 2 - 2 * cv * usa + cu * raw["sum_dy"] - 2 * cu * vsb + N * cu * cv)
+    ta, tb = raw["sum_dx"] - usa, raw["sum_dy"] - vsb          # tr Saa(w), tr Sbb(w)
+    hxy = hsic_unbiased(N, t["nab"] - dxdy, ta, tb, dxdy)
+    hxx = hsic_unbiased(N, t["naa"] - dx2, ta, ta, dx2)
+    hyy = hsic_unbiased(N, t["nbb"] - dy2, tb, tb, dy2)
+    ok = (hxx > 0) & (hyy > 0) & (N >= 4)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, hxy / np.sqrt(np.where(ok, hxx * hyy, 1.0)), np.nan)
+
+
+bootstrap_cka_debiased.prepare = bootstrap_cka.prepare

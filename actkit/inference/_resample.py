@@ -25,12 +25,14 @@ thread: the digits do not depend on the number of threads.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.errors import ValidationError
+from actkit.measures import reuse_sides
 
 #: resamples per task (a constant: never the thread count)
 BOOT_BATCH = 16
@@ -95,8 +97,52 @@ class MeasureRecord:
         return asdict(self)
 
 
+def min_bootstrap(confidence):
+    """Fewest bootstrap resamples an interval at ``confidence`` accepts: ``2 / (1 -
+    confidence)`` (40 at 0.95, 200 at 0.99). Each end of the interval is the ``(1 - c) / 2``
+    quantile of the resampled values from one side; with fewer resamples that tail holds
+    less than one of them, and the end is the smallest (or largest) value drawn, whatever
+    the confidence (``--bootstrap 1`` gave a "95% interval" of one point)."""
+    return int(math.ceil(round(2.0 / (1.0 - float(confidence)), 9)))
+
+
+#: below this many resamples an interval's ends are noisy (their Monte Carlo SD is about
+#: half the interval's width x 1 / sqrt(M / 10); docs/compare.md, "How many resamples")
+NOISY_BOOTSTRAP = 100
+
+#: a p-value can reach 0.05 only with at least this many permutations (1 / (N + 1) <= 0.05)
+MIN_PERMUTATIONS_05 = 19
+
+
+def bootstrap_floor_error(bootstrap, confidence, asked="bootstrap={}"):
+    """The one-line error for too few bootstrap resamples (``asked``: how the request is
+    named, ``"--bootstrap {}"`` at the command line), or None."""
+    need = min_bootstrap(confidence)
+    if 0 < bootstrap < need:
+        return (f"{asked.format(bootstrap)} is too few resamples for a {100 * confidence:g}% interval: its "
+                f"ends are the {100 * (1 - confidence) / 2:g}% and {100 * (1 + confidence) / 2:g}% "
+                f"quantiles of the resampled values, which need at least 2 / (1 - confidence) = {need} "
+                f"resamples; use 1000 for numbers you report (200 to look)")
+    return None
+
+
+def resampling_notes(permutations, bootstrap, confidence):
+    """The caveats of a resampling request that is allowed but weak (one line each)."""
+    out = []
+    if 0 < permutations < MIN_PERMUTATIONS_05:
+        out.append(f"with {permutations} permutations the smallest p-value is 1 / ({permutations} + 1) = "
+                   f"{1 / (permutations + 1):.3g}: p cannot fall below 0.05; use at least "
+                   f"{MIN_PERMUTATIONS_05} (999 for numbers you report)")
+    if 0 < bootstrap < NOISY_BOOTSTRAP:
+        out.append(f"with {bootstrap} bootstrap resamples (fewer than {NOISY_BOOTSTRAP}) the interval's "
+                   f"ends are noisy: another seed moves them by a good part of the interval's width; "
+                   f"use 1000 for numbers you report")
+    return out
+
+
 def check_resampling(permutations, bootstrap, confidence, interval="basic"):
-    """Validate the arguments (one-line errors naming them)."""
+    """Validate the arguments (one-line errors naming them), the bootstrap's floor
+    (:func:`min_bootstrap`) included."""
     if interval not in INTERVALS:
         raise ValidationError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
     for name, v in (("permutations", permutations), ("bootstrap", bootstrap)):
@@ -105,6 +151,9 @@ def check_resampling(permutations, bootstrap, confidence, interval="basic"):
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) \
             or not 0 < float(confidence) < 1:
         raise ValidationError(f"confidence must be in (0, 1), got {confidence!r}")
+    message = bootstrap_floor_error(int(bootstrap), float(confidence))
+    if message:
+        raise ValidationError(message)
 
 
 def permutation_draws(n_s, N, random_state):
@@ -202,12 +251,16 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
         null = np.full((permutations, len(names)), np.nan)
 
         def perm_task(span):
-            return [[measures[k][0](samples.permuted_moments(perms[j])) for k in names]
-                    for j in range(*span)]
+            out = []
+            for j in range(*span):
+                m = samples.permuted_moments(perms[j])        # one cross product for every measure
+                out.append([measures[k][0](m) for k in names])
+            return out
 
-        for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
-                                  map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
-            null[s0:s1] = vals
+        with reuse_sides():     # the side scatters are the same in every permutation
+            for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
+                                      map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
+                null[s0:s1] = vals
 
         W = bootstrap_draws(samples.G, bootstrap, random_state) if bootstrap else None
         boot = np.full((bootstrap, len(names)), np.nan)

@@ -6,10 +6,11 @@ Everything the resampling needs derives from these rows in a fixed order at one 
 
 * per-sample row counts ``n_s`` and sums ``u_s = sum_{i in s} a_i``, ``v_s`` (G x D);
 * the weighted moments of a bootstrap resample (sample ``s`` taken ``w_s`` times),
-  ``N = w.n``, ``S_ab(w) = sum_s w_s A_s^T B_s - u(w) v(w)^T / N``, either from the
-  per-sample scatter blocks ``A_s^T A_s, B_s^T B_s, A_s^T B_s`` (kept when
-  ``G (Da^2 + Db^2 + Da Db)`` floats fit :data:`BLOCK_BYTES`; one small GEMM per batch of
-  resamples) or, beyond that, from the rows weighted by ``w`` (three products per resample);
+  ``N = w.n``, ``S_ab(w) = sum_s w_s A_s^T B_s - u(w) v(w)^T / N``, from the per-sample
+  scatter blocks ``A_s^T A_s, B_s^T B_s, A_s^T B_s``: kept when ``G (Da^2 + Db^2 + Da Db)``
+  floats fit :data:`BLOCK_BYTES` (one small GEMM per batch of resamples), else formed a few
+  samples at a time once per batch of resamples (the rows' products once per batch, not three
+  per resample);
 * the cross scatter of a permutation ``pi`` of the input samples of B
   (``sum_s A_s^T B_pi(s)`` less the unchanged outer product of the totals): one product of
   the rows; the side scatters do not change.
@@ -31,6 +32,10 @@ from actkit.measures import Moments
 
 #: per-sample scatter blocks are kept (for the bootstrap) up to this many bytes
 BLOCK_BYTES = 1 << 30
+
+#: input samples whose blocks are formed at once where the blocks do not fit (a constant:
+#: the same sums, in the same order, at any thread count)
+STREAM_SAMPLES = 16
 
 #: fewest input samples a resampling accepts
 MIN_SAMPLES = 10
@@ -166,6 +171,29 @@ class Samples:
             self._blocks = out
         return self._blocks
 
+    def _block_rows(self, s0, s1):
+        """The per-sample scatter blocks of samples ``s0:s1`` (three arrays, one row each)."""
+        o = self.offsets
+        out = [np.empty((s1 - s0, self.da * self.da)), np.empty((s1 - s0, self.db * self.db)),
+               np.empty((s1 - s0, self.da * self.db))]
+        for s in range(s0, s1):
+            a, b = self.A[o[s]:o[s + 1]], self.B[o[s]:o[s + 1]]
+            for P, block in zip(out, (a.T @ a, b.T @ b, a.T @ b)):
+                P[s - s0] = block.ravel()
+        return out
+
+    def _streamed_blocks(self, W):
+        """``W @ blocks`` (each (k, D*D)) where the blocks do not fit in memory: they are
+        formed :data:`STREAM_SAMPLES` samples at a time, once per batch of resamples (the
+        batch shares them: 1 / k of the rows' products per resample, not three per resample)."""
+        out = [np.zeros((len(W), self.da * self.da)), np.zeros((len(W), self.db * self.db)),
+               np.zeros((len(W), self.da * self.db))]
+        for s0 in range(0, self.G, STREAM_SAMPLES):
+            s1 = min(self.G, s0 + STREAM_SAMPLES)
+            for acc, P in zip(out, self._block_rows(s0, s1)):
+                acc += W[:, s0:s1] @ P
+        return out
+
     def weighted_moments(self, W):
         """Moments of bootstrap resamples: ``W`` (k, G) sample multiplicities; a list of k
         :class:`actkit.measures.Moments`."""
@@ -175,10 +203,7 @@ class Samples:
         if self.blocks_fit():
             Paa, Pbb, Pab = (W @ P for P in self.blocks())
         else:
-            wr = W[:, self.sample_of_row]
-            Paa = np.stack([(self.A.T * w) @ self.A for w in wr]).reshape(len(W), -1)
-            Pbb = np.stack([(self.B.T * w) @ self.B for w in wr]).reshape(len(W), -1)
-            Pab = np.stack([(self.A.T * w) @ self.B for w in wr]).reshape(len(W), -1)
+            Paa, Pbb, Pab = self._streamed_blocks(W)
         raw = {k: W @ v for k, v in self.raw.items()}
         return [self._moments(float(N[k]), U[k], V[k], Paa[k].reshape(self.da, self.da),
                               Pbb[k].reshape(self.db, self.db), Pab[k].reshape(self.da, self.db),
@@ -225,8 +250,10 @@ class Samples:
             dy = self.dy[r]
             raw.update(sum_dxdy=self.dx @ dy, x_dy=self.A.T @ dy, y_dx=self.B.T @ self.dx[inv])
         ab = self._product(r)
-        return self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides,
-                             ab, raw)
+        m = self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides, ab, raw)
+        # the side scatters as the same arrays in every permutation (the same bits): a
+        # measure's side decompositions are then computed once (measures.reuse_sides)
+        return replace(m, Saa=full.Saa, Sbb=full.Sbb)
 
 
 def gather_pair(A, B, *, block_rows=None, progress=None):

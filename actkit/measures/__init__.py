@@ -49,6 +49,8 @@ for every moment-based one, one sample for every row-based one), :func:`moments_
 ``get_measure(name)``      its :class:`Measure` (a one-line error naming the choices)
 ``parse_measures(spec)``   ``"procrustes,mutual_knn:k=5"`` -> [(Measure, params)]
 ``measure_table()``        the ``--list-measures`` rows
+``reuse_sides()``          a context in which a side's decompositions are computed once
+                           per scatter array (the permutation null keeps the sides)
 =========================  =========================================================
 
 Formulas, invariances, costs, references and when to prefer each: ``docs/measures.md``.
@@ -66,6 +68,8 @@ _LAZY = {
     "get_measure": "actkit.measures._registry",
     "all_measures": "actkit.measures._registry",
     "parse_measures": "actkit.measures._registry",
+    "variant_key": "actkit.measures._registry",
+    "format_param": "actkit.measures._registry",
     "measure_table": "actkit.measures._table",
     "format_measure_table": "actkit.measures._table",
     "moments_of": "actkit.measures._compute",
@@ -80,6 +84,7 @@ _LAZY = {
     "rank_cut": "actkit.measures._linalg",
     "canonical_correlations": "actkit.measures._linalg",
     "cca": "actkit.measures._linalg",
+    "reuse_sides": "actkit.measures._linalg",
 }
 
 __getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY)

@@ -133,6 +133,9 @@ class Measure:
         parameters alone cannot judge (``k`` not below the rows, unequal widths, ...).
     cost : str
         Time and memory in words (docs/measures.md).
+    convention : str
+        Where the measure's convention departs from a well-known implementation, in words
+        (``--list-measures`` prints it).
     """
 
     name: str
@@ -146,6 +149,7 @@ class Measure:
     needs_split: bool = False
     check: Callable | None = field(default=None, repr=False)
     cost: str = ""
+    convention: str = ""
 
     def __post_init__(self):
         if self.kind not in ("similarity", "distance"):
@@ -200,7 +204,8 @@ class Measure:
         how = {"moments": "out of core", "rows": "sampled", "alignment": "held-out fit"}[self.source]
         return {"name": self.name, "kind": self.kind, "invariances": self.invariances,
                 "computed": how, "params": ", ".join(f"{p.name}={p.default}" for p in self.params),
-                "paper": self.paper, "reference": self.reference, "cost": self.cost}
+                "paper": self.paper, "reference": self.reference, "cost": self.cost,
+                "convention": self.convention}
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from dataclasses import replace
 
 from actkit.errors import ValidationError
 from actkit.measures._protocol import Measure
 
-__all__ = ["all_measures", "available", "get_measure", "parse_measures"]
+__all__ = ["all_measures", "available", "format_param", "get_measure", "parse_measures", "variant_key"]
 
 # ----- the registry: every public module of actkit.measures states its MEASURES -----
 _REGISTRY: dict | None = None
@@ -66,7 +67,13 @@ def get_measure(name) -> Measure:
 
 def parse_measures(spec) -> list:
     """``[(Measure, params), ...]`` from ``"procrustes,mutual_knn:k=5,shape_metric:alpha=0.5"``
-    or a list of names, ``(name, params)`` pairs, or such strings; params checked."""
+    or a list of names, ``(name, params)`` pairs, or such strings; params checked.
+
+    Variants of one measure with different parameters (``"shape_metric:alpha=0.5,
+    shape_metric:alpha=1"``) are each a measure of their own, named by :func:`variant_key`
+    (``"shape_metric:alpha=0.5"``, ``"shape_metric:alpha=1"``: the parameters in which the
+    variants differ), the key of their value in ``compare``'s ``to_dict()``; a measure asked
+    for once keeps its name. The same measure with the same parameters twice is an error."""
     if spec is None:
         return []
     if isinstance(spec, str):
@@ -86,11 +93,44 @@ def parse_measures(spec) -> list:
             name, params = item
         m = get_measure(name.strip())
         out.append((m, m.validate(params)))
-    names = [m.name for m, _ in out]
-    dup = [n for n in names if names.count(n) > 1]
-    if dup:
-        raise ValidationError(f"measure {dup[0]} is asked for twice")
+    return _variants(out)
+
+
+def _variants(chosen):
+    """Each measure asked for with several parameter sets renamed to its :func:`variant_key`."""
+    seen = set()
+    for m, params in chosen:
+        key = (m.name, tuple(sorted((k, repr(v)) for k, v in params.items())))
+        if key in seen:
+            raise ValidationError(f"measure {m.name} is asked for twice with the same parameters")
+        seen.add(key)
+    out = []
+    for m, params in chosen:
+        sets = [p for x, p in chosen if x.name == m.name]
+        if len(sets) == 1:
+            out.append((m, params))
+            continue
+        differ = [k for k in params if any(p.get(k) != params[k] for p in sets)]
+        out.append((replace(m, name=variant_key(m.name, params, differ)), params))
     return out
+
+
+def variant_key(name, params, which=None):
+    """``name:k=v:...`` for the parameters ``which`` (default all) of ``params``: a variant's
+    key (``shape_metric:alpha=0.5``). Floats print as ``%g``, booleans as true/false."""
+    which = list(params) if which is None else which
+    return ":".join([name] + [f"{k}={format_param(params[k])}" for k in which])
+
+
+def format_param(v):
+    """A parameter's value as ``--measures`` takes it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "none"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
 
 
 def _split_spec(text):

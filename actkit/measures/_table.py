@@ -12,7 +12,7 @@ __all__ = ["measure_table", "format_measure_table"]
 
 def measure_table() -> list:
     """One dict per measure: name, kind, invariances, computed (out of core, sampled or
-    held-out fit), params (defaults), paper, reference, cost."""
+    held-out fit), params (defaults), paper, reference, cost, convention."""
     return [m.describe() for m in all_measures()]
 
 
@@ -31,7 +31,8 @@ def format_measure_table(width: int | None = None) -> str:
         lead = f"{r['name']:<{w}}  {r['kind']:<{k}}  {r['computed']:<{c}}  "
         lines += textwrap.wrap(r["params"] or "-", width, initial_indent=lead,
                                subsequent_indent=" " * len(lead), break_on_hyphens=False)
-        for label, text in (("invariant to", r["invariances"]), ("reference", r["reference"])):
+        for label, text in (("invariant to", r["invariances"]), ("reference", r["reference"]),
+                            ("convention", r.get("convention", ""))):
             if text:
                 lines += textwrap.wrap(f"{label}: {text}", width, initial_indent="    ",
                                        subsequent_indent="      ", break_on_hyphens=False)

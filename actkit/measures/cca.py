@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit._threads import small_linalg
-from actkit.measures._linalg import canonical_correlations, cca, rank_cut
+from actkit.measures._linalg import canonical_correlations, cca, rank_cut, side_cached
 from actkit.measures._protocol import Measure, float_param, int_param
 
 __all__ = ["mean_cca_from_moments", "svcca_from_moments", "pwcca_from_moments", "MEASURES"]
@@ -24,6 +24,7 @@ def mean_cca_from_moments(m, n_components=None, eps=None):
     return float(rho.mean()) if rho.size else float("nan")
 
 
+@side_cached
 def _top_directions(S, keep):
     """Eigenvectors (p, k) and eigenvalues (k,) of a scatter matrix: the fewest leading
     directions whose eigenvalues (squared singular values of the centred rows) reach
@@ -63,6 +64,13 @@ def pwcca_from_moments(m, eps=None):
 
 
 _INV = "invertible linear transforms, translation"
+
+#: the CCA family's rank convention, against google/svcca's cca_core (docs/measures.md)
+RANK_CONVENTION = ("the mean is over the min(rank A, rank B) canonical correlations (directions of "
+                   "variance below the rank cut, 1e-6 for float32 rows, 1e-10 for float64, x the "
+                   "largest dropped); google/svcca's cca_core averages over min(Da, Db) with its "
+                   "epsilon regularisation, so on a rank-deficient side (every LayerNorm output: "
+                   "rank D - 1) the two differ by 5e-4 to 2e-3; on full-rank sides they agree")
 _EPS = float_param("eps", None, 0, 1, open_low=True, none=True)
 
 MEASURES = (
@@ -70,16 +78,17 @@ MEASURES = (
             paper="Hotelling 1936; mean canonical correlation as in Raghu et al. 2017",
             reference="sklearn.cross_decomposition.CCA (closed form, at convergence)",
             params=(int_param("n_components", None, 1, none=True), _EPS),
-            cost="O(N D^2) time in one pass, O(D^3) for the decomposition"),
+            cost="O(N D^2) time in one pass, O(D^3) for the decomposition", convention=RANK_CONVENTION),
     Measure("svcca", "similarity", "orthogonal transforms, isotropic scaling, translation "
             "(invertible linear maps only of the kept subspace)", "moments", svcca_from_moments,
             paper="Raghu et al. 2017, SVCCA", reference="google/svcca tutorial: SVD then "
             "cca_core.get_cca_similarity, mean of cca_coef1",
             params=(float_param("keep", 0.99, 0, 1, open_low=True), _EPS),
-            cost="O(N D^2) time in one pass, O(D^3) for the decompositions"),
+            cost="O(N D^2) time in one pass, O(D^3) for the decompositions", convention=RANK_CONVENTION),
     Measure("pwcca", "similarity", "orthogonal transforms, isotropic scaling, translation",
             "moments", pwcca_from_moments,
             paper="Morcos et al. 2018, projection-weighted CCA (weights from A's side)",
             reference="google/svcca pwcca.compute_pwcca (its deviations: docs/measures.md)",
-            params=(_EPS,), cost="O(N D^2) time in one pass, O(D^3) for the decomposition"),
+            params=(_EPS,), cost="O(N D^2) time in one pass, O(D^3) for the decomposition",
+            convention=RANK_CONVENTION),
 )

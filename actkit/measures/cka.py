@@ -13,7 +13,7 @@ from actkit.errors import ValidationError
 from actkit.measures._protocol import Measure, float_param
 from actkit.measures._rowtools import pairwise_sq_distances
 
-__all__ = ["linear_cka_from_moments", "debiased_cka_from_moments", "rbf_cka_from_rows", "MEASURES"]
+__all__ = ["linear_cka_from_moments", "debiased_cka_from_moments", "hsic_unbiased", "rbf_cka_from_rows", "MEASURES"]
 
 _PAPER = "Kornblith et al. 2019, Similarity of neural network representations revisited"
 
@@ -26,7 +26,7 @@ def linear_cka_from_moments(m):
         return float(num / den) if den > 0 else float("nan")
 
 
-def _hsic_u(n, tr_kl, trace_k, trace_l, kl1):
+def hsic_unbiased(n, tr_kl, trace_k, trace_l, kl1):
     """Unbiased HSIC (Song et al. 2012) of linear kernels of centred rows: with K = X X^T,
     L = Y Y^T and tilde = zero diagonal, tr(K~L~) = |X^T Y|_F^2 - sum_i dx_i dy_i,
     1^T K~ 1 = -sum_i dx_i (the rows sum to zero), 1^T K~ L~ 1 = sum_i dx_i dy_i."""
@@ -45,9 +45,9 @@ def debiased_cka_from_moments(m):
     with small_linalg():
         ta, tb = float(np.trace(m.Saa)), float(np.trace(m.Sbb))
         nm = m.norms
-        hxy = _hsic_u(n, np.sum(m.Sab * m.Sab) - nm["dxdy"], ta, tb, nm["dxdy"])
-        hxx = _hsic_u(n, np.sum(m.Saa * m.Saa) - nm["dx2"], ta, ta, nm["dx2"])
-        hyy = _hsic_u(n, np.sum(m.Sbb * m.Sbb) - nm["dy2"], tb, tb, nm["dy2"])
+        hxy = hsic_unbiased(n, np.sum(m.Sab * m.Sab) - nm["dxdy"], ta, tb, nm["dxdy"])
+        hxx = hsic_unbiased(n, np.sum(m.Saa * m.Saa) - nm["dx2"], ta, ta, nm["dx2"])
+        hyy = hsic_unbiased(n, np.sum(m.Sbb * m.Sbb) - nm["dy2"], tb, tb, nm["dy2"])
     den = np.sqrt(hxx * hyy) if hxx > 0 and hyy > 0 else 0.0
     return float(hxy / den) if den > 0 else float("nan")
 

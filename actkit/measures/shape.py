@@ -9,6 +9,7 @@ import numpy as np
 
 from actkit._threads import small_linalg
 from actkit.errors import ValidationError
+from actkit.measures._linalg import side_cached
 from actkit.measures._protocol import Measure, bool_param, float_param
 
 __all__ = ["procrustes_from_moments", "shape_metric_from_moments", "bures_from_moments", "MEASURES"]
@@ -36,6 +37,7 @@ def procrustes_from_moments(m):
 EIGVAL_TOL = 1e-7
 
 
+@side_cached
 def _partial_whitening(S, alpha):
     """netrep's ``whiten``: ``Z = V diag(alpha + (1 - alpha) lam^{-1/2}) V^T`` with ``lam``
     the eigenvalues of the centred scatter (clipped to 1e-7); the identity for alpha

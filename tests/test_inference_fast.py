@@ -1,0 +1,109 @@
+"""Every moment-based measure on the fast path (issue 42): the permutation null and the
+bootstrap of each moment-based measure of the registry come from the per-sample moments (one
+cross product per permutation shared by every measure, the sides' decompositions computed
+once; plain and debiased CKA's bootstrap on the Gram route; the others from re-weighted
+per-sample blocks), and their p-values and intervals equal those of recomputing each measure
+from the resampled rows with the same draws, to 1e-10, at 1 and 2 threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from actkit._threads import use_threads
+from actkit.alignment._uncertainty import fast_bootstraps, resampled_measures
+from actkit.inference import (Samples, bootstrap_draws, bootstrap_interval, infer, p_value,
+                              permutation_draws)
+from actkit.measures import get_measure, moments_of, parse_measures
+
+#: every moment-based measure of the registry that resamples (linear_r2 is scored on held-out rows)
+MOMENT_MEASURES = ["linear_cka", "linear_cka_debiased", "mean_cca", "svcca", "pwcca", "procrustes",
+                   "shape_metric", "shape_metric:alpha=0.5", "bures"]
+
+
+def _pair(rank_deficient, G=24, seed=0):
+    """Per-token rows of G input samples of 3 to 5 rows (rows of a sample contiguous), a
+    per-sample effect and a real relation; ``rank_deficient``: B's last column is the sum of
+    the others (as a LayerNorm output's rows satisfy one linear equation)."""
+    rng = np.random.default_rng(seed)
+    g = np.repeat(np.arange(G), rng.integers(3, 6, size=G))
+    A = rng.normal(size=(g.size, 6)) + rng.normal(size=(G, 6))[g] + 2.0
+    B = np.tanh(A @ rng.normal(size=(6, 5)) / 2) + 0.5 * rng.normal(size=(g.size, 5))
+    if rank_deficient:
+        B[:, -1] = B[:, :-1].sum(axis=1)
+    return A, B, g
+
+
+def _recomputed(A, B, g, name, params, perms, W, samples):
+    """The measure recomputed from the re-paired and the resampled rows (no moments reused)."""
+    m = get_measure(name.partition(":")[0])
+    null = [m.compute(moments_of(A, B[samples.row_order(p)]), **params) for p in perms]
+    starts = np.concatenate([[0], np.cumsum(np.bincount(g))])
+    boot = []
+    for w in W:
+        rows = np.concatenate([np.arange(starts[s], starts[s + 1]) for s in range(len(w))
+                               for _ in range(int(w[s]))])
+        boot.append(m.compute(moments_of(A[rows], B[rows]), **params))
+    return m.compute(moments_of(A, B), **params), np.array(null), np.array(boot)
+
+
+@pytest.mark.parametrize("rank_deficient, blocks_fit", [(False, True), (True, True), (False, False)])
+def test_fast_p_values_and_intervals_equal_recomputing_from_the_rows(rank_deficient, blocks_fit, monkeypatch):
+    """``blocks_fit=False``: the per-sample blocks do not fit in memory (as for 500 sentences
+    x 384 features a side) and are formed a few samples at a time for each batch of resamples."""
+    if not blocks_fit:
+        monkeypatch.setattr("actkit.inference._samples.BLOCK_BYTES", 0)
+    A, B, g = _pair(rank_deficient)
+    chosen = parse_measures(MOMENT_MEASURES)
+    measures, rows, skipped = resampled_measures(chosen)
+    assert sorted(measures) == sorted(m.name for m, _ in chosen) and len(measures) == 9
+    assert not rows and not skipped
+    P, M, seed = 30, 40, 5
+    runs = []
+    for threads in (1, 2):
+        with use_threads(threads):
+            s = Samples(A, B, g)
+            fast = fast_bootstraps(s, measures, M)
+            assert set(fast) == {"linear_cka", "linear_cka_debiased"}     # the Gram route
+            records, _ = infer(s, measures, permutations=P, bootstrap=M, random_state=seed,
+                               fast_bootstrap=fast)
+            runs.append(records)
+    perms, _ = permutation_draws(s.n_s, P, seed)
+    W = bootstrap_draws(s.G, M, seed)
+    for (m, params) in chosen:
+        value, null, boot = _recomputed(A, B, g, m.name, params, perms, W, s)
+        # shape_metric at alpha < 1 scales B's null direction by (1 - alpha) / sqrt(1e-7)
+        # (netrep's clip): the rounding of the sums, moved by any order of summation, x 1e3
+        tol = 1e-8 if rank_deficient and params.get("alpha", 1) < 1 else 1e-10
+        for records in runs:
+            rec = records[m.name]
+            assert rec.value == pytest.approx(value, abs=tol), m.name
+            assert rec.null_mean == pytest.approx(null.mean(), abs=tol), m.name
+            assert rec.null_sd == pytest.approx(null.std(ddof=1), abs=tol), m.name
+            assert rec.p == p_value(null, value, m.kind), m.name
+            lo, hi = bootstrap_interval(boot, value, 0.95, "basic")
+            assert rec.ci_low == pytest.approx(lo, abs=tol), m.name
+            assert rec.ci_high == pytest.approx(hi, abs=tol), m.name
+        assert runs[0][m.name].as_dict() == runs[1][m.name].as_dict(), m.name     # same bits
+
+
+def test_compare_resamples_the_three_columns_from_the_moments():
+    """``compare``'s default columns with resampling are these records (the same draws)."""
+    import warnings
+
+    import actkit
+
+    A, B, g = _pair(False, G=30, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = actkit.compare(A, B, groups=g, methods=("rigid",), permutations=19, bootstrap=40,
+                           random_state=2).to_dict()
+    s = Samples(A, B, g)
+    perms = permutation_draws(s.n_s, 19, 2)[0]
+    W = bootstrap_draws(s.G, 40, 2)
+    for name in ("linear_cka", "linear_cka_debiased", "mean_cca"):
+        value, null, boot = _recomputed(A, B, g, name, {}, perms, W, s)
+        assert d[f"{name}_null_mean"] == pytest.approx(null.mean(), abs=1e-10), name
+        lo, hi = bootstrap_interval(boot, value, 0.95, "basic")
+        assert d[f"{name}_ci_low"] == pytest.approx(lo, abs=1e-10), name
+        assert d[f"{name}_ci_high"] == pytest.approx(hi, abs=1e-10), name
