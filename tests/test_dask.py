@@ -407,7 +407,7 @@ def test_row_measures_resampling_gives_the_same_digits_on_dask_workers(client, t
 
     a, b = (s["l"] for s in three_stores[:2])
     kw = dict(methods=("rigid",), measures=["rsa", "mutual_knn", "dcor", "rbf_cka"], permutations=9,
-              bootstrap=10, max_rows=400, progress=False)
+              bootstrap=40, max_rows=400, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         here = compare(a, b, **kw).to_dict()

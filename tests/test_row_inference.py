@@ -238,9 +238,9 @@ def test_compare_prints_its_estimate_before_resampling(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         actkit.compare(A, B, groups=g, methods=("rigid",), measures=["rsa", "mutual_knn"], permutations=5,
-                       bootstrap=5)
+                       bootstrap=40)
     err = capsys.readouterr().err
-    assert "resampling rsa, mutual_knn on" in err and "(5 permutations + 5 bootstrap resamples): about" in err
+    assert "resampling rsa, mutual_knn on" in err and "(5 permutations + 40 bootstrap resamples): about" in err
 
 
 def test_a_long_estimate_names_the_max_rows_that_fits(capsys, monkeypatch):
