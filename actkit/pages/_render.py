@@ -6,7 +6,7 @@ file, no other host. The Content-Security-Policy allows only that one script and
 style (by their SHA-256), images as ``data:`` URIs, and nothing else: no request leaves the
 page, and markup that slipped into the data could run nothing. The JSON is made inert inside
 its ``<script type="application/json">`` element (``<``, ``>``, ``&``, U+2028 and U+2029
-written as ``\\uXXXX``), and the scripts put every string on the page as text
+written as JSON escapes such as ``\\u003c``), and the scripts put every string on the page as text
 (``textContent``), never as markup.
 """
 
