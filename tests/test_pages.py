@@ -197,6 +197,7 @@ def test_layer_map_and_evaluation_frames_and_their_notebook_tables(stores, label
     assert IMG not in html and "&lt;img src=x onerror=" in html        # escaped
     _, X, y = labelled
     res = actkit.evaluate_postprocessing(X, y, classifier="logistic", n_rotations=1, n_splits=2, progress=False)
+    assert isinstance(res, actkit.evaluation.EvaluateResult)           # the name for it
     frame, d = res.to_frame(), res.to_dict()
     assert list(frame.columns[:4]) == ["task", "version", "auroc", "auroc_sd"]
     assert len(frame) == 4 * (len(res.tasks) + 1)

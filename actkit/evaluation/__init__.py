@@ -11,6 +11,9 @@ sparsity and the concentration of the between-class variance in the top 25% of f
 from actkit.evaluation._labels import read_labels
 from actkit.evaluation._protocol import evaluate_postprocessing, haar_rotation
 from actkit.evaluation._result import DEFINITIONS, LABELS, METRICS, TITLES, VERSIONS, EvaluationResult
+
+#: the name issue 41 gives the result of ``actkit evaluate`` (``EvaluateResult.to_frame()``): the same class
+EvaluateResult = EvaluationResult
 from actkit.evaluation._scores import (
            LIGHTGBM_PARAMS,
            between_class_variance,
@@ -25,6 +28,7 @@ __all__ = [
            "LIGHTGBM_PARAMS",
            "VERSIONS",
            "EvaluationResult",
+           "EvaluateResult",
            "between_class_variance",
            "concentration",
            "evaluate_postprocessing",
