@@ -16,6 +16,8 @@ Run::
 
     python benchmarks/bench_units.py                 # 400k x 256
     python benchmarks/bench_units.py --rows 50000    # quick
+    python benchmarks/bench_units.py --page          # the units page in chromium (issue 41): size, time to
+                                                     # interactive (benchmarks/bench_pages.py; its flags follow)
 """
 
 from __future__ import annotations
@@ -73,6 +75,15 @@ def _brute(A, k):
 
 
 def main(argv=None):
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--page" in argv:  # the page's size and speed, measured in the browser: bench_pages.py's run
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_pages import main as page_main
+
+        argv.remove("--page")
+        return page_main(argv)
     import actkit
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
