@@ -33,7 +33,7 @@ COMMAND = "python tests/_compare_record.py"
 PAIRS = {"pythia": (0, 40), "resnet": (2, 128)}
 KWARGS = dict(
     measures=["linear_cka", "mean_cca", "svcca", "procrustes", "rsa", "mutual_knn", "rbf_cka", "dcor"],
-    permutations=9, bootstrap=9, max_rows=500, ica_restarts=2, ica_max_iter=1000, ica_max_rows=2000,
+    permutations=9, bootstrap=40, max_rows=500, ica_restarts=2, ica_max_iter=1000, ica_max_rows=2000,
     random_state=0, ica_seed=0, threads=1, progress=False,
 )
 # keys that measure time, not the result: never compared
@@ -98,18 +98,35 @@ def differences(recorded, fresh, rtol=1e-12, path="") -> list:
     return [f"{where}: {fresh!r}, recorded {recorded!r}"]
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name``; else ``platform.processor()``):
+    BLAS kernels, and so the last bits of a float, differ between CPU models."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def recorded_environment() -> dict:
+    """What a recording's values to 1e-12 depend on: the library versions, Python, the CPU."""
+    import actkit
+    from actkit._versions import library_versions
+
+    return {"actkit": actkit.__version__, **library_versions(), "python": platform.python_version(),
+            "machine": platform.machine(), "cpu": cpu_model()}
+
+
 def record(out=RECORD, folder=None) -> Path:
     """Run :func:`zoo_compare_dicts` and write them, with what they were recorded with, to ``out``."""
     import tempfile
 
-    import actkit
-    from actkit._versions import library_versions
-
     with tempfile.TemporaryDirectory() as tmp:
         results = zoo_compare_dicts(folder or tmp)
     doc = {
-        "recorded_with": {"command": COMMAND, "actkit": actkit.__version__, **library_versions(),
-                          "python": platform.python_version(), "machine": platform.machine()},
+        "recorded_with": {"command": COMMAND, **recorded_environment()},
         "pairs": {k: list(v) for k, v in PAIRS.items()},
         "kwargs": KWARGS,
         "results": results,
