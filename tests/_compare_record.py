@@ -38,6 +38,13 @@ KWARGS = dict(
 )
 # keys that measure time, not the result: never compared
 VOLATILE_PREFIXES = ("seconds",)
+# on another machine or other libraries: the keys that come from the FastICA fits (their optimum
+# moves with 1e-7 noise, README "ICA alignment"), and the notes that report on those fits
+ICA_FIT_PREFIXES = ("ica",)
+ICA_FIT_NOTE_WORDS = ("ica_identifiable", "FastICA", "ica_efficiency", "ica is below rigid")
+# on another machine or other libraries: numbers to this relative tolerance (BLAS rounding of
+# another CPU moves the last few bits, never the sixth digit of these well-conditioned results)
+CROSS_MACHINE_RTOL = 1e-6
 
 
 def zoo_compare_dicts(folder) -> dict:
@@ -117,6 +124,25 @@ def recorded_environment() -> dict:
 
     return {"actkit": actkit.__version__, **library_versions(), "python": platform.python_version(),
             "machine": platform.machine(), "cpu": cpu_model()}
+
+
+def same_environment(recorded_with: dict) -> bool:
+    """Whether this process runs where ``recorded_with`` (a recording's ``recorded_with``) was
+    made: the same library versions, Python and CPU model (the command aside)."""
+    here = recorded_environment()
+    return {k: v for k, v in recorded_with.items() if k != "command"} == here
+
+
+def without_ica_fits(results: dict) -> dict:
+    """``results`` (``{pair: to_dict()}``) less what comes from the FastICA fits: the keys
+    starting with :data:`ICA_FIT_PREFIXES` and the notes naming :data:`ICA_FIT_NOTE_WORDS`."""
+    out = {}
+    for name, d in results.items():
+        d = {k: v for k, v in d.items() if not str(k).startswith(ICA_FIT_PREFIXES)}
+        if isinstance(d.get("notes"), list):
+            d["notes"] = [n for n in d["notes"] if not any(w in str(n) for w in ICA_FIT_NOTE_WORDS)]
+        out[name] = d
+    return out
 
 
 def record(out=RECORD, folder=None) -> Path:
