@@ -357,3 +357,13 @@ def test_compare_reads_as_its_steps():
     for step in steps:
         fn = getattr(alignment, step)
         assert fn is getattr(_compare_steps, step) and len(inspect.getdoc(fn) or "") > 40, step
+
+
+def test_the_architecture_document_names_compares_steps_in_order():
+    """docs/architecture.md, "compare's steps", lists compare's steps in the order they run."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("### compare's steps"):]
+    steps = ["resolve_request", "split_by_sample", "moment_pass", "fit_maps", "heldout_errors",
+             "ica_report", "similarities", "matched_sources", "resample", "result_info", "result"]
+    at = [section.index(f"`{step}`") for step in steps]
+    assert at == sorted(at)
