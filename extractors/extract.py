@@ -328,16 +328,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     if data.kind not in adapter.kind.split("+"):
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
     adapter = adapter.for_inputs(data.kind)
-    names, extra, modules_of, aliases_of = resolve_names(adapter, layers, final_hidden)
-    final_hidden = final_hidden or any(name.endswith(FINAL_HIDDEN) for name in names)
-    random_init = adapter.info.get("randomly_initialised") or []
-    for name in names:
-        hit = [k for k in random_init if k.startswith(modules_of[name] + ".")]
-        if hit:
-            warn_user(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
-                      f"initialised with seed {INIT_SEED}, the same in every run ({', '.join(hit[:3])})")
-    if not names:
-        raise LayerError("no layers requested; pass --layers NAME[,NAME...] (see `actkit layers MODEL`)")
+    names, extra, modules_of, aliases_of, final_hidden, random_init = _resolve_layers(adapter, layers, final_hidden)
     params = {}
     if unembedding:
         params["unembedding"] = adapter.unembedding()
@@ -359,6 +350,61 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         probe = adapter.batch(data, 0, 1)
     plans = plan_layers(adapter, names, probe, extra_modules=extra)
 
+    specs = _layer_specs(adapter, plans, pool, n, lengths, modules_of, aliases_of, store_dtype_name)
+
+    # the fingerprint names the samples and the user's options that choose them (so stores of
+    # different models on the same inputs agree, which `compare` checks); the model's own
+    # preprocessing (tokenizer, image processor) goes into the request and the provenance
+    preprocessing = adapter.preprocessing()
+    fingerprint = samples_fingerprint(data, adapter, max_length, max_tokens, packing)
+    label_names = _keep_labels(params, inputs, label_column, n, packing, split, config, max_samples)
+    device_name = str(adapter.device) if world is None else device_arg
+    request = _request_record(adapter, data, names, pool, dtype, store_dtype_name, max_length, n, fingerprint,
+                              preprocessing, batch_size, device_name, unembedding, random_init, revision,
+                              sort_by_length, max_batch_tokens)
+    run_batching = Batching.for_layers(lengths if data.kind == "text" else None, specs, n,
+                                       sort_by_length=sort_by_length, max_batch_tokens=max_batch_tokens)
+    extra_request = {"packing": packing, "device_map": device_map, "label_column": label_column,
+                     "skip_special_tokens": True if skip_special_tokens else None,
+                     "world_size": None if world is None else world.world_size}
+    request.update({k: v for k, v in extra_request.items() if v is not None})
+    provenance = _provenance_record(adapter, data, specs, request, dtype, store_dtype_name, pool, n, fingerprint,
+                                    preprocessing, max_length, batch_size, device_name, final_hidden, unembedding)
+    extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
+                        "packing": packing, "device_map": device_map, "label_names": label_names}
+    provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
+    recorded = adapter.record_inputs(data)  # what each sample was: the store's /inputs
+    if world is not None:
+        return _sharded_runner(world, out, adapter, data, plans, names, extra, pool, batch_size, store_dtype_name,
+                               progress, run_batching, specs, request, provenance, params, fingerprint,
+                               overwrite, compression, recorded, n)
+    writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
+                          inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression,
+                          inputs=recorded)
+    return adapter, data, writer, plans, names, extra, t_load, run_batching
+
+
+def _resolve_layers(adapter, layers, final_hidden):
+    """The asked layers of ``adapter``: ``(names, extra, modules_of, aliases_of, final_hidden,
+    random_init)`` (:func:`resolve_names`' four, whether a final hidden state is among them, and
+    the checkpoint's randomly initialised weights); warns for each layer that reads those.
+    Raises :class:`LayerError` where no layer is asked."""
+    names, extra, modules_of, aliases_of = resolve_names(adapter, layers, final_hidden)
+    final_hidden = final_hidden or any(name.endswith(FINAL_HIDDEN) for name in names)
+    random_init = adapter.info.get("randomly_initialised") or []
+    for name in names:
+        hit = [k for k in random_init if k.startswith(modules_of[name] + ".")]
+        if hit:
+            warn_user(f"layer {name!r} reads weights that are not in the checkpoint and were randomly "
+                      f"initialised with seed {INIT_SEED}, the same in every run ({', '.join(hit[:3])})")
+    if not names:
+        raise LayerError("no layers requested; pass --layers NAME[,NAME...] (see `actkit layers MODEL`)")
+    return names, extra, modules_of, aliases_of, final_hidden, random_init
+
+
+def _layer_specs(adapter, plans, pool, n, lengths, modules_of, aliases_of, store_dtype_name):
+    """One :class:`LayerSpec` per planned layer, in model depth order: its rows (``pool`` over
+    ``n`` samples of ``lengths`` tokens), features, storage dtype, row index and attributes."""
     specs = []
     kept = adapter.kept_positions()
     for name in plans:  # the layers in model depth order
@@ -375,13 +421,14 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         if plan.geometry == "map":
             attrs["layout"] = plan.layout  # NCHW, or NHWC (timm Swin...): rows are (sample, h, w)
         specs.append(LayerSpec(name, rows, plan.features, dtype=store_dtype_name, index=index, attrs=attrs))
+    return specs
 
-    # the fingerprint names the samples and the user's options that choose them (so stores of
-    # different models on the same inputs agree, which `compare` checks); the model's own
-    # preprocessing (tokenizer, image processor) goes into the request and the provenance
-    preprocessing = adapter.preprocessing()
-    fingerprint = samples_fingerprint(data, adapter, max_length, max_tokens, packing)
-    label_names = _keep_labels(params, inputs, label_column, n, packing, split, config, max_samples)
+
+def _request_record(adapter, data, names, pool, dtype, store_dtype_name, max_length, n, fingerprint,
+                    preprocessing, batch_size, device_name, unembedding, random_init, revision,
+                    sort_by_length, max_batch_tokens):
+    """The store's ``request``: what the user asked that decides the rows (a dict; the
+    optional keys of packing, device map, labels, special tokens and ranks are added by the caller)."""
     request = {
         "model": adapter.info.get("model", adapter.name),
         "revision": revision,
@@ -395,19 +442,20 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         "inputs_fingerprint": fingerprint,
         "preprocessing": preprocessing,
         "batch_size": batch_size,
-        "device": str(adapter.device) if world is None else device_arg,
+        "device": device_name,
         "unembedding": bool(unembedding),
     }
     if random_init:
         request["init_seed"] = INIT_SEED
     if data.kind == "text":  # batch composition changes the floats (in the last bits)
         request["batching"] = {"sort_by_length": sort_by_length, "max_batch_tokens": max_batch_tokens}
-    run_batching = Batching.for_layers(lengths if data.kind == "text" else None, specs, n,
-                                       sort_by_length=sort_by_length, max_batch_tokens=max_batch_tokens)
-    extra_request = {"packing": packing, "device_map": device_map, "label_column": label_column,
-                     "skip_special_tokens": True if skip_special_tokens else None,
-                     "world_size": None if world is None else world.world_size}
-    request.update({k: v for k, v in extra_request.items() if v is not None})
+    return request
+
+
+def _provenance_record(adapter, data, specs, request, dtype, store_dtype_name, pool, n, fingerprint,
+                       preprocessing, max_length, batch_size, device_name, final_hidden, unembedding):
+    """The store's ``provenance``: the model's info and versions, the layers' shapes, the
+    inputs, and the settings (a dict; the optional input keys are added by the caller)."""
     provenance = {
         **{k: v for k, v in adapter.info.items() if k != "versions"},
         "versions": adapter.info.get("versions"),
@@ -422,34 +470,33 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         "preprocessing": preprocessing,
         "max_length": max_length,
         "batch_size": batch_size,
-        "device": str(adapter.device) if world is None else device_arg,
+        "device": device_name,
         "final_hidden": bool(final_hidden),
         "unembedding": bool(unembedding),
     }
     if "batching" in request:
         provenance["batching"] = request["batching"]
-    extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
-                        "packing": packing, "device_map": device_map, "label_names": label_names}
-    provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
-    recorded = adapter.record_inputs(data)  # what each sample was: the store's /inputs
-    if world is not None:
-        def run_sharded(checkpoint_every, on_work=None):
-            LAST_RUN["n_samples"] = n
-            def run_block(writer, first, last):
-                _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
-                     progress, checkpoint_every, first=first, last=last, batching=run_batching)
+    return provenance
 
-            return distributed.extract_sharded(world, out, specs, run_block, device=str(adapter.device), n=n,
-                                               request=request, provenance=provenance, params=params,
-                                               fingerprint=fingerprint, overwrite=overwrite,
-                                               compression=compression, report=LAST_RUN, on_work=on_work,
-                                               inputs=recorded)
 
-        return run_sharded
-    writer = create_store(out, specs, n_samples=n, request=request, provenance=provenance, params=params,
-                          inputs_fingerprint=fingerprint, overwrite=overwrite, compression=compression,
-                          inputs=recorded)
-    return adapter, data, writer, plans, names, extra, t_load, run_batching
+def _sharded_runner(world, out, adapter, data, plans, names, extra, pool, batch_size, store_dtype_name,
+                    progress, run_batching, specs, request, provenance, params, fingerprint, overwrite,
+                    compression, recorded, n):
+    """A torchrun rank's extraction: a function of ``checkpoint_every`` (and ``on_work``) that
+    streams this rank's share of the ``n`` samples into the sharded store at ``out``."""
+    def run_sharded(checkpoint_every, on_work=None):
+        LAST_RUN["n_samples"] = n
+        def run_block(writer, first, last):
+            _run(adapter, data, writer, plans, names, extra, pool, batch_size, DTYPES[store_dtype_name],
+                 progress, checkpoint_every, first=first, last=last, batching=run_batching)
+
+        return distributed.extract_sharded(world, out, specs, run_block, device=str(adapter.device), n=n,
+                                           request=request, provenance=provenance, params=params,
+                                           fingerprint=fingerprint, overwrite=overwrite,
+                                           compression=compression, report=LAST_RUN, on_work=on_work,
+                                           inputs=recorded)
+
+    return run_sharded
 
 
 def _check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,

@@ -33,11 +33,18 @@ COMMAND = "python tests/_compare_record.py"
 PAIRS = {"pythia": (0, 40), "resnet": (2, 128)}
 KWARGS = dict(
     measures=["linear_cka", "mean_cca", "svcca", "procrustes", "rsa", "mutual_knn", "rbf_cka", "dcor"],
-    permutations=9, bootstrap=9, max_rows=500, ica_restarts=2, ica_max_iter=1000, ica_max_rows=2000,
+    permutations=9, bootstrap=40, max_rows=500, ica_restarts=2, ica_max_iter=1000, ica_max_rows=2000,
     random_state=0, ica_seed=0, threads=1, progress=False,
 )
 # keys that measure time, not the result: never compared
 VOLATILE_PREFIXES = ("seconds",)
+# on another machine or other libraries: the keys that come from the FastICA fits (their optimum
+# moves with 1e-7 noise, README "ICA alignment"), and the notes that report on those fits
+ICA_FIT_PREFIXES = ("ica",)
+ICA_FIT_NOTE_WORDS = ("ica_identifiable", "FastICA", "ica_efficiency", "ica is below rigid")
+# on another machine or other libraries: numbers to this relative tolerance (BLAS rounding of
+# another CPU moves the last few bits, never the sixth digit of these well-conditioned results)
+CROSS_MACHINE_RTOL = 1e-6
 
 
 def zoo_compare_dicts(folder) -> dict:
@@ -98,18 +105,54 @@ def differences(recorded, fresh, rtol=1e-12, path="") -> list:
     return [f"{where}: {fresh!r}, recorded {recorded!r}"]
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name``; else ``platform.processor()``):
+    BLAS kernels, and so the last bits of a float, differ between CPU models."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def recorded_environment() -> dict:
+    """What a recording's values to 1e-12 depend on: the library versions, Python, the CPU."""
+    import actkit
+    from actkit._versions import library_versions
+
+    return {"actkit": actkit.__version__, **library_versions(), "python": platform.python_version(),
+            "machine": platform.machine(), "cpu": cpu_model()}
+
+
+def same_environment(recorded_with: dict) -> bool:
+    """Whether this process runs where ``recorded_with`` (a recording's ``recorded_with``) was
+    made: the same library versions, Python and CPU model (the command aside)."""
+    here = recorded_environment()
+    return {k: v for k, v in recorded_with.items() if k != "command"} == here
+
+
+def without_ica_fits(results: dict) -> dict:
+    """``results`` (``{pair: to_dict()}``) less what comes from the FastICA fits: the keys
+    starting with :data:`ICA_FIT_PREFIXES` and the notes naming :data:`ICA_FIT_NOTE_WORDS`."""
+    out = {}
+    for name, d in results.items():
+        d = {k: v for k, v in d.items() if not str(k).startswith(ICA_FIT_PREFIXES)}
+        if isinstance(d.get("notes"), list):
+            d["notes"] = [n for n in d["notes"] if not any(w in str(n) for w in ICA_FIT_NOTE_WORDS)]
+        out[name] = d
+    return out
+
+
 def record(out=RECORD, folder=None) -> Path:
     """Run :func:`zoo_compare_dicts` and write them, with what they were recorded with, to ``out``."""
     import tempfile
 
-    import actkit
-    from actkit._versions import library_versions
-
     with tempfile.TemporaryDirectory() as tmp:
         results = zoo_compare_dicts(folder or tmp)
     doc = {
-        "recorded_with": {"command": COMMAND, "actkit": actkit.__version__, **library_versions(),
-                          "python": platform.python_version(), "machine": platform.machine()},
+        "recorded_with": {"command": COMMAND, **recorded_environment()},
         "pairs": {k: list(v) for k, v in PAIRS.items()},
         "kwargs": KWARGS,
         "results": results,

@@ -8,10 +8,22 @@ legitimately changes compare's numbers is merged), by one command::
 
     python tests/_compare_record.py
 
-It holds the library versions and machine it was recorded with: values to 1e-12 hold on one
-machine and one set of libraries, so after an upgrade of numpy / scipy / torch (or on
-another machine) record it again from the commit before the split, never from the split.
-The pairs, inputs and keyword arguments are ``tests/_compare_record.py``'s.
+It holds the library versions, Python and CPU model it was recorded with. Values to 1e-12
+hold only on one machine and one set of libraries, and a test must never need (nearly)
+bitwise-equal floats across machines, so the comparison has two strengths:
+
+- **the recording's environment** (same library versions, Python and CPU model): every key,
+  numbers to 1e-12 relative; strings, booleans and None exactly. This is the check that the
+  split changed nothing.
+- **any other environment** (another CPU's BLAS rounds differently; other libraries): the same
+  keys, strings, booleans and None exactly, numbers to 1e-6 relative, leaving out what comes
+  from the FastICA fits (the ``ica*`` keys and the notes on those fits): FastICA's optimum
+  moves with 1e-7 noise in its input (README, "ICA alignment"), so those values are not
+  reproducible across machines to any useful tolerance.
+
+To restore the strict check after an upgrade of numpy / scipy / torch, record it again from
+the commit before the split, never from the split. The pairs, inputs and keyword arguments are
+``tests/_compare_record.py``'s.
 """
 
 from __future__ import annotations
@@ -19,7 +31,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from _compare_record import COMMAND, KWARGS, PAIRS, RECORD, differences, zoo_compare_dicts
+from _compare_record import (
+    COMMAND,
+    CROSS_MACHINE_RTOL,
+    KWARGS,
+    PAIRS,
+    RECORD,
+    differences,
+    same_environment,
+    without_ica_fits,
+    zoo_compare_dicts,
+)
 
 
 # ----------------------------------------------------------------------------- the checker itself
@@ -40,6 +62,26 @@ def test_the_checker_sees_every_kind_of_difference():
     assert differences(base, {**base, "e": 1}) == ["e: 1, recorded True"]
     assert differences(base, {**base, "f": 0.0}) != []
     assert differences({"r": {"x": 0.0}}, {"r": {"x": 1e-300}}) != []
+    # the cross-machine strength: 1e-6 relative, the FastICA fits left out, the rest exact
+    assert differences(base, {**base, "a": 1.0 + 1e-7}, rtol=1e-6) == []
+    assert differences(base, {**base, "a": 1.0 + 1e-5}, rtol=1e-6) != []
+    ica = {"p": {"linear": 0.3, "ica": 0.5, "ica_identifiable": True, "notes": [
+        "with 9 permutations", "ica_identifiable is false: the two halves share 3"]}}
+    moved = {"p": {"linear": 0.3, "ica": 0.7, "ica_identifiable": False, "notes": [
+        "with 9 permutations", "ica_identifiable is false: the two halves share 5"]}}
+    assert differences(ica, moved) != []
+    assert differences(without_ica_fits(ica), without_ica_fits(moved), rtol=1e-6) == []
+    assert without_ica_fits(ica) == {"p": {"linear": 0.3, "notes": ["with 9 permutations"]}}
+    assert differences(without_ica_fits(ica), without_ica_fits({"p": {**moved["p"], "linear": 0.4}}),
+                       rtol=1e-6) == ["p.linear: 0.4, recorded 0.3 (relative difference 0.25 > 1e-06)"]
+
+
+def test_the_strict_check_runs_where_the_recording_was_made():
+    """The 1e-12 check is the one that runs in the recording's environment, the loose one elsewhere."""
+    recorded = json.loads(RECORD.read_text(encoding="utf-8"))["recorded_with"]
+    assert same_environment({**recorded, "command": "anything"}) == same_environment(recorded)
+    assert not same_environment({**recorded, "cpu": recorded.get("cpu", "") + " (another)"})
+    assert not same_environment({**recorded, "numpy": "0.0"})
 
 
 # ----------------------------------------------------------------------------- the recording
@@ -55,6 +97,11 @@ def test_compare_on_the_zoo_stores_equals_the_recording(tmp_path):
         d = fresh[name]
         assert d["permutations"] == KWARGS["permutations"] and d["bootstrap"] == KWARGS["bootstrap"]
         assert d["measures"] == KWARGS["measures"]
-    diff = differences(recorded["results"], fresh)
-    assert not diff, (f"compare's to_dict() differs from the recording (made with "
+    if same_environment(recorded["recorded_with"]):
+        diff, how = differences(recorded["results"], fresh), "to 1e-12, same environment"
+    else:
+        diff = differences(without_ica_fits(recorded["results"]), without_ica_fits(fresh),
+                           rtol=CROSS_MACHINE_RTOL)
+        how = f"to {CROSS_MACHINE_RTOL:g}, FastICA keys left out: another environment"
+    assert not diff, (f"compare's to_dict() differs from the recording ({how}; recorded with "
                       f"{recorded['recorded_with']}):\n" + "\n".join(diff[:40]))

@@ -33,6 +33,16 @@ def register(sub) -> None:
         description="Compare the representations of two (or more) models on the same inputs: "
                     "held-out errors of the permutation, rigid, linear and ICA alignments "
                     "(Nelson et al., Table 1), ICA efficiency, linear CKA and mean CCA.")
+    _add_source_arguments(p)
+    _add_output_arguments(p)
+    _add_alignment_arguments(p)
+    _add_row_and_uncertainty_arguments(p)
+    add_scheduler_argument(p)
+    p.set_defaults(func=run)
+
+
+def _add_source_arguments(p) -> None:
+    """compare's sources: stores, embedding files or models (with --inputs), their layers, the extraction's settings and the device."""
     p.add_argument("sources", nargs="*", metavar="STORE_OR_MODEL",
                    help="two or more stores (.h5) or embedding files (.npy, .safetensors, .parquet); "
                         "with --inputs, two or more models")
@@ -51,6 +61,10 @@ def register(sub) -> None:
     p.add_argument("--device", default="cpu",
                    help="torch device of the FastICA fits, of the row-based measures (--measures) "
                         "and, with --inputs, of the extraction (e.g. cuda)")
+
+
+def _add_output_arguments(p) -> None:
+    """compare's measures and outputs: --measures, --list-measures, --max-rows, --work-dir, --json, --plot, --html, --overwrite, --metric."""
     p.add_argument("--measures", metavar="NAMES",
                    help="more measures, each a column of the table and a key of --json: comma-"
                         "separated names with optional parameters, e.g. procrustes,rsa,mutual_knn:k=5,"
@@ -77,6 +91,10 @@ def register(sub) -> None:
     p.add_argument("--metric", default="rigid",
                    help="more than two stores: the metric of the pairwise matrix (any key of "
                         "the JSON results, e.g. rigid, ica, linear_cka, mean_cca; default rigid)")
+
+
+def _add_alignment_arguments(p) -> None:
+    """the split and the alignments: --eval-fraction, the seeds, the ICA options, --alpha, --diameter-max-rows, --methods."""
     p.add_argument("--eval-fraction", type=float, default=0.2,
                    help="share of input samples held out for the errors (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split (and of row sampling)")
@@ -110,6 +128,10 @@ def register(sub) -> None:
     p.add_argument("--methods", default=None,
                    help="comma-separated subset of permutation,rigid,linear,ica (default: all four for "
                         "two stores; with more, only what --metric needs)")
+
+
+def _add_row_and_uncertainty_arguments(p) -> None:
+    """the softmax distances, the resampling (--permutations, --bootstrap, --confidence, --interval), the layer map, the rows left out, --quiet and --verify."""
     p.add_argument("--softmax-labels", metavar="IDS",
                    help="also compute the softmax-model distances (d_KL, d_LLV, d_SVD) from the "
                         "stores' 'final_hidden' layer and 'unembedding' parameter, restricted "
@@ -145,8 +167,6 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--verify", action="store_true",
                    help="check the stores against their checksums first (reads every row once)")
-    add_scheduler_argument(p)
-    p.set_defaults(func=run)
 
 
 def _split_list(text):
@@ -372,10 +392,9 @@ def _print_notes(layer, results):
 
 
 def _run_stores(args, paths, methods, display=None):
-    from actkit.alignment import compare_many  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
+    """compare on stores (or embedding files) at ``paths``: more than two, a pairwise matrix per
+    layer; two, the layer map (--layer-matrix) or the table of each layer pair. Returns 0."""
     from actkit.matrix_files import open_source  # actkit.matrix_files (h5py): ~0.15 s at import (measured); at the top actkit --help would pay it
-    from actkit.report import (  # actkit.report: ~1 s at import (measured); at the top actkit --help would pay it
-        format_matrix, format_table, ica_summary, plot_captions, plot_compare, save_matrix_plot)
 
     display = display or paths
     with contextlib.ExitStack() as stack:
@@ -389,84 +408,108 @@ def _run_stores(args, paths, methods, display=None):
                                  f"inputs fingerprints differ): a layer map needs the same inputs")
         _check_stores(stores, paths)
         if len(stores) > 2:
-            # only the matrix of --metric is reported: fit nothing else (no FastICA for rigid)
-            methods = _matrix_methods(args.metric, methods, args.methods is not None)
-            pairs = _layer_pairs(args, stores[0], stores[1])
-            targets = plot_targets(args.plot, [la for la, _ in pairs]) if args.plot else None  # before the work
-            out, maps = {}, []
-            for i, (la, _) in enumerate(pairs):
-                layers = [s[la] for s in stores]
-                for lay, p in zip(layers[1:], paths[1:]):
-                    _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")        # the results' notes, printed below
-                    matrix, many = compare_many(layers, metric=args.metric, scheduler=getattr(args, "runner", None),
-                                                **_compare_kwargs(args, methods))
-                _print_notes(la, many.values())
-                print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
-                print()
-                out[la] = {"metric": args.metric, "labels": list(display),
-                           "matrix": [[None if v != v else float(v) for v in row] for row in matrix]}
-                maps.append((actkit.alignment.LayerMap(matrix, list(display), list(display), measure=f"{args.metric} [{la}]"),
-                             "stores (rows) x stores (columns)"))
-                if targets:
-                    save_matrix_plot(matrix, list(display), targets[i], metric=f"{args.metric} [{la}]")
-            if args.json:
-                _write_json(args.json, out)
-            if args.html:
-                _write_html(args, maps=maps, title=f"actkit compare: {len(display)} stores, {args.metric}")
-            return 0
-
+            return _run_store_matrix(args, stores, paths, methods, display)
         store_a, store_b = stores
         if args.layer_matrix:
             return _run_layer_matrix(args, store_a, store_b, display)
         pairs = _layer_pairs(args, store_a, store_b)
         # before any alignment: bad label ids are refused before minutes of work
         sm = _softmax(args, store_a, store_b, paths[0], paths[1]) if args.softmax_labels else None
-        results, labels = [], []
-        remote = None
-        if getattr(args, "runner", None) is not None:  # --scheduler: every layer pair is a task
-            from actkit.alignment import compare_pairs  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
-
-            for la, lb in pairs:
-                _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")        # the results' notes, printed below
-                remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs], compare_fn=actkit.compare,
-                                            scheduler=args.runner, **_compare_kwargs(args, methods)))
-        for la, lb in pairs:
-            A, B = store_a[la], store_b[lb]
-            _check_layer_rows(A, B, f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")        # the result's notes, printed below
-                res = next(remote) if remote is not None else actkit.compare(A, B, **_compare_kwargs(args, methods))
-            _print_notes(la, [res])
-            results.append(res)
-            labels.append(la if la == lb else f"{la} -> {lb}")
-        print(format_table(results, labels, title=f"{display[0]} -> {display[1]}  "
-                                                  f"(held-out error / diam(B))",
-                           compact=args.compact))
-        for line in ica_summary(results, labels):
-            print(line)
-        payload = {}
-        for lab, res in zip(labels, results):
-            d = res.to_dict()
-            d["store_a"], d["store_b"] = str(display[0]), str(display[1])
-            payload[lab] = d
-        if sm is not None:
-            print("softmax distances (final_hidden, unembedding): " + "  ".join(
-                f"{k}={v:.4g}" for k, v in sm.items() if isinstance(v, float)))
-            payload["softmax"] = {k: v for k, v in sm.items() if isinstance(v, (float, int))}
-        if args.json:
-            _write_json(args.json, payload if len(payload) > 1 else next(iter(payload.values())))
-        if args.plot:
-            plot_compare(results, labels, args.plot)
-            for line in plot_captions(results, labels):
-                print(line)
-        if args.html:
-            _write_html(args, results, labels=labels, title=f"actkit compare: {display[0]} -> {display[1]}",
-                        subtitle="held-out error / diam(B); similarities on all rows")
+        results, labels = _compare_layer_pairs(args, store_a, store_b, pairs, paths, methods)
+        _report_pairs(args, results, labels, display, sm)
         return 0
+
+
+def _run_store_matrix(args, stores, paths, methods, display):
+    """More than two stores: for each layer, the pairwise matrix of --metric (printed; --json,
+    --plot, --html written). Returns 0."""
+    from actkit.alignment import compare_many  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
+    from actkit.report import format_matrix, save_matrix_plot  # actkit.report: ~1 s at import (measured); at the top actkit --help would pay it
+
+    # only the matrix of --metric is reported: fit nothing else (no FastICA for rigid)
+    methods = _matrix_methods(args.metric, methods, args.methods is not None)
+    pairs = _layer_pairs(args, stores[0], stores[1])
+    targets = plot_targets(args.plot, [la for la, _ in pairs]) if args.plot else None  # before the work
+    out, maps = {}, []
+    for i, (la, _) in enumerate(pairs):
+        layers = [s[la] for s in stores]
+        for lay, p in zip(layers[1:], paths[1:]):
+            _check_layer_rows(layers[0], lay, f"{paths[0]}:{la}", f"{p}:{la}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")        # the results' notes, printed below
+            matrix, many = compare_many(layers, metric=args.metric, scheduler=getattr(args, "runner", None),
+                                        **_compare_kwargs(args, methods))
+        _print_notes(la, many.values())
+        print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
+        print()
+        out[la] = {"metric": args.metric, "labels": list(display),
+                   "matrix": [[None if v != v else float(v) for v in row] for row in matrix]}
+        maps.append((actkit.alignment.LayerMap(matrix, list(display), list(display), measure=f"{args.metric} [{la}]"),
+                     "stores (rows) x stores (columns)"))
+        if targets:
+            save_matrix_plot(matrix, list(display), targets[i], metric=f"{args.metric} [{la}]")
+    if args.json:
+        _write_json(args.json, out)
+    if args.html:
+        _write_html(args, maps=maps, title=f"actkit compare: {len(display)} stores, {args.metric}")
+    return 0
+
+
+def _compare_layer_pairs(args, store_a, store_b, pairs, paths, methods):
+    """``actkit.compare`` of each (layer of A, layer of B) in ``pairs`` (with --scheduler, as
+    tasks), each result's notes printed. Returns ``(results, labels)``."""
+    results, labels = [], []
+    remote = None
+    if getattr(args, "runner", None) is not None:  # --scheduler: every layer pair is a task
+        from actkit.alignment import compare_pairs  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
+
+        for la, lb in pairs:
+            _check_layer_rows(store_a[la], store_b[lb], f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")        # the results' notes, printed below
+            remote = iter(compare_pairs([(store_a[la], store_b[lb]) for la, lb in pairs], compare_fn=actkit.compare,
+                                        scheduler=args.runner, **_compare_kwargs(args, methods)))
+    for la, lb in pairs:
+        A, B = store_a[la], store_b[lb]
+        _check_layer_rows(A, B, f"{paths[0]}:{la}", f"{paths[1]}:{lb}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")        # the result's notes, printed below
+            res = next(remote) if remote is not None else actkit.compare(A, B, **_compare_kwargs(args, methods))
+        _print_notes(la, [res])
+        results.append(res)
+        labels.append(la if la == lb else f"{la} -> {lb}")
+    return results, labels
+
+
+def _report_pairs(args, results, labels, display, sm):
+    """Print the table of two stores' results (and the ICA summary, the softmax distances
+    ``sm``), then write --json, --plot (with its captions) and --html."""
+    from actkit.report import (  # actkit.report: ~1 s at import (measured); at the top actkit --help would pay it
+        format_table, ica_summary, plot_captions, plot_compare)
+
+    print(format_table(results, labels, title=f"{display[0]} -> {display[1]}  "
+                                              f"(held-out error / diam(B))",
+                       compact=args.compact))
+    for line in ica_summary(results, labels):
+        print(line)
+    payload = {}
+    for lab, res in zip(labels, results):
+        d = res.to_dict()
+        d["store_a"], d["store_b"] = str(display[0]), str(display[1])
+        payload[lab] = d
+    if sm is not None:
+        print("softmax distances (final_hidden, unembedding): " + "  ".join(
+            f"{k}={v:.4g}" for k, v in sm.items() if isinstance(v, float)))
+        payload["softmax"] = {k: v for k, v in sm.items() if isinstance(v, (float, int))}
+    if args.json:
+        _write_json(args.json, payload if len(payload) > 1 else next(iter(payload.values())))
+    if args.plot:
+        plot_compare(results, labels, args.plot)
+        for line in plot_captions(results, labels):
+            print(line)
+    if args.html:
+        _write_html(args, results, labels=labels, title=f"actkit compare: {display[0]} -> {display[1]}",
+                    subtitle="held-out error / diam(B); similarities on all rows")
 
 
 def _run_layer_matrix(args, store_a, store_b, display):

@@ -82,70 +82,19 @@ def create_store(
     as ``/inputs``.
     """
     path = Path(path)
-    if compression not in (None, "gzip", "lzf"):
-        raise StoreError(f"unknown compression {compression!r}: use gzip or lzf")
     parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise StoreError(f"output path {path} is a directory; give a file name like {path}/store.h5")
-    why = unwritable_reason(path)
-    if why:
-        raise StoreError(f"cannot write {path}: {why}")
-    specs = list(layers)
-    names = [s.name for s in specs]
-    for s in specs:
-        check_layer_name(s.name)
-        if s.dtype not in STORAGE_DTYPES:
-            raise StoreError(f"unsupported storage dtype {s.dtype!r} for {s.name}: use float32 or float16")
-    if len(set(names)) != len(names):
-        raise StoreError(f"duplicate layer names: {names}")
+    specs = _checked_request(path, layers, compression)
 
     full_request = {"request": dict(request), "compression": compression}
     rhash = request_hash(full_request)
 
-    # 1. an existing finished file at `path` (--overwrite replaces only a store of actkit's)
-    if path.exists() and overwrite:
-        refuse_foreign(path)
-    if path.exists() and not overwrite:
-        existing = _existing_request(path)
-        if existing is not None and existing[0] == rhash:
-            return StoreWriter._already_complete(path)
-        raise occupied_error(path, full_request, existing)
-
-    # 2. an unfinished partial file
+    found = _existing_store(path, rhash, full_request, overwrite)
+    if found is not None:
+        return found
     partial, progress = partial_path(path), progress_path(path)
-    if partial.exists():
-        state = read_json(progress)
-        if state is not None and state.get("request_hash") == rhash and not overwrite:
-            _reserve_written(partial)  # a file from before reservations, or holes: fail now, not mid-run
-            return StoreWriter._resume(path, state)
-        if state is not None and state.get("request_hash") != rhash and not overwrite:
-            theirs = _partial_request(partial)
-            detail = f" ({describe_difference(full_request, theirs)})" if theirs is not None else ""
-            raise StoreError(
-                f"an unfinished store of a different request is at {partial}{detail}; rerun that "
-                "command to finish it, or pass --overwrite to discard it"
-            )
-        # no cursor (killed while creating), or overwrite: start again
-        refuse_foreign(partial)
-        partial.unlink()
-        progress.unlink(missing_ok=True)
 
     _free_space_check(parent, specs, params)
-    rows_index = {}
-    for s in specs:
-        if s.index is not None:
-            idx = np.ascontiguousarray(s.index, dtype=np.int64)
-            if idx.shape != (s.rows, 2):
-                raise StoreError(f"index of {s.name} has shape {idx.shape}, expected ({s.rows}, 2)")
-        else:
-            idx = np.stack([np.arange(s.rows, dtype=np.int64), -np.ones(s.rows, np.int64)], 1)
-        rows_index[s.name] = idx
-    param_arrays = {}
-    for key in sorted(params or {}):
-        arr = np.asarray(params[key])
-        if arr.dtype.kind not in "biuf":
-            raise StoreError(f"parameter {key!r} must be numeric, got {arr.dtype}")
-        param_arrays[key] = arr
+    rows_index, param_arrays = _row_indexes(specs), _param_arrays(params)
 
     if inputs is not None:
         recorded_inputs.check_record(inputs, n_samples)
@@ -190,6 +139,92 @@ def create_store(
             raise integrity.disk_full_error(partial, "creating the store") from None
         raise
     return StoreWriter._resume(path, state)
+
+
+def _checked_request(path, layers, compression):
+    """Check what needs no file: the compression, that ``path`` is a writable file path, the
+    layer names (valid, distinct) and storage dtypes. Returns the layer specs as a list;
+    raises :class:`~actkit.errors.StoreError`."""
+    if compression not in (None, "gzip", "lzf"):
+        raise StoreError(f"unknown compression {compression!r}: use gzip or lzf")
+    if path.is_dir():
+        raise StoreError(f"output path {path} is a directory; give a file name like {path}/store.h5")
+    why = unwritable_reason(path)
+    if why:
+        raise StoreError(f"cannot write {path}: {why}")
+    specs = list(layers)
+    names = [s.name for s in specs]
+    for s in specs:
+        check_layer_name(s.name)
+        if s.dtype not in STORAGE_DTYPES:
+            raise StoreError(f"unsupported storage dtype {s.dtype!r} for {s.name}: use float32 or float16")
+    if len(set(names)) != len(names):
+        raise StoreError(f"duplicate layer names: {names}")
+    return specs
+
+
+def _existing_store(path, rhash, full_request, overwrite):
+    """What is already at ``path`` (request hash ``rhash``): the finished store of this request
+    (a complete :class:`StoreWriter`), the partial store to resume (a resuming one), or None
+    where a new store is to be made (a stale partial file removed). Raises
+    :class:`~actkit.errors.StoreError` where ``path`` or its partial file holds another request
+    (unless ``overwrite``)."""
+    # 1. an existing finished file at `path` (--overwrite replaces only a store of actkit's)
+    if path.exists() and overwrite:
+        refuse_foreign(path)
+    if path.exists() and not overwrite:
+        existing = _existing_request(path)
+        if existing is not None and existing[0] == rhash:
+            return StoreWriter._already_complete(path)
+        raise occupied_error(path, full_request, existing)
+
+    # 2. an unfinished partial file
+    partial, progress = partial_path(path), progress_path(path)
+    if partial.exists():
+        state = read_json(progress)
+        if state is not None and state.get("request_hash") == rhash and not overwrite:
+            _reserve_written(partial)  # a file from before reservations, or holes: fail now, not mid-run
+            return StoreWriter._resume(path, state)
+        if state is not None and state.get("request_hash") != rhash and not overwrite:
+            theirs = _partial_request(partial)
+            detail = f" ({describe_difference(full_request, theirs)})" if theirs is not None else ""
+            raise StoreError(
+                f"an unfinished store of a different request is at {partial}{detail}; rerun that "
+                "command to finish it, or pass --overwrite to discard it"
+            )
+        # no cursor (killed while creating), or overwrite: start again
+        refuse_foreign(partial)
+        partial.unlink()
+        progress.unlink(missing_ok=True)
+
+    return None
+
+
+def _row_indexes(specs):
+    """``{layer: int64 array (rows, 2)}``: each layer's (sample, position) row index, checked
+    (default: row i of sample i, position -1)."""
+    rows_index = {}
+    for s in specs:
+        if s.index is not None:
+            idx = np.ascontiguousarray(s.index, dtype=np.int64)
+            if idx.shape != (s.rows, 2):
+                raise StoreError(f"index of {s.name} has shape {idx.shape}, expected ({s.rows}, 2)")
+        else:
+            idx = np.stack([np.arange(s.rows, dtype=np.int64), -np.ones(s.rows, np.int64)], 1)
+        rows_index[s.name] = idx
+    return rows_index
+
+
+def _param_arrays(params):
+    """``{key: numeric array}`` of the model parameters to store, in key order; raises
+    :class:`~actkit.errors.StoreError` on a non-numeric one."""
+    param_arrays = {}
+    for key in sorted(params or {}):
+        arr = np.asarray(params[key])
+        if arr.dtype.kind not in "biuf":
+            raise StoreError(f"parameter {key!r} must be numeric, got {arr.dtype}")
+        param_arrays[key] = arr
+    return param_arrays
 
 
 def unwritable_reason(path) -> str | None:
