@@ -138,19 +138,22 @@ def test_a_read_only_mount_is_refused_before_any_work(tmp_path):
 
 def test_an_html_output_is_checked_like_the_others(tmp_path):
     """``--html`` (a command that writes a page): the same probe, and only an earlier page of
-    actkit's (an HTML document) is replaced; ``--html`` and ``--json`` may not be one file."""
+    actkit's is replaced, with ``--overwrite``; ``--html`` and ``--json`` may not be one file."""
     from argparse import Namespace
 
     from actkit._commands._preflight import check_outputs
     from actkit.errors import InputError
+    from actkit.pages import render_page
 
     with pytest.raises(InputError, match=r"cannot write --html /proc/r.html: folder /proc is not writable"):
         check_outputs(Namespace(command="compare", html="/proc/r.html"))
     (tmp_path / "notes.html").write_text("my notes\n")
-    with pytest.raises(InputError, match="not an output of this kind"):
-        check_outputs(Namespace(command="compare", html=str(tmp_path / "notes.html")))
-    (tmp_path / "page.html").write_text("<!DOCTYPE html>\n<html><body>old</body></html>\n")
-    check_outputs(Namespace(command="compare", html=str(tmp_path / "page.html")))
+    with pytest.raises(InputError, match="exists and is not a page actkit wrote"):
+        check_outputs(Namespace(command="compare", html=str(tmp_path / "notes.html"), overwrite=True))
+    (tmp_path / "page.html").write_text(render_page("compare", {"pairs": [], "maps": []}, title="old"))
+    with pytest.raises(InputError, match="pass --overwrite to replace it"):
+        check_outputs(Namespace(command="compare", html=str(tmp_path / "page.html")))
+    check_outputs(Namespace(command="compare", html=str(tmp_path / "page.html"), overwrite=True))
     with pytest.raises(InputError, match="--json and --html name the same file"):
-        check_outputs(Namespace(command="compare", html=str(tmp_path / "r.x"), json=str(tmp_path / "r.x")))
+        check_outputs(Namespace(command="compare", html=str(tmp_path / "r.html"), json=str(tmp_path / "r.html")))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.html", "page.html"]

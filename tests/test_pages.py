@@ -169,7 +169,7 @@ def test_compare_to_frame_holds_every_measure_with_its_interval_and_p():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((300, 5)).astype(np.float32)
     B = A @ rng.standard_normal((5, 5)).astype(np.float32) + 0.2 * rng.standard_normal((300, 5)).astype(np.float32)
-    res = actkit.compare(A, B, permutations=9, bootstrap=10, ica_restarts=1, measures="procrustes", progress=False)
+    res = actkit.compare(A, B, permutations=9, bootstrap=40, ica_restarts=1, measures="procrustes", progress=False)
     frame, d = res.to_frame(), res.to_dict()
     assert list(frame.columns) == ["kind", "value", "ci_low", "ci_high", "p", "null_mean", "null_sd", "note"]
     assert frame.index.name == "measure"
@@ -259,7 +259,7 @@ def _column(page, table, n):
 def test_compare_page_in_the_browser(stores, chromium, capsys, tmp_path):
     tmp, a, b = stores
     html = tmp_path / "compare.html"
-    code, out, err = run_cli(capsys, "compare", a, b, "--html", html, "--bootstrap", "20", "--permutations", "19",
+    code, out, err = run_cli(capsys, "compare", a, b, "--html", html, "--bootstrap", "40", "--permutations", "19",
                              "--json", tmp_path / "c.json", "--quiet")
     assert code == 0, err
     saved = json.loads((tmp_path / "c.json").read_text())
