@@ -34,7 +34,6 @@ Pooled rows have index ``[sample, -1]``. A layer whose output has no sequence/sp
 
 from __future__ import annotations
 
-import hashlib
 import time
 import warnings
 from pathlib import Path
@@ -47,7 +46,7 @@ from actkit._faults import fault
 from actkit._threads import follows_thread_policy, torch_region
 from actkit._warn import warn_user
 from actkit.errors import ActkitError, InputError, LayerError
-from actkit.store import LayerSpec, create_store
+from actkit.store import create_store
 
 from . import distributed, registry
 from ._base import DTYPES
@@ -55,10 +54,11 @@ from ._batching import Batching, check_batching_options, check_token_budget, tak
 from ._buffer import RowBuffer
 from ._hooks import Capture
 from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
-from ._plan import plan_layers, rows_and_index, to_rows
-from .hf_datasets import is_hf_inputs, read_label_column
+from ._plan import plan_layers, to_rows
+from ._records import (INIT_SEED, keep_labels, layer_specs, provenance_record, request_record,
+                       samples_fingerprint)
 from .hf_text import tokenize
-from .inputs import inputs_fingerprint, read_inputs
+from .inputs import read_inputs
 from .naming import resolve_names
 from .windows import quiet_logs
 
@@ -69,12 +69,6 @@ from .windows import quiet_logs
 #: and the samples streamed, read by the benchmark. Never written into the store (stores
 #: are bitwise reproducible).
 LAST_RUN: dict = {}
-
-#: Seed of weights a checkpoint does not hold (e.g. a ViT pooler): set before loading, so
-#: every run (and every resume) of a request sees the same random weights; recorded in the
-#: request as ``init_seed`` when there are any.
-INIT_SEED = 0
-
 
 
 @follows_thread_policy
@@ -350,16 +344,16 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         probe = adapter.batch(data, 0, 1)
     plans = plan_layers(adapter, names, probe, extra_modules=extra)
 
-    specs = _layer_specs(adapter, plans, pool, n, lengths, modules_of, aliases_of, store_dtype_name)
+    specs = layer_specs(adapter, plans, pool, n, lengths, modules_of, aliases_of, store_dtype_name)
 
     # the fingerprint names the samples and the user's options that choose them (so stores of
     # different models on the same inputs agree, which `compare` checks); the model's own
     # preprocessing (tokenizer, image processor) goes into the request and the provenance
     preprocessing = adapter.preprocessing()
     fingerprint = samples_fingerprint(data, adapter, max_length, max_tokens, packing)
-    label_names = _keep_labels(params, inputs, label_column, n, packing, split, config, max_samples)
+    label_names = keep_labels(params, inputs, label_column, n, packing, split, config, max_samples)
     device_name = str(adapter.device) if world is None else device_arg
-    request = _request_record(adapter, data, names, pool, dtype, store_dtype_name, max_length, n, fingerprint,
+    request = request_record(adapter, data, names, pool, dtype, store_dtype_name, max_length, n, fingerprint,
                               preprocessing, batch_size, device_name, unembedding, random_init, revision,
                               sort_by_length, max_batch_tokens)
     run_batching = Batching.for_layers(lengths if data.kind == "text" else None, specs, n,
@@ -368,7 +362,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
                      "skip_special_tokens": True if skip_special_tokens else None,
                      "world_size": None if world is None else world.world_size}
     request.update({k: v for k, v in extra_request.items() if v is not None})
-    provenance = _provenance_record(adapter, data, specs, request, dtype, store_dtype_name, pool, n, fingerprint,
+    provenance = provenance_record(adapter, data, specs, request, dtype, store_dtype_name, pool, n, fingerprint,
                                     preprocessing, max_length, batch_size, device_name, final_hidden, unembedding)
     extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
                         "packing": packing, "device_map": device_map, "label_names": label_names}
@@ -400,83 +394,6 @@ def _resolve_layers(adapter, layers, final_hidden):
     if not names:
         raise LayerError("no layers requested; pass --layers NAME[,NAME...] (see `actkit layers MODEL`)")
     return names, extra, modules_of, aliases_of, final_hidden, random_init
-
-
-def _layer_specs(adapter, plans, pool, n, lengths, modules_of, aliases_of, store_dtype_name):
-    """One :class:`LayerSpec` per planned layer, in model depth order: its rows (``pool`` over
-    ``n`` samples of ``lengths`` tokens), features, storage dtype, row index and attributes."""
-    specs = []
-    kept = adapter.kept_positions()
-    for name in plans:  # the layers in model depth order
-        plan = plans[name]
-        rows, index = rows_and_index(plan, pool, n, lengths, kept)
-        attrs = {
-            "module": modules_of[name],
-            "aliases": aliases_of[name],
-            "pool": pool,
-            "module_type": plan.module_type,
-            "geometry": plan.geometry,
-            "module_output_shape": list(plan.shape),
-        }
-        if plan.geometry == "map":
-            attrs["layout"] = plan.layout  # NCHW, or NHWC (timm Swin...): rows are (sample, h, w)
-        specs.append(LayerSpec(name, rows, plan.features, dtype=store_dtype_name, index=index, attrs=attrs))
-    return specs
-
-
-def _request_record(adapter, data, names, pool, dtype, store_dtype_name, max_length, n, fingerprint,
-                    preprocessing, batch_size, device_name, unembedding, random_init, revision,
-                    sort_by_length, max_batch_tokens):
-    """The store's ``request``: what the user asked that decides the rows (a dict; the
-    optional keys of packing, device map, labels, special tokens and ranks are added by the caller)."""
-    request = {
-        "model": adapter.info.get("model", adapter.name),
-        "revision": revision,
-        "weights_sha256": adapter.info.get("weights_sha256"),
-        "layers": names,
-        "pool": pool,
-        "dtype": dtype,
-        "storage_dtype": store_dtype_name,
-        "max_length": max_length,
-        "n_samples": n,
-        "inputs_fingerprint": fingerprint,
-        "preprocessing": preprocessing,
-        "batch_size": batch_size,
-        "device": device_name,
-        "unembedding": bool(unembedding),
-    }
-    if random_init:
-        request["init_seed"] = INIT_SEED
-    if data.kind == "text":  # batch composition changes the floats (in the last bits)
-        request["batching"] = {"sort_by_length": sort_by_length, "max_batch_tokens": max_batch_tokens}
-    return request
-
-
-def _provenance_record(adapter, data, specs, request, dtype, store_dtype_name, pool, n, fingerprint,
-                       preprocessing, max_length, batch_size, device_name, final_hidden, unembedding):
-    """The store's ``provenance``: the model's info and versions, the layers' shapes, the
-    inputs, and the settings (a dict; the optional input keys are added by the caller)."""
-    provenance = {
-        **{k: v for k, v in adapter.info.items() if k != "versions"},
-        "versions": adapter.info.get("versions"),
-        "compute_dtype": dtype,
-        "storage_dtype": store_dtype_name,
-        "pool": pool,
-        "layers": {s.name: {"rows": s.rows, "features": s.features, **s.attrs} for s in specs},
-        "inputs": data.source,
-        "inputs_kind": data.kind,
-        "n_samples": n,
-        "inputs_fingerprint": fingerprint,
-        "preprocessing": preprocessing,
-        "max_length": max_length,
-        "batch_size": batch_size,
-        "device": device_name,
-        "final_hidden": bool(final_hidden),
-        "unembedding": bool(unembedding),
-    }
-    if "batching" in request:
-        provenance["batching"] = request["batching"]
-    return provenance
 
 
 def _sharded_runner(world, out, adapter, data, plans, names, extra, pool, batch_size, store_dtype_name,
@@ -524,34 +441,6 @@ def _check_budget_before_load(model, data, max_batch_tokens, max_length, context
     check_token_budget(lengths if limit is None else np.minimum(lengths, limit), max_batch_tokens, data.texts,
                        data.source)
     return ids
-
-
-def samples_fingerprint(data, adapter, max_length, max_tokens=None, packing=None) -> str:
-    """The inputs fingerprint of a store: the samples and the user's options that choose them
-    (token windows: the texts read and the windows cut from them)."""
-    if packing is None:
-        return inputs_fingerprint(data, {"kind": data.kind, "max_length": max_length})
-    return inputs_fingerprint(
-        data, {"kind": "token_windows", "context_length": packing["context_length"], "max_tokens": max_tokens,
-               "windows_sha256": hashlib.sha256(adapter.windows.tobytes()).hexdigest()},
-        digest=data.rows_digest(packing["rows_used"]))
-
-
-def _keep_labels(params, inputs, column, n, packing, split, config, max_samples):
-    """``--label-column``: one label per sample of a dataset input, kept as the store parameter
-    ``label:COLUMN`` (int64 code per sample) with ``{COLUMN: names}`` for the provenance."""
-    if column is None:
-        return None
-    if not is_hf_inputs(inputs):
-        raise InputError("--label-column reads a column of a datasets input (.parquet, .arrow, a save_to_disk "
-                         "folder, hf:NAME)")
-    if packing is not None:
-        raise InputError("--label-column keeps one label per sample; token windows (--context-length) cut "
-                         "across samples")
-    values = read_label_column(inputs, column, split=split, config=config, max_samples=max_samples)[:n]
-    names, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
-    params[f"label:{column}"] = codes.astype(np.int64)
-    return {column: [str(v) for v in names]}
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,

@@ -60,7 +60,7 @@ def record_inputs(store, inputs, *, model: str | None = None, revision: str | No
         No model known, or the inputs are not the store's (another inputs fingerprint, or
         another number of samples): one line.
     """
-    from .extract import samples_fingerprint  # the driver's fingerprint rule, once
+    from ._records import samples_fingerprint  # the driver's fingerprint rule, once
 
     prov = _extraction_provenance(store)
     model = model or prov.get("model")
