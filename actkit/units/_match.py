@@ -16,6 +16,7 @@ pairs. Pairs with ``p < alpha`` are the shared units; a Gaussian control has non
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -83,6 +84,20 @@ def _side(x, layer, basis, device):
         x = d["store"]
     store, layer, opened = open_units_store(x, layer)
     return store, layer, opened, resolve_basis(basis, store, layer, device=device), flip
+
+
+@contextlib.contextmanager
+def _pair(store_a, layer, basis, store_b, layer_b, basis_b, device):
+    """Both sides (:func:`_side`: store, layer, opened, basis, flips), each store opened here
+    closed again on leaving, in any case."""
+    with contextlib.ExitStack() as stack:
+        a = _side(store_a, layer, basis, device)
+        if a[2]:
+            stack.callback(a[0].close)
+        b = _side(store_b, layer_b or a[1], basis_b, device)
+        if b[2]:
+            stack.callback(b[0].close)
+        yield a, b
 
 
 def _check_pair(sa, la, sb, lb):
@@ -210,19 +225,11 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
         raise InputError(f"permutations must be a positive integer, got {permutations!r}")
     if not 0 < float(alpha) < 1:
         raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
-    sa, la, oa, ba, flip = _side(report_or_store_a, layer, basis, device)
-    try:
-        sb, lb, ob, bb, _ = _side(store_b, layer_b or la, basis_b, device)
-        try:
-            index = _check_pair(sa, la, sb, lb)
-            picks = _null_rows(index, int(max_rows), random_state)
-            cm, A, B = _stream(ba, bb, picks, progress)
-        finally:
-            if ob:
-                sb.close()
-    finally:
-        if oa:
-            sa.close()
+    with _pair(report_or_store_a, layer, basis, store_b, layer_b, basis_b, device) as (a, b):
+        (sa, la, _, ba, flip), (sb, lb, _, bb, _) = a, b
+        index = _check_pair(sa, la, sb, lb)
+        picks = _null_rows(index, int(max_rows), random_state)
+        cm, A, B = _stream(ba, bb, picks, progress)
     corr = _corr(cm)
     if flip is not None:
         corr = np.where(flip[:, None], -corr, corr)
@@ -260,14 +267,5 @@ def _attach(report, match):
 def check_match(store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None, device="cpu") -> None:
     """The checks :func:`match_units` makes before reading rows (layers, bases, the same inputs
     and rows), for a command that runs a report first: one-line errors, nothing computed."""
-    sa, la, oa, _, _ = _side(store_a, layer, basis, device)
-    try:
-        sb, lb, ob, _, _ = _side(store_b, layer_b or la, basis_b, device)
-        try:
-            _check_pair(sa, la, sb, lb)
-        finally:
-            if ob:
-                sb.close()
-    finally:
-        if oa:
-            sa.close()
+    with _pair(store_a, layer, basis, store_b, layer_b, basis_b, device) as ((sa, la, *_), (sb, lb, *_)):
+        _check_pair(sa, la, sb, lb)
