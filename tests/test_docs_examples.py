@@ -530,7 +530,7 @@ def test_the_long_blocks_use_flags_their_programs_have(key):
 
 
 def _readme_outputs() -> list[str]:
-    """Every file or folder a README command writes (``--out``, ``--json``, ``--plot``,
+    """Every file or folder a README command writes (``--out``, ``--json``, ``--plot``, ``--html``,
     ``--work-dir``), relative to the repository root, following the blocks' ``cd``."""
     import posixpath
 
@@ -547,7 +547,7 @@ def _readme_outputs() -> list[str]:
                 if chunk[:1] == ["cd"]:
                     cwd = posixpath.normpath(posixpath.join(cwd, chunk[1]))
                 elif "actkit" in chunk:
-                    for flag in ("--out", "--json", "--plot", "--work-dir"):
+                    for flag in ("--out", "--json", "--plot", "--html", "--work-dir"):
                         if flag in chunk:
                             target = posixpath.join(cwd, chunk[chunk.index(flag) + 1])
                             out.append(posixpath.normpath(target) + ("/x" if target.endswith("/") else ""))
