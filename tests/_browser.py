@@ -109,3 +109,15 @@ class Visit:
 
     def close(self):
         self.context.close()
+
+
+def chromium_fixture():
+    """The body of the ``chromium`` fixture of the page tests: a started browser for a module,
+    or the test fails saying why (no skip)."""
+    import pytest
+
+    try:
+        with browser() as b:
+            yield b
+    except RuntimeError as exc:
+        pytest.fail(f"the pages are tested in a real browser, and none could be used: {exc}")

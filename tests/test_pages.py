@@ -23,7 +23,7 @@ import pytest
 import actkit
 from actkit.errors import InputError
 from actkit.pages import check_page_path, is_actkit_page, page_json, render_page
-from tests._browser import Visit, browser
+from tests._browser import Visit, chromium_fixture
 from tests.cli_helpers import cli_error, run_cli
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -239,11 +239,7 @@ def test_bad_html_paths_are_one_line_before_any_work(tmp_path, capsys):
 # ------------------------------------------------------------------ in the browser
 @pytest.fixture(scope="module")
 def chromium():
-    try:
-        with browser() as b:
-            yield b
-    except RuntimeError as exc:
-        pytest.fail(f"the pages are tested in a real browser, and none could be used: {exc}")
+    yield from chromium_fixture()
 
 
 def _clean(visit):
@@ -344,9 +340,9 @@ def test_evaluate_page_in_the_browser(labelled, chromium, capsys, tmp_path):
     v.close()
 
 
-def test_a_hostile_string_anywhere_in_the_data_stays_text(chromium, tmp_path):
-    """Every string the compare page shows, each made hostile, with the CSP off: nothing runs,
-    no element is made from it."""
+def hostile_page(path):
+    """A compare page whose every string is hostile (and a figure whose source tries to
+    break out of its attribute), written to ``path``."""
     rows = [{"measure": s, "kind": s, "value": 0.5, "note": s} for s in HOSTILE]
     data = {"title": HOSTILE[2], "subtitle": HOSTILE[1], "pairs": [{"label": s, "rows": rows, "notes": HOSTILE,
             "details": {s: s}, "source_correlation": None} for s in HOSTILE],
@@ -354,8 +350,14 @@ def test_a_hostile_string_anywhere_in_the_data_stays_text(chromium, tmp_path):
                       "matrix": [[0.1, 0.2], [0.3, None]], "p": None, "caption": HOSTILE[1]}],
             "figures": [{"title": HOSTILE[1], "src": "x\" onerror=\"window.__pwned=1", "caption": HOSTILE[0]}],
             "conventions": {HOSTILE[0]: HOSTILE[1]}}
-    path = tmp_path / "hostile.html"
     path.write_text(render_page("compare", data, title=HOSTILE[2]))
+    return path
+
+
+def test_a_hostile_string_anywhere_in_the_data_stays_text(chromium, tmp_path):
+    """Every string the compare page shows, each made hostile, with the CSP off: nothing runs,
+    no element is made from it."""
+    path = hostile_page(tmp_path / "hostile.html")
     v = Visit(chromium, path, bypass_csp=True)
     _clean(v)
     text = v.page.inner_text("body")

@@ -11,10 +11,9 @@ import json
 
 import pytest
 
-from actkit.pages import render_page
 from tests._firefox import Firefox
 from tests.cli_helpers import run_cli
-from tests.test_pages import HOSTILE, IMG, labelled, stores  # noqa: F401  (fixtures)
+from tests.test_pages import HOSTILE, IMG, hostile_page, labelled, stores  # noqa: F401  (fixtures)
 from tests.test_units_page import SCRIPT, report  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
@@ -83,15 +82,7 @@ def test_units_page_in_firefox(report, firefox, tmp_path):
 
 
 def test_a_hostile_string_anywhere_stays_text_in_firefox(firefox, tmp_path):
-    rows = [{"measure": s, "kind": s, "value": 0.5, "note": s} for s in HOSTILE]
-    data = {"title": HOSTILE[2], "subtitle": HOSTILE[1], "pairs": [{"label": s, "rows": rows, "notes": HOSTILE,
-            "details": {s: s}, "source_correlation": None} for s in HOSTILE],
-            "maps": [{"measure": HOSTILE[0], "layers_a": HOSTILE[:2], "layers_b": HOSTILE[1:3],
-                      "matrix": [[0.1, 0.2], [0.3, None]], "p": None, "caption": HOSTILE[1]}],
-            "figures": [{"title": HOSTILE[1], "src": "x\" onerror=\"window.__pwned=1", "caption": HOSTILE[0]}],
-            "conventions": {HOSTILE[0]: HOSTILE[1]}}
-    path = tmp_path / "hostile.html"
-    path.write_text(render_page("compare", data, title=HOSTILE[2]))
+    path = hostile_page(tmp_path / "hostile.html")
     page = firefox.open(path)
     _clean(page)
     text = page.js("document.body.innerText")

@@ -16,7 +16,7 @@ import pytest
 
 from actkit.pages import units_data
 from actkit.units import match_units, units
-from tests._browser import Visit, browser
+from tests._browser import Visit, chromium_fixture
 from tests.cli_helpers import cli_error, run_cli
 from tests.test_units import TextInputs, _index, _store
 
@@ -29,11 +29,7 @@ SCRIPT = "<script>alert(1)</script>"
 
 @pytest.fixture(scope="module")
 def chromium():
-    try:
-        with browser() as b:
-            yield b
-    except RuntimeError as exc:
-        pytest.fail(f"the pages are tested in a real browser, and none could be used: {exc}")
+    yield from chromium_fixture()
 
 
 @pytest.fixture(scope="module")
