@@ -47,7 +47,7 @@ def register(sub) -> None:
                    help="none: a row per token/position; mean|last|cls: a row per sample (default: none)")
     p.add_argument("--revision", help="hub revision, e.g. step143000")
     p.add_argument("--checkpoint", help="weights file for timm:NAME (.safetensors)")
-    p.add_argument("--batch-size", type=int, default=32, help="most samples per forward pass (default 32)")
+    p.add_argument("--batch-size", type=int, default=32, help="most samples per forward pass (default: 32)")
     p.add_argument("--max-batch-tokens", type=int, metavar="N",
                    help="text: most padded tokens per forward pass (samples x longest), --batch-size still "
                         "a cap (default: no token budget)")
