@@ -25,6 +25,7 @@ from actkit.errors import InputError
 from actkit.pages import check_page_path, is_actkit_page, page_json, render_page
 from tests._browser import Visit, chromium_fixture
 from tests.cli_helpers import cli_error, run_cli
+from tests.test_cli_compare import _store  # one store-writing helper for the compare tests
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -120,19 +121,6 @@ def test_the_path_check(tmp_path):
 
 
 # ------------------------------------------------------------------ stores and results
-def _store(path, layers, index, fingerprint="inputs-1"):
-    from actkit.store import LayerSpec, create_store
-
-    specs = [LayerSpec(name, X.shape[0], X.shape[1], index=index) for name, X in layers.items()]
-    n_samples = int(index[:, 0].max()) + 1
-    w = create_store(path, specs, n_samples=n_samples, request={"p": str(path)}, inputs_fingerprint=fingerprint)
-    for name, X in layers.items():
-        w.append(name, np.asarray(X, np.float32))
-    w.checkpoint(n_samples)
-    w.finalize()
-    return path
-
-
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """Two stores of 120 samples x 4 tokens; one layer is named like an HTML injection."""
