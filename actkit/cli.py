@@ -11,13 +11,13 @@ import argparse
 import contextlib
 import importlib
 import os
-import select
 import signal
 import sys
 import threading
 import warnings
 
 from actkit import __version__
+from actkit._pipes import run_pipe_safe
 from actkit._threads import quiet_waiting, use_threads
 from actkit.errors import ActkitError
 
@@ -154,15 +154,7 @@ def _user_errors():
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status. Output into a pipe whose reader has gone (``| head``)
     ends the command quietly with status 141, as it does any Unix pipe writer."""
-    try:
-        try:
-            return _run(argv)
-        finally:
-            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
-    except BrokenPipeError:
-        if not _reader_gone():
-            raise
-        return _quiet_broken_pipe()
+    return run_pipe_safe(_run, argv)
 
 
 def _run(argv) -> int:
@@ -208,33 +200,6 @@ def _read_checks(args):
     from actkit.store import unverified_reads  # actkit.store (h5py): ~0.1 s at import (measured); --help starts without it
 
     return unverified_reads()
-
-
-def _reader_gone() -> bool:
-    """Whether stdout or stderr is a pipe whose reader has gone (``actkit layers M | head``)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            poll = select.poll()
-            poll.register(stream.fileno(), select.POLLERR)
-            if any(ev & select.POLLERR for _, ev in poll.poll(0)):
-                return True
-        except (OSError, ValueError, AttributeError):  # no file descriptor (e.g. captured)
-            continue
-    return False
-
-
-def _quiet_broken_pipe() -> int:
-    """The reader of our output has gone: stop quietly, as a pipe's writer does (exit status
-    141 = 128 + SIGPIPE, what the shell reports for ``seq 1 100000 | head``). Later writes (the
-    interpreter's final flush) go to /dev/null instead of a second BrokenPipeError."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            os.dup2(devnull, stream.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
-    os.close(devnull)
-    return 141
 
 
 def _main_thread() -> bool:

@@ -221,10 +221,12 @@ def test_bert_token_windows_say_documents_get_no_cls_or_sep(tiny_bert, tmp_path,
 
 
 # ----------------------------------------------------------------------------- pipes
-@pytest.mark.parametrize("argv", [["layers", "data/zoo/pythia-tiny-seed0"], ["extract", "--help"]])
+@pytest.mark.parametrize("argv", [["actkit", "layers", "data/zoo/pythia-tiny-seed0"], ["actkit", "extract", "--help"],
+                                  ["actkit.zoo", "list"]])
 def test_a_command_whose_reader_has_gone_ends_quietly(argv):
-    """``actkit layers ... | head``: the reader closes the pipe; no BrokenPipeError traceback."""
-    proc = subprocess.Popen([sys.executable, "-m", "actkit", *argv], stdout=subprocess.PIPE,
+    """``actkit layers ... | head``, ``python -m actkit.zoo list | head``: the reader closes the
+    pipe; no BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"))
     proc.stdout.close()  # the reader is gone before the first line is written
     try:

@@ -6,12 +6,18 @@ import argparse
 import sys
 
 from actkit import zoo
+from actkit._pipes import run_pipe_safe
 from actkit.errors import ActkitError
 from actkit.zoo import MODELS, format_models, zoo_dir
 from actkit.zoo._corpus import build_corpus
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one sub-command; its exit status (141, quietly, when the reader of a pipe has gone)."""
+    return run_pipe_safe(_run, argv)
+
+
+def _run(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m actkit.zoo", description=zoo.__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_train = sub.add_parser("train", help="retrain zoo models (deterministic given the seeds)")
