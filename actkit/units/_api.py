@@ -11,7 +11,7 @@ from actkit.units._basis import DEFAULT_ORDER, resolve_basis
 from actkit.units._examples import Renderer
 from actkit.units._hist import trimmed
 from actkit.units._lens import logit_lens
-from actkit.units._pass import unit_pass
+from actkit.units._pass import finish, unit_pass
 from actkit.units._report import SCHEMA, UnitReport
 from actkit.units._select import SELECTIVE_AUROC, selectivity
 
@@ -91,7 +91,7 @@ def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
     threads = basis.sae is None or str(getattr(basis.sae, "device", "cpu")) == "cpu"
     p = unit_pass(basis, k, rows, labels=codes, classes=n_classes, random_state=random_state, threads=threads)
     with runner_for(basis.rows, scheduler, block_rows=rows) as (X, runner):
-        return runner.run(X, p, desc="units", progress=progress)
+        return finish(runner.run(X, p, desc="units", progress=progress))
 
 
 def _moments_table(acc, basis):
