@@ -19,6 +19,8 @@ __all__ = ["new_hist", "add_hist", "add_hist_entries", "merge_hist", "trimmed"]
 
 #: bins per column while counting (a histogram shows between half and all of them)
 BINS = 256
+#: values per slab of a block that the per-block statistics loop over (its temporaries fit a core's cache)
+SLAB = 1 << 18
 
 
 def new_hist(n_units: int, classes: int = 1, bins: int = BINS):
@@ -107,12 +109,15 @@ def add_hist(state, block, labels=None, extremes=None):
     # bin of every value as one flat index (unit, class, bin), formed in the block's float type
     # while it holds integers exactly (2**24 for float32), else in float64; in place: one temporary
     ft = block.dtype if U * C * B < 2 ** 24 and block.dtype == np.float32 else np.float64
-    idx = np.multiply(block, np.ldexp(1.0, -state["e"]).astype(ft), dtype=ft)
-    np.floor(idx, out=idx)
-    idx += (np.arange(U) * (C * B) - state["lo"]).astype(ft)
-    if lab is not None:
-        idx += (lab * B).astype(ft)[:, None]
-    state["counts"] += np.bincount(idx.astype(np.intp).ravel(), minlength=U * C * B).reshape(U, C, B)
+    scale, offset = np.ldexp(1.0, -state["e"]).astype(ft), (np.arange(U) * (C * B) - state["lo"]).astype(ft)
+    rows = max(1, max(SLAB, U * C * B) // U)  # a slab at a time: its temporaries stay in cache
+    for s in range(0, block.shape[0], rows):
+        idx = np.multiply(block[s:s + rows], scale, dtype=ft)
+        np.floor(idx, out=idx)
+        idx += offset
+        if lab is not None:
+            idx += (lab[s:s + rows] * B).astype(ft)[:, None]
+        state["counts"] += np.bincount(idx.astype(np.intp).ravel(), minlength=U * C * B).reshape(U, C, B)
     return state
 
 

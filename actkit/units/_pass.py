@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit.runners import RowPass
-from actkit.units._hist import add_hist, add_hist_entries, merge_hist, new_hist
+from actkit.units._hist import SLAB, add_hist, add_hist_entries, merge_hist, new_hist
 from actkit.units._topk import add_entries, dense_entries, growing_chunks, merge_topk, new_topk
 
 __all__ = ["SAMPLE", "finish", "merge_moments", "priority", "unit_pass"]
@@ -36,13 +36,24 @@ def priority(rows, random_state=0) -> np.ndarray:
 
 
 def _moments(A):
-    """``(n, mean, M2, M3, M4)`` of a block's columns (sums of powers about the block mean)."""
-    n = A.shape[0]
-    mean = A.sum(axis=0, dtype=np.float64) / n
-    d = A - mean.astype(A.dtype)
-    d2 = d * d
-    return (n, mean, d2.sum(axis=0, dtype=np.float64), (d2 * d).sum(axis=0, dtype=np.float64),
-            (d2 * d2).sum(axis=0, dtype=np.float64))
+    """``(n, mean, M2, M3, M4)`` of a block's columns (sums of powers about the mean of each
+    slab of :data:`SLAB` values, slabs merged exactly)."""
+    rows = max(1, SLAB // max(1, A.shape[1]))
+    out = (0, *[np.zeros(A.shape[1])] * 4)
+    for s in range(0, A.shape[0], rows):
+        S = A[s:s + rows]
+        mean = S.sum(axis=0, dtype=np.float64) / S.shape[0]
+        d = S - mean.astype(S.dtype)
+        d2 = d * d
+        out = merge_moments(out, (S.shape[0], mean, d2.sum(axis=0, dtype=np.float64),
+                                  np.multiply(d2, d, out=d).sum(axis=0, dtype=np.float64),
+                                  np.multiply(d2, d2, out=d2).sum(axis=0, dtype=np.float64)))
+    return out
+
+
+def _active(A):
+    """Non-zero rows per column of a block (one count for the whole block when it has no zero)."""
+    return np.full(A.shape[1], A.shape[0]) if not (A == 0).any() else np.count_nonzero(A, axis=0)
 
 
 def merge_moments(a, b):
@@ -91,7 +102,7 @@ def _map(block, first_row, basis, k, classes, labels, random_state):
             vmin[:] = np.nan
         return ("sparse", n, r, u, v, _sparse_moments(n, u, v, active), vmin, vmax, active)
     A = np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
-    return ("dense", A, _moments(A), A.min(axis=0), A.max(axis=0), np.count_nonzero(A, axis=0))
+    return ("dense", A, _moments(A), A.min(axis=0), A.max(axis=0), _active(A))
 
 
 def _sparse_moments(n, u, v, active):

@@ -31,7 +31,7 @@ def new_topk(k: int, n_units: int):
 def _select(k, n_units, units, values, rows, payload):
     """The state made of candidate entries ``(unit, value, row, payload)``: per unit the k
     largest values, ties by the lower row."""
-    order = np.lexsort((rows, -values, units))
+    order = _order(n_units, units, values, rows)
     units, values, rows, payload = units[order], values[order], rows[order], payload[order]
     first = np.searchsorted(units, np.arange(n_units))
     rank = np.arange(units.size) - first[units]
@@ -40,6 +40,18 @@ def _select(k, n_units, units, values, rows, payload):
     for arr, src in zip(out, (values, rows, payload)):
         arr[rank[keep], units[keep]] = src[keep]
     return out
+
+
+def _order(n_units, units, values, rows):
+    """The entries' order by unit, value decreasing, then row: an unstable sort by value then a
+    stable (radix) sort by unit, which is that order whenever no unit has two equal values;
+    otherwise the three-key ``lexsort``."""
+    o = np.argsort(-values)
+    o = o[np.argsort(units[o].astype(np.int16 if n_units <= 1 << 15 else np.int64), kind="stable")]
+    u, v = units[o], values[o]
+    if np.any((u[1:] == u[:-1]) & (v[1:] == v[:-1])):
+        return np.lexsort((rows, -values, units))
+    return o
 
 
 def _entries(state):
@@ -87,12 +99,18 @@ def dense_entries(state, block, first_row: int, lower=False, floor=-np.inf):
     the block against the thresholds (in the block's float type: a threshold is a value of
     the block's type, or +-inf)."""
     thr = np.maximum(state[0][-1], floor).astype(block.dtype)
-    cand = block < -thr if lower else block > thr
-    hit = np.flatnonzero(cand.any(axis=1))  # rows with a candidate: few once the state is full
-    r, u = np.nonzero(cand[hit])
-    r = hit[r]
+    cand = (block < -thr if lower else block > thr).reshape(-1)
+    r, u = np.divmod(_true(cand), block.shape[1])
     v = block[r, u]
-    return u, (-v if lower else v), r.astype(np.int64) + int(first_row), v
+    return u, (-v if lower else v), r + int(first_row), v
+
+
+def _true(flags):
+    """``np.flatnonzero`` of a (mostly False) bool vector, scanning it 8 flags at a time."""
+    m = flags.size // 8 * 8
+    words = np.flatnonzero(flags[:m].view(np.uint64))
+    pos = (words[:, None] * 8 + np.arange(8)).reshape(-1)
+    return np.concatenate([pos[flags[pos]], m + np.flatnonzero(flags[m:])])
 
 
 def merge_topk(a, b):
