@@ -86,12 +86,14 @@ def add_hist_entries(state, n, r, u, v, labels=None, extremes=None):
         return state
     _fit(state, *extremes)
     lab = None if labels is None or C == 1 else np.asarray(labels, np.int64)
-    e, lo = state["e"][u], state["lo"][u]
-    cls = np.zeros(r.size, np.int64) if lab is None else lab[r]
-    bins = np.floor(v.astype(np.float64) * np.ldexp(1.0, -e)).astype(np.int64) - lo
-    out = np.bincount((u * C + cls) * B + bins, minlength=U * C * B).reshape(U, C, B)
+    scale, offset = np.ldexp(1.0, -state["e"]), np.arange(U) * (C * B) - state["lo"]
+    flat = np.floor(v * scale[u]).astype(np.int64) + offset[u]  # v * scale: float64, exact
+    slot = u if lab is None else u * C + lab[r]
+    if lab is not None:
+        flat += lab[r] * B
+    out = np.bincount(flat, minlength=U * C * B).reshape(U, C, B)
     per_class = np.full(C, n) if lab is None else np.bincount(lab, minlength=C)
-    zeros = per_class[None, :] - np.bincount(u * C + cls, minlength=U * C).reshape(U, C)
+    zeros = per_class[None, :] - np.bincount(slot, minlength=U * C).reshape(U, C)
     uu, cc = np.nonzero(zeros > 0)
     out[uu, cc, -state["lo"][uu]] += zeros[uu, cc]  # bin of 0: floor(0 / w) - lo
     state["counts"] += out
