@@ -8,6 +8,12 @@ One store of ``--rows`` x ``--features`` float32 (Laplace rows, 16 tokens per sa
 * an ICA store (``transform_store`` of a FastICA): its rows are read (baseline: read them);
 * an SAE (``--latents`` latents, top-k): the baseline reads the layer and encodes every block.
 
+"Reading the layer" is the read path ``units()`` itself uses, block for block: the local
+runner's blocks of the same size (:func:`actkit._data.iter_blocks` over a store opened with
+``actkit.open_store``, whose reads check every block against its checksum), not a bare h5py
+read. Both columns give the wall clock and, in brackets, this process's CPU time (all threads),
+the steadier number on a loaded machine; each is the best of ``--repeat`` runs.
+
 The numpy brute force computes the same statistics from the whole matrix in memory: top-k and
 bottom-k by ``argsort`` (stable: ties by row), a histogram per column, mean / SD / skewness /
 kurtosis and share active (scipy.stats), and 256 sampled rows per unit.
@@ -16,6 +22,7 @@ Run::
 
     python benchmarks/bench_units.py                 # 400k x 256
     python benchmarks/bench_units.py --rows 50000    # quick
+    python benchmarks/bench_units.py --rows 100000 --features 64 --latents 256   # docs/units.md "Speed"
     python benchmarks/bench_units.py --page          # the units page in chromium (issue 41): size, time to
                                                      # interactive (benchmarks/bench_pages.py; its flags follow)
 """
@@ -46,20 +53,30 @@ def _store(path, X, n_per_sample=16):
 
 
 def _timed(fn, repeat=2):
-    best = float("inf")
+    """``(wall, cpu)`` seconds of the best of ``repeat`` runs (cpu: this process's CPU time, all
+    threads; steadier than the wall clock on a loaded machine)."""
+    best = (float("inf"), float("inf"))
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, (time.perf_counter() - t, time.process_time() - c))
     return best
 
 
-def _read_all(layer, activations=None):
+def _read_all(layer, rows, activations=None):
+    """Read every block of ``layer`` as ``units()`` does (the local runner's blocks,
+    :func:`actkit._data.iter_blocks` over the store's verified reads: every block checked
+    against its checksum), computing the unit activations of each when given."""
     from actkit._data import iter_blocks
 
-    for block in iter_blocks(layer, 16384):
+    for block in iter_blocks(layer, rows):
         if activations is not None:
             activations(block)
+
+
+def _unit_rows(width, n_units):
+    """The rows per block of ``units()``'s pass (``actkit.units._api._run_pass``)."""
+    return int(max(64, min(16384, (16 << 20) // (4 * max(width, n_units)))))
 
 
 def _brute(A, k):
@@ -91,6 +108,7 @@ def main(argv=None):
     p.add_argument("--features", type=int, default=256)
     p.add_argument("--latents", type=int, default=1024)
     p.add_argument("--k", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is kept (default: 3)")
     p.add_argument("--work-dir", default=None)
     args = p.parse_args(argv)
     tmp = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_units_"))
@@ -105,21 +123,24 @@ def main(argv=None):
     sae_path = actkit.save_sae(sd, tmp / "sae", hook_name="h")
     sae = actkit.load_sae(sae_path)
     print(f"rows {args.rows:,} x {args.features} float32 ({X.nbytes / 2**20:.0f} MiB), k={args.k}, "
-          f"load {os.getloadavg()[0]:.1f} (1 min), CPUs {os.cpu_count()}")
-    print(f"{'basis':<10s} {'read+activations':>17s} {'units()':>9s} {'ratio':>6s} {'numpy brute':>12s} {'speed-up':>9s}")
-    cases = [("neurons", None, lambda: _read_all(layer), X),
-             ("ica", ica_path, lambda: _read_all(actkit.open_store(ica_path)["h"]), None),
-             ("sae", sae_path, lambda: _read_all(layer, lambda b: sae._dense(sae.encode_block(b)).numpy()), None)]
+          f"load {os.getloadavg()[0]:.1f} (1 min), CPUs {os.cpu_count()}, best of {args.repeat}; wall (CPU) seconds")
+    print(f"{'basis':<8s} {'read+activations':>17s} {'units()':>15s} {'ratio':>13s} {'numpy brute':>15s} {'speed-up':>8s}")
+    F, L = args.features, sae.n_components_
+    cases = [("neurons", None, lambda: _read_all(layer, _unit_rows(F, F)), X),
+             ("ica", ica_path, lambda: _read_all(actkit.open_store(ica_path)["h"], _unit_rows(min(64, F), min(64, F))), None),
+             ("sae", sae_path, lambda: _read_all(layer, _unit_rows(F, L), lambda b: sae._dense(sae.encode_block(b)).numpy()),
+              None)]
     for name, basis, baseline, dense in cases:
-        base = _timed(baseline)
-        full = _timed(lambda: actkit.units(src, basis=basis, k=args.k, inputs=False, progress=False))
+        base = _timed(baseline, args.repeat)
+        full = _timed(lambda: actkit.units(src, basis=basis, k=args.k, inputs=False, progress=False), args.repeat)
         if dense is None and name == "ica":
             dense = np.asarray(actkit.open_store(ica_path)["h"])
         if dense is None and name == "sae":
             dense = sae.transform(X) if args.rows * args.latents * 4 < 2 ** 31 else None
-        brute = _timed(lambda: _brute(dense, args.k), repeat=1) if dense is not None else float("nan")
-        print(f"{name:<10s} {base:16.2f}s {full:8.2f}s {full / base:5.2f}x {brute:11.2f}s {brute / full:8.2f}x")
-
+        brute = _timed(lambda: _brute(dense, args.k), 1) if dense is not None else (float("nan"),) * 2
+        print(f"{name:<8s} {base[0]:7.2f} ({base[1]:5.2f})s {full[0]:6.2f} ({full[1]:5.2f})s "
+              f"{full[0] / base[0]:5.1f}x ({full[1] / base[1]:4.1f}x) {brute[0]:6.2f} ({brute[1]:5.2f})s "
+              f"{brute[0] / full[0]:7.1f}x")
 
 if __name__ == "__main__":
     main()

@@ -111,6 +111,80 @@ def test_top_k_equals_numpy_brute_force_at_any_block_and_thread_count(planted, t
             assert [e["value"] for e in r.unit(j)["top"]] == Y[want[:, j], j].astype(np.float64).tolist()
 
 
+def _pass_result(basis, X, k, rows, threads):
+    from actkit._threads import use_threads
+    from actkit.runners import LOCAL
+    from actkit.units._pass import finish, unit_pass
+
+    with use_threads(threads):
+        return finish(LOCAL.run(X, unit_pass(basis, k, rows), progress=False))
+
+
+def _brute_sample(A, size, random_state=0):
+    """Each column's uniform sample by brute force: its ``size`` active rows of largest
+    ``1 - priority`` (the pass's splitmix64 numbers), ties by row."""
+    from actkit.units._pass import priority
+
+    p = 1.0 - priority(np.arange(A.shape[0]), random_state)
+    score = np.where(A != 0, p[:, None], -np.inf)
+    order = np.argsort(-score, axis=0, kind="stable")[:size]
+    return np.where(np.take_along_axis(score, order, 0) > -np.inf, order, -1)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
+    """Many blocks: the running thresholds, the short first chunks and the queued rebuilds of
+    the top-k, bottom-k and sample states give numpy's brute force (ties by row order, exact
+    zeros, a dead unit), and the same bits at every block size and thread count."""
+    from actkit.units._basis import Basis
+    from actkit.units._pass import SAMPLE
+
+    rng = np.random.default_rng(7)
+    A = np.round(rng.laplace(size=(6000, 9)), 1).astype(np.float32)  # ties and exact zeros
+    if sparse:
+        A = np.where(rng.random(A.shape) < 0.1, np.abs(A) + 0.1, 0).astype(np.float32)
+    A[:, 4] = 0  # a dead unit
+    basis = Basis("dictionary" if sparse else "neuron", A, A.shape[1], source="test")
+    runs = [_pass_result(basis, A, 6, rows, threads) for rows in (97, 1000, 6000) for threads in (1, 2)]
+    for acc in runs[1:]:
+        for key in ("top", "bottom", "sample"):
+            for a, b in zip(runs[0][key], acc[key]):
+                np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(runs[0]["hist"]["counts"], acc["hist"]["counts"])
+        np.testing.assert_array_equal(runs[0]["active"], acc["active"])
+    acc = runs[0]
+    top = np.where(A[_brute_top(A, 6), np.arange(A.shape[1])] > 0, _brute_top(A, 6), -1) if sparse \
+        else _brute_top(A, 6)
+    np.testing.assert_array_equal(acc["top"][1], top)
+    if not sparse:
+        np.testing.assert_array_equal(acc["bottom"][1], _brute_top(-A, 6))
+    np.testing.assert_array_equal(acc["sample"][1], _brute_sample(A, SAMPLE))
+    np.testing.assert_array_equal(acc["active"], np.count_nonzero(A, axis=0))
+    n, mean, m2, m3, m4 = acc["moments"]
+    np.testing.assert_allclose(mean, A.mean(axis=0, dtype=np.float64), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m2 / (n - 1), A.astype(np.float64).var(axis=0, ddof=1), rtol=1e-7, atol=1e-12)
+
+
+def test_sae_top_k_codes_give_the_pass_of_their_dense_codes(tmp_path):
+    """An SAE basis is folded from its top-k codes as they are (never densified): the same
+    examples, histograms and counts as the pass over the dense codes."""
+    from actkit.units._basis import Basis
+    from actkit.units._pass import SAMPLE
+
+    X = np.random.default_rng(5).normal(size=(3000, 6)).astype(np.float32)
+    sd = actkit.SparseDictionary(12, k=3, code="topk", positive=True, random_state=0, max_iter=3).fit(X)
+    sae = actkit.load_sae(actkit.save_sae(sd, tmp_path / "sae", hook_name="h"))
+    codes = sae.transform(X)
+    by_sae = _pass_result(Basis("sae", X, 12, source="sae", sae=sae), X, 5, 700, 2)
+    dense = _pass_result(Basis("dictionary", codes, 12, source="codes"), codes, 5, 700, 1)
+    for key in ("top", "sample"):
+        for a, b in zip(by_sae[key], dense[key]):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(by_sae["hist"]["counts"], dense["hist"]["counts"])
+    np.testing.assert_array_equal(by_sae["active"], np.count_nonzero(codes, axis=0))
+    np.testing.assert_array_equal(by_sae["sample"][1], _brute_sample(codes, SAMPLE))
+
+
 def test_moments_and_histogram_equal_numpy(planted):
     path, X, *_ = planted
     r = units(path, k=3, inputs=False)

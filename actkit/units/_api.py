@@ -11,7 +11,7 @@ from actkit.units._basis import DEFAULT_ORDER, resolve_basis
 from actkit.units._examples import Renderer
 from actkit.units._hist import trimmed
 from actkit.units._lens import logit_lens
-from actkit.units._pass import unit_pass
+from actkit.units._pass import finish, unit_pass
 from actkit.units._report import SCHEMA, UnitReport
 from actkit.units._select import SELECTIVE_AUROC, selectivity
 
@@ -91,7 +91,7 @@ def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
     threads = basis.sae is None or str(getattr(basis.sae, "device", "cpu")) == "cpu"
     p = unit_pass(basis, k, rows, labels=codes, classes=n_classes, random_state=random_state, threads=threads)
     with runner_for(basis.rows, scheduler, block_rows=rows) as (X, runner):
-        return runner.run(X, p, desc="units", progress=progress)
+        return finish(runner.run(X, p, desc="units", progress=progress))
 
 
 def _moments_table(acc, basis):
@@ -135,20 +135,31 @@ def _order(order, table, basis, flip):
     return name, np.concatenate([ids[~dead], ids[dead]])
 
 
-def _bands(values, rows, exclude, per_band):
-    """Quantile bands of a unit's active rows (from its uniform sample, in priority order)."""
+def _bands(values, rows, top_rows, per_band):
+    """Quantile bands of each shown unit's active rows, from its uniform sample (in priority
+    order): ``values``, ``rows`` (SAMPLE, m) of the m shown units (row -1: an empty slot),
+    ``top_rows`` (k, m) the rows of their top examples (never repeated in a band; -1: none).
+    One list of bands per unit ([] for a unit without active rows); all units at once."""
     ok = rows >= 0
-    values, rows = values[ok], rows[ok]
-    if values.size == 0:
-        return []
-    qs = np.quantile(values, [q for band in BANDS for q in band])
-    fresh = ~np.isin(rows, np.fromiter(exclude, np.int64, len(exclude)))
-    out = []
+    qs = [q for band in BANDS for q in band]
+    Q = np.zeros((len(qs), rows.shape[1]))
+    full = ok.all(axis=0)
+    if full.any():
+        Q[:, full] = np.quantile(values[:, full], qs, axis=0)
+    for j in np.flatnonzero(~full & ok.any(axis=0)):  # a sample not filled: its own rows (a prefix)
+        Q[:, j] = np.quantile(values[ok[:, j], j], qs)
+    fresh = ok & ~(rows[:, None, :] == np.where(top_rows >= 0, top_rows, -2)[None]).any(axis=1)
+    out = [[] for _ in range(rows.shape[1])]
     for b in reversed(range(len(BANDS))):
-        (lo_q, hi_q), lo, hi = BANDS[b], qs[2 * b], qs[2 * b + 1]
+        (lo_q, hi_q), lo, hi = BANDS[b], Q[2 * b], Q[2 * b + 1]
         inside = fresh & (values >= lo) & ((values < hi) | (hi_q == 1.0))
-        pick = [(int(r), float(v)) for v, r in zip(values[inside][:per_band], rows[inside][:per_band])]
-        out.append({"quantiles": [lo_q, hi_q], "lo": float(lo), "hi": float(hi), "examples": pick})
+        pick = inside & (np.cumsum(inside, axis=0) <= per_band)  # the first per_band in priority order
+        units, slots = np.nonzero(pick.T)
+        cut = np.searchsorted(units, np.arange(rows.shape[1] + 1))
+        for j in np.flatnonzero(ok.any(axis=0)):
+            sl = slots[cut[j]:cut[j + 1]]
+            out[j].append({"quantiles": [lo_q, hi_q], "lo": float(lo[j]), "hi": float(hi[j]),
+                           "examples": [(int(r), float(v)) for r, v in zip(rows[sl, j], values[sl, j])]})
     return out
 
 
@@ -159,18 +170,19 @@ def _examples(entries, index, renderer):
 def _unit_dicts(acc, table, basis, ids, flip, k, index, renderer):
     """One dict per shown unit (the schema of :class:`UnitReport`), examples rendered."""
     out = []
-    per_band = max(1, min(5, k))
+    ids = np.asarray(ids, np.int64)
+    top_rows = np.where(acc["top"][0] > 0, acc["top"][1], -1) if basis.sparse else acc["top"][1]
+    bands_of = _bands(acc["sample"][0][:, ids], acc["sample"][1][:, ids], top_rows[:, ids], max(1, min(5, k)))
     for rank, j in enumerate(ids):
         j = int(j)
-        top = [(int(r), float(v)) for v, r in zip(acc["top"][0][:, j], acc["top"][1][:, j])
-               if r >= 0 and (not basis.sparse or v > 0)]
+        top = [(int(r), float(v)) for v, r in zip(acc["top"][0][:, j], top_rows[:, j]) if r >= 0]
         bottom = [] if basis.sparse else [(int(r), float(v)) for v, r in
                                           zip(acc["bottom"][0][:, j], acc["bottom"][1][:, j]) if r >= 0]
         counts, edges = trimmed(acc["hist"], j)
         counts = counts.sum(axis=0)
         if flip[j]:
             counts, edges = counts[::-1], -edges[::-1]
-        bands = _bands(acc["sample"][0][:, j], acc["sample"][1][:, j], {r for r, _ in top}, per_band)
+        bands = bands_of[rank]
         for b in bands:
             b["examples"] = _examples(b["examples"], index, renderer)
         out.append({"unit": j, "rank": rank, "mean": table["mean"][j], "sd": table["sd"][j],

@@ -67,6 +67,26 @@ class Basis:
             return np.asarray(self.transformer.transform(np.asarray(block)))
         return np.asarray(block)
 
+    def entries(self, block, first_row=0):
+        """The non-zero unit activations of a block of ``rows`` (for mostly-zero codes):
+        ``(n, r, u, v)`` -- the block's row count, and (m,) block rows (increasing), units and
+        float32 values; an SAE's top-k codes are taken as they are, never densified."""
+        n = int(block.shape[0])
+        if self.sae is not None:
+            codes = self.sae.encode_block(np.asarray(block))
+            if codes[0] == "topk":
+                v = codes[1].cpu().numpy().astype(np.float32, copy=False).ravel()
+                u = codes[2].cpu().numpy().astype(np.int64, copy=False).ravel()
+                r = np.repeat(np.arange(n, dtype=np.int64), codes[1].shape[1])
+                nz = v != 0
+                return n, r[nz], u[nz], v[nz]
+            A = codes[1].cpu().numpy()
+        else:
+            A = self.activations(block, first_row)
+        A = np.asarray(A, dtype=np.float32)
+        r, u = np.nonzero(A)
+        return n, r.astype(np.int64), u.astype(np.int64), A[r, u]
+
     def directions(self):
         """(n_units, n_features) float64: each unit's direction in the layer's space, or None."""
         if self.kind == "neuron":

@@ -15,10 +15,12 @@ import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["new_hist", "add_hist", "merge_hist", "trimmed"]
+__all__ = ["new_hist", "add_hist", "add_hist_entries", "merge_hist", "trimmed"]
 
 #: bins per column while counting (a histogram shows between half and all of them)
 BINS = 256
+#: values per slab of a block that the per-block statistics loop over (its temporaries fit a core's cache)
+SLAB = 1 << 18
 
 
 def new_hist(n_units: int, classes: int = 1, bins: int = BINS):
@@ -63,49 +65,61 @@ def _refit(state, j, vmin, vmax, min_e=None):
     state["counts"][j], state["e"][j], state["lo"][j], state["set"][j] = new, e + d, mn, True
 
 
-def _sparse_counts(state, block, lab, r, u):
-    """The counts of a mostly-zero block from its non-zero entries ``(r, u)`` (rows, units)."""
-    U, C, B = state["counts"].shape
-    n = block.shape[0]
-    e, lo = state["e"][u], state["lo"][u]
-    cls = np.zeros(r.size, np.int64) if lab is None else lab[r]
-    bins = np.floor(block[r, u].astype(np.float64) * np.ldexp(1.0, -e)).astype(np.int64) - lo
-    out = np.bincount((u * C + cls) * B + bins, minlength=U * C * B).reshape(U, C, B)
-    per_class = np.full(C, n) if lab is None else np.bincount(lab, minlength=C)
-    active = np.bincount(u * C + cls, minlength=U * C).reshape(U, C)
-    zero_bin = -state["lo"]  # floor(0 / w) - lo
-    has_zeros = (per_class[None, :] - active) > 0
-    uu, cc = np.nonzero(has_zeros)
-    out[uu, cc, zero_bin[uu]] += (per_class[None, :] - active)[uu, cc]
-    return out
-
-
-def add_hist(state, block, labels=None, extremes=None, sparse=None):
-    """Count a block (n, U) (``labels``: (n,) class codes, when counting by class;
-    ``extremes``: the block's column minima and maxima, when already known; ``sparse``: the
-    block's non-zero entries ``(rows, units)``, when already known)."""
-    if block.shape[0] == 0:
-        return state
-    vmin, vmax = (block.min(axis=0), block.max(axis=0)) if extremes is None else extremes
+def _fit(state, vmin, vmax):
+    """Widen the bins of every column whose ``[vmin, vmax]`` (U,) falls outside them."""
     if not (np.isfinite(vmin).all() and np.isfinite(vmax).all()):
         raise ValidationError("the unit activations hold NaN or infinite values; check the store and the basis")
-    U, C, B = state["counts"].shape
+    B = state["counts"].shape[2]
     scale = np.ldexp(1.0, -state["e"])
     ok = state["set"] & (np.floor(vmin * scale) >= state["lo"]) & (np.floor(vmax * scale) < state["lo"] + B)
     for j in np.flatnonzero(~ok):
         _refit(state, j, vmin[j], vmax[j])
-    lab = None if labels is None or C == 1 else np.asarray(labels, np.int64)
-    if sparse is not None and sparse[0].size < block.size // 4:  # mostly zeros: count the zeros per unit at once
-        state["counts"] += _sparse_counts(state, block, lab, *sparse)
+
+
+def add_hist_entries(state, n, r, u, v, labels=None, extremes=None):
+    """Count a mostly-zero block of ``n`` rows from its non-zero entries: block rows ``r``,
+    units ``u`` and values ``v`` (m,); the zeros are counted per unit at once. ``labels``:
+    the block's (n,) class codes; ``extremes``: the block's column minima and maxima (zeros
+    included)."""
+    U, C, B = state["counts"].shape
+    if n == 0:
         return state
-    # bin of every value as one flat index (unit, class, bin), formed in the block's float type
-    # while it holds integers exactly (2**24 for float32), else in float64
-    ft = block.dtype if U * C * B < 2 ** 24 and block.dtype == np.float32 else np.float64
-    idx = np.floor(block * np.ldexp(1.0, -state["e"]).astype(ft), dtype=ft)
-    idx += (np.arange(U) * (C * B) - state["lo"]).astype(ft)
+    _fit(state, *extremes)
+    lab = None if labels is None or C == 1 else np.asarray(labels, np.int64)
+    scale, offset = np.ldexp(1.0, -state["e"]), np.arange(U) * (C * B) - state["lo"]
+    flat = np.floor(v * scale[u]).astype(np.int64) + offset[u]  # v * scale: float64, exact
+    slot = u if lab is None else u * C + lab[r]
     if lab is not None:
-        idx += (lab * B).astype(ft)[:, None]
-    state["counts"] += np.bincount(idx.astype(np.intp).ravel(), minlength=U * C * B).reshape(U, C, B)
+        flat += lab[r] * B
+    out = np.bincount(flat, minlength=U * C * B).reshape(U, C, B)
+    per_class = np.full(C, n) if lab is None else np.bincount(lab, minlength=C)
+    zeros = per_class[None, :] - np.bincount(slot, minlength=U * C).reshape(U, C)
+    uu, cc = np.nonzero(zeros > 0)
+    out[uu, cc, -state["lo"][uu]] += zeros[uu, cc]  # bin of 0: floor(0 / w) - lo
+    state["counts"] += out
+    return state
+
+
+def add_hist(state, block, labels=None, extremes=None):
+    """Count a block (n, U) (``labels``: (n,) class codes, when counting by class;
+    ``extremes``: the block's column minima and maxima, when already known)."""
+    if block.shape[0] == 0:
+        return state
+    _fit(state, *((block.min(axis=0), block.max(axis=0)) if extremes is None else extremes))
+    U, C, B = state["counts"].shape
+    lab = None if labels is None or C == 1 else np.asarray(labels, np.int64)
+    # bin of every value as one flat index (unit, class, bin), formed in the block's float type
+    # while it holds integers exactly (2**24 for float32), else in float64; in place: one temporary
+    ft = block.dtype if U * C * B < 2 ** 24 and block.dtype == np.float32 else np.float64
+    scale, offset = np.ldexp(1.0, -state["e"]).astype(ft), (np.arange(U) * (C * B) - state["lo"]).astype(ft)
+    rows = max(1, max(SLAB, U * C * B) // U)  # a slab at a time: its temporaries stay in cache
+    for s in range(0, block.shape[0], rows):
+        idx = np.multiply(block[s:s + rows], scale, dtype=ft)
+        np.floor(idx, out=idx)
+        idx += offset
+        if lab is not None:
+            idx += (lab[s:s + rows] * B).astype(ft)[:, None]
+        state["counts"] += np.bincount(idx.astype(np.intp).ravel(), minlength=U * C * B).reshape(U, C, B)
     return state
 
 

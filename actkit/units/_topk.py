@@ -6,13 +6,20 @@ slots hold ``-inf`` and row -1) and, when rows are ranked by a score other than 
 (a priority), the value itself. Folding blocks in row order and merging partial states left
 before right give exactly the top-k of numpy's brute force over the whole matrix (a stable
 sort of ``-X`` along the rows).
+
+A block is folded as *candidate entries* ``(unit, score, row, payload)``: only entries whose
+score beats their column's k-th best so far strictly (a later row loses a tie) can enter, so
+after the first rows almost every entry is rejected by one comparison, and only the few
+candidates are sorted (:func:`add_entries`). :func:`growing_chunks` cuts the first rows of a
+state into chunks no longer than the rows before them, so the thresholds are set early and a
+chunk brings about k candidates per column.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["new_topk", "add_topk", "add_topk_rows", "merge_topk"]
+__all__ = ["new_topk", "add_entries", "dense_entries", "growing_chunks", "merge_topk"]
 
 
 def new_topk(k: int, n_units: int):
@@ -24,7 +31,7 @@ def new_topk(k: int, n_units: int):
 def _select(k, n_units, units, values, rows, payload):
     """The state made of candidate entries ``(unit, value, row, payload)``: per unit the k
     largest values, ties by the lower row."""
-    order = np.lexsort((rows, -values, units))
+    order = _order(n_units, units, values, rows)
     units, values, rows, payload = units[order], values[order], rows[order], payload[order]
     first = np.searchsorted(units, np.arange(n_units))
     rank = np.arange(units.size) - first[units]
@@ -35,6 +42,18 @@ def _select(k, n_units, units, values, rows, payload):
     return out
 
 
+def _order(n_units, units, values, rows):
+    """The entries' order by unit, value decreasing, then row: an unstable sort by value then a
+    stable (radix) sort by unit, which is that order whenever no unit has two equal values;
+    otherwise the three-key ``lexsort``."""
+    o = np.argsort(-values)
+    o = o[np.argsort(units[o].astype(np.int16 if n_units <= 1 << 15 else np.int64), kind="stable")]
+    u, v = units[o], values[o]
+    if np.any((u[1:] == u[:-1]) & (v[1:] == v[:-1])):
+        return np.lexsort((rows, -values, units))
+    return o
+
+
 def _entries(state):
     values, rows, payload = state
     filled = rows >= 0
@@ -42,48 +61,56 @@ def _entries(state):
     return units[filled], values[filled], rows[filled], payload[filled]
 
 
-def add_topk(state, block, first_row: int, score=None, floor=-np.inf, colmax=None):
-    """Fold a block (n, U) of consecutive rows from global row ``first_row`` (see :func:`add_topk_rows`)."""
-    return add_topk_rows(state, block, None, score, first_row, floor, colmax)
+def growing_chunks(n: int, seen: int, first: int):
+    """Row ranges ``[(a, b), ...]`` covering a block of ``n`` rows folded after ``seen`` rows:
+    each chunk at most as long as the rows folded before it (at least ``first`` rows), so a
+    state that is still filling sets its thresholds on few rows; one chunk once ``seen >= n``."""
+    out, a = [], 0
+    while a < n:
+        b = min(n, a + max(int(first), seen + a))
+        out.append((a, b))
+        a = b
+    return out
 
 
-def add_topk_rows(state, block, rows, score=None, first_row=0, floor=-np.inf, colmax=None):
-    """Fold a block (n, U) whose row ``i`` is global row ``rows[i]`` (increasing; None:
-    ``first_row + i``) into ``state``.
-
-    ``score`` (n, U), optional: rank rows by it instead of by ``block`` (``-block`` for the k
-    smallest, a priority for a sample); scores not above ``floor`` (``-inf``; 0 for sparse codes,
-    whose zeros are no examples) are never taken. The payload kept is the block's value.
-    ``colmax`` (U,), optional: each column's largest score in the block, when already known."""
-    s = block if score is None else score
+def add_entries(state, units, score, rows, payload, floor=-np.inf):
+    """Fold candidate entries of rows later than every row of ``state``: ``units``, ``score``,
+    ``rows`` (global) and ``payload`` (the value kept), each (m,). An entry is kept when its
+    score beats its column's k-th best strictly and ``floor`` (0 for sparse codes: zeros are no
+    examples)."""
     values = state[0]
     k, n_units = values.shape
-    n = s.shape[0]
-    if n == 0:
+    if units.size == 0:
         return state
-    thr = np.maximum(values[-1], floor)  # a later row must beat the k-th best so far strictly
-    cols = np.flatnonzero(s.max(axis=0) > thr) if colmax is None else np.flatnonzero(colmax > thr)
-    if cols.size == 0:
+    keep = score > np.maximum(values[-1], floor)[units]
+    if not keep.any():
         return state
-    narrow = cols.size <= n_units // 2  # few units can change: look at their columns only
-    sc = s[:, cols] if narrow else s
-    tc = thr[cols] if narrow else thr
-    cand = sc > tc
-    if n > k and np.count_nonzero(cand) > 4 * k * sc.shape[1]:  # many: first drop rows below the block's own k-th
-        kth = np.partition(sc, n - k, axis=0)[n - k]
-        cand &= sc >= kth
-    hit = np.flatnonzero(cand.any(axis=1))  # rows with a candidate: few after the first blocks
-    if hit.size == 0:
-        return state
-    r, u = np.nonzero(cand[hit])
-    r = hit[r]
-    s_ru = sc[r, u]
-    if narrow:
-        u = cols[u]
     su, sv, sr, sp = _entries(state)
-    return _select(k, n_units, np.concatenate([su, u]), np.concatenate([sv, s_ru.astype(np.float64)]),
-                   np.concatenate([sr, r.astype(np.int64) + int(first_row) if rows is None else rows[r]]),
-                   np.concatenate([sp, block[r, u].astype(np.float64)]))
+    return _select(k, n_units, np.concatenate([su, units[keep]]),
+                   np.concatenate([sv, score[keep].astype(np.float64)]),
+                   np.concatenate([sr, rows[keep].astype(np.int64)]),
+                   np.concatenate([sp, payload[keep].astype(np.float64)]))
+
+
+def dense_entries(state, block, first_row: int, lower=False, floor=-np.inf):
+    """The candidate entries ``(units, score, rows, payload)`` of a dense block (n, U) of
+    consecutive rows from global row ``first_row``: values above the column's k-th best (or,
+    ``lower``, below minus it: the state then ranks ``-value``), found with one comparison of
+    the block against the thresholds (in the block's float type: a threshold is a value of
+    the block's type, or +-inf)."""
+    thr = np.maximum(state[0][-1], floor).astype(block.dtype)
+    cand = (block < -thr if lower else block > thr).reshape(-1)
+    r, u = np.divmod(_true(cand), block.shape[1])
+    v = block[r, u]
+    return u, (-v if lower else v), r + int(first_row), v
+
+
+def _true(flags):
+    """``np.flatnonzero`` of a (mostly False) bool vector, scanning it 8 flags at a time."""
+    m = flags.size // 8 * 8
+    words = np.flatnonzero(flags[:m].view(np.uint64))
+    pos = (words[:, None] * 8 + np.arange(8)).reshape(-1)
+    return np.concatenate([pos[flags[pos]], m + np.flatnonzero(flags[m:])])
 
 
 def merge_topk(a, b):
