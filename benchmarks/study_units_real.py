@@ -8,7 +8,11 @@ Layers ``encoder.layer.4`` and ``encoder.layer.5`` are extracted (the store reco
 inputs), each is rotated by FastICA (``--components``), ``actkit.units`` reports the ICA units
 of layer 5 (top tokens in context), and ``actkit.match_units`` matches the ICA units of
 layer 4 with those of layer 5 and, as a control, layer 5's units with a Gaussian store of the
-same shape (no unit may be shared).
+same shape (no unit may be shared). For docs/units.md's "what the seeds predict and what the
+data show": the median excess kurtosis of neurons and ICA sources, and the neurons of the two
+layers matched too; on the zoo's ViT-tiny (last layer, the 512 held-out shapes images) the
+levels of each factor with a unit of their own, the median kurtosis, and seed 0's units
+matched with seed 1's (neurons, and each seed's own 32 ICA sources).
 
 Run::
 
