@@ -41,8 +41,8 @@ class UnitMatch:
     pairs : list of dict
         ``{"a", "b", "corr", "p_value", "shared"}``, largest |corr| first.
     corr : ndarray of shape (units of A, units of B)
-        Correlation over all rows (sign as stored; A's flipped ICA units flipped when a
-        report was given).
+        Correlation over all rows, or over ``rows=`` (sign as stored; A's flipped ICA units
+        flipped when a report was given).
     null_max : ndarray of shape (permutations,)
         The largest standardised |correlation| of any pair under each re-pairing of the samples.
     """
