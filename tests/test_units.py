@@ -447,7 +447,7 @@ def test_zoo_top_k_equals_numpy_brute_force_and_logit_lens(pythia, tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # compare's notes on a small ICA fit
-def test_match_units_on_compare_s_ica_sources_gives_compare_s_pairs_and_correlations(pythia, tmp_path):
+def test_match_units_on_compare_s_ica_sources_gives_compare_s_pairs_and_correlations(pythia, tmp_path, capsys):
     """compare pairs its ICA sources on the fit rows (Hungarian on |corr|: the sources are
     whitened there) and reports their correlations on the held-out rows, sign-corrected by the
     fit rows' sign; match_units on the same sources (CompareResult.ica_basis) over the same
@@ -481,6 +481,19 @@ def test_match_units_on_compare_s_ica_sources_gives_compare_s_pairs_and_correlat
     assert r.to_dict()["basis"]["kind"] == "ica" and r.to_dict()["order"] == "skewness"
     skew = scipy.stats.skew(res.ica_basis("a").transform(np.asarray(actkit.open_store(pythia)[layer])), axis=0)
     assert sorted(r.to_dict()["flipped"]) == np.flatnonzero(skew < 0).tolist()
+    # on the command line: transform_store writes each side's sources as an `actkit ica` store
+    sa, sb = actkit.open_store(pythia), actkit.open_store(other)
+    ica_a = actkit.transform_store(res.ica_basis("a"), sa[layer], tmp_path / "ica-a.h5", progress=False)
+    ica_b = actkit.transform_store(res.ica_basis("b"), sb[layer], tmp_path / "ica-b.h5", progress=False)
+    stored = match_units(pythia, other, layer=layer, basis=ica_a, basis_b=ica_b, rows=res.heldout_rows,
+                         permutations=20, progress=False)
+    np.testing.assert_allclose(stored.corr, held.corr, rtol=0, atol=1e-5)  # float32 rows of the stores
+    code, _, err = _run(capsys, "units", pythia, "--layer", layer, "--basis", ica_a, "--match", other, "--basis-b", ica_b,
+                        "--permutations", "10", "--no-inputs", "-k", "2", "--json", tmp_path / "u.json", "--quiet")
+    assert code == 0, err
+    every = match_units(pythia, other, **kw)
+    got = json.loads((tmp_path / "u.json").read_text())["matches"]["pairs"]
+    assert sorted((p["a"], p["b"]) for p in got) == sorted((p["a"], p["b"]) for p in every.pairs)
 
 
 def test_match_units_rows_and_ica_basis_bad_input_is_one_line(pythia):

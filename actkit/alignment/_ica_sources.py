@@ -5,16 +5,19 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
 
 from actkit.errors import InputError
 
 __all__ = ["ICASources"]
 
 
-class ICASources:
+class ICASources(TransformerMixin, BaseEstimator):
     """One side's ICA sources of a :func:`~actkit.compare` fit: ``s = (x - mean_) @ unmixing_.T``.
 
-    Already fitted (by ``compare``): :meth:`fit` changes nothing. Source ``i`` is the source
+    Made fitted by ``CompareResult.ica_basis`` (:meth:`fitted`): :meth:`fit` changes nothing.
+    :func:`actkit.transform_store` writes its sources as an ``actkit ica`` store (``unmixing``,
+    ``mixing``, ``mean`` in its params), a ``--basis`` for ``actkit units`` on the command line. Source ``i`` is the source
     ``i`` of ``CompareResult.ica_pairs()`` (``"a"`` / ``"b"`` numbers), unoriented (its sign
     as FastICA left it; :func:`actkit.units` orients it to positive skew and says so).
 
@@ -30,12 +33,19 @@ class ICASources:
     n_features_in_, n_components_ : int
     """
 
-    def __init__(self, side, unmixing, mixing, mean):
+    def __init__(self, side="a"):
         self.side = side
-        self.unmixing_ = np.asarray(unmixing, np.float64)
-        self.mixing_ = np.asarray(mixing, np.float64)
-        self.mean_ = np.asarray(mean, np.float64)
-        self.n_components_, self.n_features_in_ = self.unmixing_.shape
+
+    @classmethod
+    def fitted(cls, side, unmixing, mixing, mean):
+        """The sources of one side of a fitted ``ICAAlignment`` (its ``unmixing_<side>_``,
+        ``mixing_<side>_``, ``mean_<side>_``)."""
+        est = cls(side)
+        est.unmixing_ = np.asarray(unmixing, np.float64)
+        est.mixing_ = np.asarray(mixing, np.float64)
+        est.mean_ = np.asarray(mean, np.float64)
+        est.n_components_, est.n_features_in_ = est.unmixing_.shape
+        return est
 
     def fit(self, X=None, y=None):
         """Nothing to fit (``compare`` fitted the sources); returns self."""

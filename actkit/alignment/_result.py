@@ -157,7 +157,7 @@ class CompareResult:
                              "including \"ica\"")
         if side not in ("a", "b"):
             raise InputError(f"ica_basis: side must be 'a' or 'b', got {side!r}")
-        return ICASources(side, getattr(h, f"unmixing_{side}_"), getattr(h, f"mixing_{side}_"),
+        return ICASources.fitted(side, getattr(h, f"unmixing_{side}_"), getattr(h, f"mixing_{side}_"),
                           getattr(h, f"mean_{side}_"))
 
     def ica_pairs(self) -> list:
