@@ -44,6 +44,8 @@ _KINDS = {
                  "mixing": "mixing_"},
                 {"n_components": ("n_components_", int), "n_iter": ("n_iter_", int),
                  "converged": ("converged_", bool)}),
+    "ICASources": ("ica", {"mean": "mean_", "unmixing": "unmixing_", "mixing": "mixing_"},  # compare's sources
+                   {"n_components": ("n_components_", int)}),
     "SparseDictionary": ("dictionary", {"dictionary": "dictionary_"},
                          {"reconstruction_error": ("reconstruction_error_", float),
                           "mean_active": ("mean_active_", float)}),

@@ -5,7 +5,9 @@ headless chromium from ``file://`` (tests/_browser.py), no network.
   layers, 99 permutations, 200 bootstrap resamples) with the layer map;
 * ``docs/evaluate-page.png``: ``actkit evaluate`` on planted sparse factors (tests/test_evaluate.py's);
 * ``docs/units-page.png``, ``docs/units-card.png``: the ICA units of Pythia-tiny seed 0's final
-  hidden state on the shipped texts, with the logit lens and their matches in seed 1's ICA.
+  hidden state on the shipped texts, with the logit lens and their matches in seed 1's ICA;
+* ``docs/units-vit-card.png``: the most skewed of 32 ICA units of ViT-tiny seed 0's last layer
+  on the zoo's shapes images, each example the recorded image with its patch boxed.
 
 The stores record their inputs (token ids and the tokenizer), so each example is shown as the
 text it came from.
@@ -13,6 +15,7 @@ text it came from.
 Run::
 
     python benchmarks/page_screenshots.py --out docs
+    python benchmarks/page_screenshots.py --out docs --pages vit   # only the ViT card
 """
 
 from __future__ import annotations
@@ -80,6 +83,19 @@ def units_page(paths, folder, out):
     return r.to_html(out, overwrite=True), r
 
 
+def vit_units_page(folder, out, n=128):
+    """ViT-tiny (seed 0), last layer, per-token rows of ``n`` shapes images; 32 ICA sources."""
+    import actkit
+    from actkit import zoo
+    from actkit.units import units
+
+    v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), folder / "vit.h5",
+                       layers=["encoder.layer.3"], max_samples=n, progress=False)
+    ica = actkit.FastICA(n_components=32, random_state=0).fit(actkit.open_store(v)["encoder.layer.3"])
+    r = units(v, basis=ica, k=8, progress=False)
+    return r.to_html(out, overwrite=True), r
+
+
 def shoot(b, page, png, selector=None, height=None):
     from tests._browser import Visit
 
@@ -87,6 +103,11 @@ def shoot(b, page, png, selector=None, height=None):
     assert v.errors() == [] and v.foreign_requests() == [], (v.errors(), v.foreign_requests())
     if selector:
         v.page.locator(selector).first.screenshot(path=str(png))
+        if height is not None:  # the card's top: its top examples and histogram
+            from PIL import Image  # pillow: only to crop a tall card
+
+            with Image.open(png) as im:
+                im.crop((0, 0, im.width, min(im.height, height))).save(png)
     else:
         v.page.screenshot(path=str(png), full_page=height is None,
                           clip=None if height is None else {"x": 0, "y": 0, "width": 1200, "height": height})
@@ -100,10 +121,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs")
     ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--pages", choices=["all", "vit"], default="all")
     args = ap.parse_args(argv)
     out = Path(args.out)
     with tempfile.TemporaryDirectory(prefix="screens-") as tmp:
         tmp = Path(tmp)
+        vit, vit_report = vit_units_page(tmp, tmp / "vit.html")
+        with browser() as b:
+            shoot(b, vit, out / "units-vit-card.png",
+                  selector=f"#card-list article[data-unit='{vit_report.units[0]}']", height=1000)
+        if args.pages == "vit":
+            return
         paths = stores(tmp, args.samples)
         pages = {"compare": compare_page(paths, tmp / "compare.html"), "evaluate": evaluate_page(tmp / "evaluate.html")}
         pages["units"], report = units_page(paths, tmp, tmp / "units.html")

@@ -520,6 +520,69 @@ def test_zoo_top_k_equals_numpy_brute_force_and_logit_lens(pythia, tmp_path):
         assert [e["row"] for e in r.unit(j)["top"]] == _brute_top(Z[:, j:j + 1], 5)[:, 0].tolist()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # compare's notes on a small ICA fit
+def test_match_units_on_compare_s_ica_sources_gives_compare_s_pairs_and_correlations(pythia, tmp_path, capsys):
+    """compare pairs its ICA sources on the fit rows (Hungarian on |corr|: the sources are
+    whitened there) and reports their correlations on the held-out rows, sign-corrected by the
+    fit rows' sign; match_units on the same sources (CompareResult.ica_basis) over the same
+    rows gives the same pairs and, to float tolerance, the same correlations."""
+    from actkit import zoo
+
+    layer = "gpt_neox.layers.1"
+    other = actkit.extract(zoo.model_spec("pythia-tiny-seed1"), zoo.text_inputs(), tmp_path / "p1.h5",
+                           layers=[layer], max_samples=40, max_length=32, batch_size=8, progress=False)
+    res = actkit.compare(actkit.open_store(pythia)[layer], actkit.open_store(other)[layer],
+                         methods=["permutation", "rigid", "ica"], progress=False)
+    pairs = res.ica_pairs()
+    assert len(pairs) == res.info["ica_matched"] == res.info["ica_n_components"] > 8
+    assert np.array_equal(np.sort(np.concatenate([res.fit_rows, res.heldout_rows])), np.arange(res.info["n_rows"]))
+    kw = dict(layer=layer, basis=res.ica_basis("a"), basis_b=res.ica_basis("b"), permutations=20, progress=False)
+    fit = match_units(pythia, other, rows=res.fit_rows, **kw)
+    held = match_units(pythia, other, rows=res.heldout_rows, **kw)
+    assert held.info["rows"] == res.info["n_eval_rows"] and fit.info["rows"] == res.info["n_fit_rows"]
+    assert sorted((p["a"], p["b"]) for p in fit.pairs) == sorted((p["a"], p["b"]) for p in pairs)
+    a, b = np.array([p["a"] for p in pairs]), np.array([p["b"] for p in pairs])
+    got = held.corr[a, b] * np.sign(fit.corr[a, b])
+    np.testing.assert_allclose(got, res.matched_correlations, rtol=0, atol=1e-6)
+    # the sources themselves: numpy's correlation of ICASources.transform on the held-out rows
+    Xa = np.asarray(actkit.open_store(pythia)[layer], np.float64)[res.heldout_rows]
+    Xb = np.asarray(actkit.open_store(other)[layer], np.float64)[res.heldout_rows]
+    Sa, Sb = res.ica_basis("a").transform(Xa), res.ica_basis("b").transform(Xb)
+    want = np.corrcoef(Sa.T, Sb.T)[: Sa.shape[1], Sa.shape[1]:]
+    np.testing.assert_allclose(held.corr, want, rtol=0, atol=1e-6)
+    # and actkit.units reads them as ICA sources, oriented to positive skew
+    r = units(pythia, layer, basis=res.ica_basis("a"), k=3, inputs=False)
+    assert r.to_dict()["basis"]["kind"] == "ica" and r.to_dict()["order"] == "skewness"
+    skew = scipy.stats.skew(res.ica_basis("a").transform(np.asarray(actkit.open_store(pythia)[layer])), axis=0)
+    assert sorted(r.to_dict()["flipped"]) == np.flatnonzero(skew < 0).tolist()
+    # on the command line: transform_store writes each side's sources as an `actkit ica` store
+    sa, sb = actkit.open_store(pythia), actkit.open_store(other)
+    ica_a = actkit.transform_store(res.ica_basis("a"), sa[layer], tmp_path / "ica-a.h5", progress=False)
+    ica_b = actkit.transform_store(res.ica_basis("b"), sb[layer], tmp_path / "ica-b.h5", progress=False)
+    stored = match_units(pythia, other, layer=layer, basis=ica_a, basis_b=ica_b, rows=res.heldout_rows,
+                         permutations=20, progress=False)
+    np.testing.assert_allclose(stored.corr, held.corr, rtol=0, atol=1e-5)  # float32 rows of the stores
+    code, _, err = _run(capsys, "units", pythia, "--layer", layer, "--basis", ica_a, "--match", other, "--basis-b", ica_b,
+                        "--permutations", "10", "--no-inputs", "-k", "2", "--json", tmp_path / "u.json", "--quiet")
+    assert code == 0, err
+    every = match_units(pythia, other, **kw)
+    got = json.loads((tmp_path / "u.json").read_text())["matches"]["pairs"]
+    assert sorted((p["a"], p["b"]) for p in got) == sorted((p["a"], p["b"]) for p in every.pairs)
+
+
+def test_match_units_rows_and_ica_basis_bad_input_is_one_line(pythia):
+    layer = "gpt_neox.layers.1"
+    with pytest.raises(actkit.errors.InputError, match=r"rows must lie in \[0, "):
+        match_units(pythia, pythia, layer=layer, rows=[0, 10 ** 9], permutations=5)
+    with pytest.raises(actkit.errors.InputError, match="rows must be two or more row numbers"):
+        match_units(pythia, pythia, layer=layer, rows=[[1, 2]], permutations=5)
+    X = np.asarray(actkit.open_store(pythia)[layer])
+    res = actkit.compare(X, X + 0.1, methods=["permutation", "rigid"], groups=np.asarray(actkit.open_store(pythia)[layer].groups),
+                         progress=False)
+    with pytest.raises(actkit.errors.InputError, match="fitted no ICA"):
+        res.ica_basis("a")
+
+
 def test_zoo_text_examples_are_the_recorded_tokens_in_context(pythia):
     from transformers import AutoTokenizer
 

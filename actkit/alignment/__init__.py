@@ -41,6 +41,7 @@ from actkit.alignment._compare_steps import (fit_maps, heldout_errors, ica_repor
 from actkit.alignment._diameter import diameter
 from actkit.alignment._layer_map import LayerMap, compare_layers
 from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, ica_rows
+from actkit.alignment._ica_sources import ICASources
 from actkit.alignment._measure import measure
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
@@ -62,6 +63,7 @@ __all__ = [
     "RigidAlignment",
     "LinearAlignment",
     "ICAAlignment",
+    "ICASources",
     "signed_permutation",
     "diameter",
     "ica_min_rows",

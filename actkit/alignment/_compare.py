@@ -197,7 +197,7 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     seconds = dict(moments=t_moments - t0, fit=t_fit - t_moments, errors=t_err - t_fit, total=t_end - t0)
     info = result_info(request, rows, pair, alignments, rows_ok, held, ica_info, sim,
                        resampling_info, settings, seconds)
-    return result(request, alignments, held, sim, matched, records, info, notes)
+    return result(request, alignments, held, sim, matched, records, info, notes, rows)
 
 
 def compare_many(sources, *, labels=None, metric="rigid", progress=None, scheduler=None, **kwargs):

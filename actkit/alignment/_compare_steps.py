@@ -443,14 +443,16 @@ def result_info(request: Request, rows: SplitRows, pair: Pair, alignments, rows_
 
 
 def result(request: Request, alignments, held: HeldOut, sim: Similarities, matched, records,
-           info, notes) -> CompareResult:
+           info, notes, rows: SplitRows | None = None) -> CompareResult:
     """The :class:`CompareResult`: the errors, efficiency, similarity columns, matched-source
     correlations (``matched``: :func:`matched_sources`' pair), maps, ``info`` and ``notes``,
-    then the asked measures' values and the resampling ``records`` attached."""
+    then the asked measures' values and the resampling ``records`` attached (``rows``: the
+    split, whose held-out rows the result keeps)."""
     res = CompareResult(errors=held.errors, ica_efficiency=held.eff, linear_cka=sim.sims["linear_cka"],
                         linear_cka_debiased=sim.sims["linear_cka_debiased"], mean_cca=sim.sims["mean_cca"],
                         matched_correlations=matched[0], source_correlation=matched[1],
-                        alignments=alignments, info=info, notes=notes)
+                        alignments=alignments, info=info, notes=notes,
+                        heldout_rows=None if rows is None else rows.eval_rows)
     res = finish_measures(res, request.chosen, sim.asked)
     return attach_records(res, records)
 

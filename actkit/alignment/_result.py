@@ -11,7 +11,9 @@ import numpy as np
 
 from actkit._frames import frame_html, pandas
 from actkit.alignment._frame import COLUMNS, measure_rows
+from actkit.alignment._ica_sources import ICASources
 from actkit.alignment._table import format_table
+from actkit.errors import InputError
 from actkit.measures import format_param, get_measure
 
 
@@ -117,6 +119,10 @@ class CompareResult:
         with ``permutations`` or ``bootstrap`` also every resampled measure (the table's CKA
         and CCA, the alignment errors) with ``p``, ``null_mean``, ``null_sd``, ``ci_low``,
         ``ci_high`` (docs/compare.md, "Uncertainty").
+    heldout_rows : ndarray of shape (n_eval_rows,) or None
+        The held-out rows (sorted row numbers of A and B): the rows of ``matched_correlations``
+        and ``source_correlation`` (``match_units(..., rows=result.heldout_rows)`` reads the
+        same ones).
     """
 
     errors: dict
@@ -130,6 +136,39 @@ class CompareResult:
     info: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     measures: dict = field(default_factory=dict)
+    heldout_rows: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def fit_rows(self) -> np.ndarray | None:
+        """The rows the maps and the ICA pairing were fitted on (every row not held out;
+        sorted row numbers), or None where the result keeps no split."""
+        if self.heldout_rows is None:
+            return None
+        return np.setdiff1d(np.arange(int(self.info["n_rows"])), self.heldout_rows)
+
+    def ica_basis(self, side):
+        """The ICA sources fitted for ``side`` (``"a"`` or ``"b"``) as a fitted transformer
+        (:class:`~actkit.alignment.ICASources`) that :func:`actkit.units` and
+        :func:`actkit.match_units` take as ``basis=`` / ``basis_b=`` (docs/units.md, "From
+        compare to match_units")."""
+        h = self.alignments.get("ica")
+        if h is None:
+            raise InputError("ica_basis: this comparison fitted no ICA; run compare with methods "
+                             "including \"ica\"")
+        if side not in ("a", "b"):
+            raise InputError(f"ica_basis: side must be 'a' or 'b', got {side!r}")
+        return ICASources.fitted(side, getattr(h, f"unmixing_{side}_"), getattr(h, f"mixing_{side}_"),
+                          getattr(h, f"mean_{side}_"))
+
+    def ica_pairs(self) -> list:
+        """The matched ICA sources as ``{"a", "b", "corr"}`` dicts (the sources' numbers in
+        :meth:`ica_basis`; ``corr`` the held-out correlation, sign-corrected:
+        ``matched_correlations``), in the order of ``matched_correlations``."""
+        h = self.alignments.get("ica")
+        if h is None:
+            return []
+        return [{"a": int(a), "b": int(b), "corr": float(c)}
+                for (a, b), c in zip(h.pairs_, self.matched_correlations)]
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready dict: one key per method error, metrics, sizes and conventions."""

@@ -10,7 +10,8 @@ activations of a block of them, and each unit's direction in the layer's feature
 * an ``actkit-codes/1`` file of this store's layer (``transform_store`` of an SAE) -- its
   CSR rows, densified one block at a time; the directions are its stored ``W_dec``.
 * a fitted transformer (``FastICA``, ``Whitener``, ``SparseDictionary``, scikit-learn's
-  ``PCA``, any estimator with ``transform``) -- its ``transform`` of every block (the basis
+  ``PCA``, the ICA sources of a comparison, ``CompareResult.ica_basis``, any estimator with
+  ``transform``) -- its ``transform`` of every block (the basis
   GEMM, without writing a derived store).
 
 A derived store or codes file records the fingerprint of the store it was computed from; one
@@ -175,7 +176,8 @@ def _sae(sae, store, layer, source):
 
 #: a fitted estimator's kind of unit and where its directions are: (kind, attribute, rows or columns)
 _ESTIMATORS = {"FastICA": ("ica", "mixing_", "columns"), "Whitener": ("pca", "dewhitening_", "columns"),
-               "SparseDictionary": ("dictionary", "dictionary_", "rows"), "PCA": ("pca", "components_", "rows")}
+               "SparseDictionary": ("dictionary", "dictionary_", "rows"), "PCA": ("pca", "components_", "rows"),
+                "ICASources": ("ica", "mixing_", "columns")}
 
 
 def _transformer(est, store, layer):

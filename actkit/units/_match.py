@@ -41,8 +41,8 @@ class UnitMatch:
     pairs : list of dict
         ``{"a", "b", "corr", "p_value", "shared"}``, largest |corr| first.
     corr : ndarray of shape (units of A, units of B)
-        Correlation over all rows (sign as stored; A's flipped ICA units flipped when a
-        report was given).
+        Correlation over all rows, or over ``rows=`` (sign as stored; A's flipped ICA units
+        flipped when a report was given).
     null_max : ndarray of shape (permutations,)
         The largest standardised |correlation| of any pair under each re-pairing of the samples.
     """
@@ -128,8 +128,9 @@ def _null_rows(index, max_rows, random_state):
     return np.flatnonzero(np.isin(groups, ids[keep]))
 
 
-def _stream(ba, bb, picks, progress):
-    """Cross moments of the two sides' unit activations and the rows ``picks`` of each."""
+def _stream(ba, bb, picks, progress, keep=None):
+    """Cross moments of the two sides' unit activations (over ``keep``, sorted row numbers;
+    None: all rows) and the rows ``picks`` of each."""
 
     n = int(ba.rows.shape[0])
     rows = int(max(64, min(16384, (16 << 20) // (4 * max(ba.n_units, bb.n_units, 1)))))
@@ -140,13 +141,37 @@ def _stream(ba, bb, picks, progress):
         for xa, xb in zip(iter_blocks(ba.rows, rows), iter_blocks(bb.rows, rows)):
             a = np.asarray(ba.activations(xa, s), np.float64)
             b = np.asarray(bb.activations(xb, s), np.float64)
-            cm.add(a, b)
+            if keep is None:
+                cm.add(a, b)
+            else:
+                lo, hi = np.searchsorted(keep, [s, s + len(a)])
+                if hi > lo:
+                    cm.add(a[keep[lo:hi] - s], b[keep[lo:hi] - s])
             lo, hi = np.searchsorted(picks, [s, s + len(a)])
             got_a.append(a[picks[lo:hi] - s])
             got_b.append(b[picks[lo:hi] - s])
             s += len(a)
             bar.update(len(a))
     return cm, np.concatenate(got_a), np.concatenate(got_b)
+
+
+def _rows(rows, n):
+    """``rows`` as sorted unique int64 row numbers in ``[0, n)`` (None stays None); one line
+    for anything else."""
+    if rows is None:
+        return None
+    r = np.asarray(rows)
+    if r.ndim != 1 or r.size < 2 or not (np.issubdtype(r.dtype, np.integer) or r.dtype == bool):
+        raise InputError(f"match_units: rows must be two or more row numbers (e.g. a CompareResult's "
+                         f"heldout_rows), got {type(rows).__name__} of shape {r.shape}")
+    if r.dtype == bool:
+        if r.size != n:
+            raise InputError(f"match_units: a row mask of {r.size} values for {n} rows")
+        return np.flatnonzero(r)
+    r = np.unique(r.astype(np.int64))
+    if r[0] < 0 or r[-1] >= n:
+        raise InputError(f"match_units: rows must lie in [0, {n}) (the layer's rows), got {r[0]} .. {r[-1]}")
+    return r
 
 
 def _corr(cm):
@@ -195,7 +220,7 @@ def _null(A, B, groups, permutations, random_state):
 
 
 def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None,
-                permutations=200, max_rows=20000, alpha=0.05, random_state=0, device="cpu",
+                permutations=200, max_rows=20000, alpha=0.05, random_state=0, rows=None, device="cpu",
                 progress=None) -> UnitMatch:
     """Match the units of A (a :class:`UnitReport` or a store) with those of ``store_b``.
 
@@ -214,6 +239,10 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
         Rows (of whole samples) the null is computed on.
     alpha : float, default=0.05
         Pairs with ``p_value < alpha`` are shared.
+    rows : array of int or bool mask, optional
+        Only these rows (row numbers of both layers) for the correlations and the null, e.g.
+        ``CompareResult.heldout_rows``, the rows ``compare`` reports its source correlations on
+        (docs/units.md, "From compare to match_units"). Default: every row.
 
     Returns
     -------
@@ -228,8 +257,10 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
     with _pair(report_or_store_a, layer, basis, store_b, layer_b, basis_b, device) as (a, b):
         (sa, la, _, ba, flip), (sb, lb, _, bb, _) = a, b
         index = _check_pair(sa, la, sb, lb)
-        picks = _null_rows(index, int(max_rows), random_state)
-        cm, A, B = _stream(ba, bb, picks, progress)
+        sel = _rows(rows, index.shape[0])
+        picks = (_null_rows(index, int(max_rows), random_state) if sel is None
+                 else sel[_null_rows(index[sel], int(max_rows), random_state)])
+        cm, A, B = _stream(ba, bb, picks, progress, sel)
     corr = _corr(cm)
     if flip is not None:
         corr = np.where(flip[:, None], -corr, corr)
@@ -248,7 +279,7 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
     pairs.sort(key=lambda p: -abs(p["corr"]))
     info = {"other": str(getattr(sb, "path", "")), "layer": la, "layer_b": lb, "permutations": int(permutations),
             "alpha": float(alpha), "null_rows": int(picks.size), "null_samples": int(n_samples),
-            "movable": float(movable)}
+            "movable": float(movable), "rows": int(index.shape[0] if sel is None else sel.size)}
     match = UnitMatch(pairs, corr, null, info)
     if not isinstance(report_or_store_a, (str,)) and hasattr(report_or_store_a, "_data"):
         _attach(report_or_store_a, match)
