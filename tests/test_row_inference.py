@@ -65,7 +65,7 @@ def test_permutations_from_the_structures_equal_recomputing_every_null_value():
         assert fast[key].p == slow[key].p
         assert fast[key].null_mean == pytest.approx(slow[key].null_mean, abs=1e-12)
         assert fast[key].null_sd == pytest.approx(slow[key].null_sd, abs=1e-12)
-        if key.startswith(("dcor", "rbf_cka", "cknna")):
+        if key.startswith(("dcor", "rbf_cka")):
             # 1e-9: dcor recomputed gives a row and its copy a distance of ~1e-8, not 0
             # (torch.cdist's matrix-product form: sqrt of a rounding error)
             assert fast[key].ci_low == pytest.approx(slow[key].ci_low, abs=1e-9)
@@ -133,10 +133,38 @@ def _knn_reference(A, B, sid, w, k, kind):
     return float(np.mean(c / k if kind == "mutual_knn" else c / (2 * k - c)))
 
 
+def _hsic_dense(K, L):
+    """platonic-rep's ``hsic_unbiased`` of two masked kernels (zero diagonals)."""
+    n = K.shape[0]
+    v = np.sum(K * L.T) + K.sum() * L.sum() / ((n - 1) * (n - 2)) - 2 * K.sum(0) @ L.sum(1) / (n - 2)
+    return v / (n * (n - 3))
+
+
+def _cknna_reference(A, B, sid, w, k):
+    """Brute force: CKNNA of the resampled rows, each row's k nearest (cosine) never a copy
+    of itself or a row of another copy of its sample, tied copies taken in copy order."""
+    rows, draw = _expanded(w, sid)
+    kernels, masks = [], []
+    for X in (A, B):
+        Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+        K = (Xn @ Xn.T)[rows][:, rows]                      # copies exactly tied
+        S = K.copy()
+        S[(sid[rows][:, None] == sid[rows][None, :]) & (draw[:, None] != draw[None, :])] = -np.inf
+        np.fill_diagonal(S, -np.inf)
+        M = np.zeros_like(K)
+        np.put_along_axis(M, np.argsort(-S, axis=1, kind="stable")[:, :k], 1.0, axis=1)
+        kernels.append(K)
+        masks.append(M)
+    (K, L), (MA, MB) = kernels, masks
+    kl = _hsic_dense(K * MA * MB, L * MA * MB)
+    return kl / (np.sqrt(_hsic_dense(K * MA, K * MA) * _hsic_dense(L * MB, L * MB)) + 1e-6)
+
+
 @pytest.mark.parametrize("name,params,ties", [("rsa", {"method": "spearman"}, False),
                                               ("rsa", {"method": "spearman"}, True),
                                               ("rsa", {"method": "pearson"}, False),
-                                              ("mutual_knn", {"k": 4}, False), ("jaccard_knn", {"k": 4}, False)])
+                                              ("mutual_knn", {"k": 4}, False), ("jaccard_knn", {"k": 4}, False),
+                                              ("cknna", {"k": 4}, False)])
 def test_a_bootstrap_resample_never_pairs_a_sample_with_its_copy(name, params, ties):
     """A sample drawn twice is two distinct input samples: no row is its copy's neighbour,
     and the pairs of a row with its copies (and of two copies of one sample) are left out
@@ -149,12 +177,16 @@ def test_a_bootstrap_resample_never_pairs_a_sample_with_its_copy(name, params, t
                        permutations=False, bootstrap=True)
     for w in bootstrap_draws(16, 4, 5):
         assert w.max() >= 2
-        ref = (_rsa_reference(A, B, sid, w, params["method"]) if name == "rsa"
-               else _knn_reference(A, B, sid, w, params["k"], name))
+        if name == "rsa":
+            ref = _rsa_reference(A, B, sid, w, params["method"])
+        elif name == "cknna":
+            ref = _cknna_reference(A, B, sid, w, params["k"])
+        else:
+            ref = _knn_reference(A, B, sid, w, params["k"], name)
         assert st.resampled(w) == pytest.approx(ref, abs=1e-12)
 
 
-@pytest.mark.parametrize("name", ["mutual_knn", "jaccard_knn"])
+@pytest.mark.parametrize("name", ["mutual_knn", "jaccard_knn", "cknna"])
 def test_copies_no_longer_bias_the_bootstrap(name):
     """The designed case of the bias documented before (docs/compare.md): rows each their own
     input sample. Recomputed from the resampled rows, a row's copy is its nearest neighbour
