@@ -263,6 +263,23 @@ def test_one_and_two_threads_give_the_same_digits():
     assert out[0] == out[1]
 
 
+def test_compare_on_a_torch_device_gives_the_same_digits_at_one_and_two_threads():
+    """Through ``actkit.compare(device=...)`` (the structures built from torch tensors on the
+    device; CPU here): every row measure's p-value, null and interval, at 1 and 2 threads."""
+    A, B, g = _texts(G=40, seed=8)
+    names = ["rsa", "mutual_knn", "jaccard_knn", "cknna", "dcor", "rbf_cka"]
+    out = []
+    for threads in (1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            d = actkit.compare(A, B, groups=g, methods=("rigid",), measures=names, permutations=7, bootstrap=9,
+                               confidence=0.5, device=torch.device("cpu"), threads=threads,
+                               progress=False).to_dict()
+        out.append({f"{m}_{k}": d[f"{m}_{k}"] for m in names for k in ("p", "null_mean", "ci_low", "ci_high")})
+    assert all(v is not None for v in out[0].values())
+    assert out[0] == out[1]
+
+
 def test_compare_prints_its_estimate_before_resampling(capsys):
     """No silent hours: before the resamples, the estimate of their time and the --max-rows
     that would take about three minutes, on stderr."""
