@@ -153,12 +153,13 @@ class RSAStructure:
         if not var > 0:
             return float("nan")
         sa, sb = self.sides
-        ca, cb = (_cumsum(Mi.take(side.k)) for side in self.sides)
+        w_a = Mi.take(sa.k)
+        ca, cb = _cumsum(w_a), _cumsum(Mi.take(sb.k))
         if W < 2 ** 31:
             cb = cb.astype(np.int32)
         num = 0.0
         for lo in range(0, sa.k.size, RANK_STEP):
-            wa = Mi.take(sa.k[lo:lo + RANK_STEP])
+            wa = w_a[lo:lo + RANK_STEP]
             x = ca[lo:lo + RANK_STEP] * 2
             x -= wa
             x -= W
