@@ -19,14 +19,18 @@ same threads (``--threads``).
 
 ``--row-measures`` (issue 42): ``rsa`` and ``mutual_knn`` on a 2,000-row sample of 200
 input samples (10 rows each, 64 + 48 wide): ``actkit.inference.infer_rows`` (each measure's
-pairwise structure computed once, then re-indexed: :mod:`actkit.measures._structures`) vs
-the recompute loop (``infer_rows(structures=False)``: the measure recomputed from the
-re-paired or resampled rows, timed on ``--ref-resamples`` of each kind and scaled), and
-rsatoolbox's own bootstrap of the same RDM comparison (``bootstrap_sample_pattern`` over
-the input samples, ``subsample_pattern`` of the other RDM, ``compare(method="spearman")``;
-timed on ``--rsatoolbox-resamples`` and scaled; its percentile interval beside ours). Targets:
-each measure's 1,000 + 1,000 under 60 s on 2 idle cores, >= 20x the recompute loop, faster
-than rsatoolbox, intervals that agree.
+pairwise structure computed once, then re-indexed: :mod:`actkit.measures._structures`), wall
+and CPU seconds of the whole call, vs the recompute loop (``infer_rows(structures=False)``:
+the measure recomputed from the re-paired or resampled rows, timed on ``--ref-resamples``
+of each kind and scaled: the output says so). Then rsatoolbox's own bootstrap of the same
+RDM comparison (``bootstrap_sample_pattern(rdm_a, "sample")`` over the input samples,
+``rdm_b.subsample_pattern("sample", idx)``, ``compare(method="spearman")``; timed on
+``--rsatoolbox-resamples`` and scaled to ``--bootstrap``) beside our bootstrap alone, their
+percentile intervals, and ours on rsatoolbox's own draws (its one different rule: it keeps
+the pairs of two rows of one sample in two copies of it). Targets: each measure's 1,000 +
+1,000 under 60 s on 2 idle cores, >= 20x the recompute loop, faster than rsatoolbox,
+intervals that agree. About 5 minutes on 2 idle cores with the defaults (rsatoolbox's 200
+resamples about 3 of them).
 
 ``--columns`` (issue 42): the engine on compare's three resampled columns together (linear
 CKA, debiased CKA, mean CCA: one permuted cross product per permutation for all three,
