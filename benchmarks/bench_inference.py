@@ -263,12 +263,6 @@ def row_data(G=200, L=10, seed=0):
     return A, B, g
 
 
-def _timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
-
-
 def rsatoolbox_bootstrap(A, B, g, M, seed=0):
     """rsatoolbox's own bootstrap of the Spearman comparison of the two correlation-distance
     RDMs over the input samples: ``bootstrap_sample_pattern(rdm_a, "sample")`` (the samples
@@ -303,7 +297,7 @@ def row_measures(args):
     import torch
 
     from actkit._threads import use_threads
-    from actkit.inference import infer_rows, percentile_interval
+    from actkit.inference import infer_rows
 
     A, B, g = row_data()
     a, b = torch.from_numpy(A), torch.from_numpy(B)
