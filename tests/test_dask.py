@@ -400,19 +400,22 @@ def test_compare_resampling_gives_the_same_digits_on_dask_workers(client, three_
 
 
 def test_row_measures_resampling_gives_the_same_digits_on_dask_workers(client, three_stores):
-    """Issue 42: the row-based measures' p-values and intervals (from their pairwise
-    structures) on a Dask worker equal those of the same call in this process."""
+    """Issue 42: every row-based measure's p-value and interval (from its pairwise structure)
+    on a Dask worker equals those of the same call in this process, at 1 and 2 threads."""
     from actkit import compare
     from actkit.alignment import compare_pairs
 
     a, b = (s["l"] for s in three_stores[:2])
-    kw = dict(methods=("rigid",), measures=["rsa", "mutual_knn", "dcor", "rbf_cka"], permutations=9,
-              bootstrap=40, max_rows=400, progress=False)
+    kw = dict(methods=("rigid",), measures=["rsa", "mutual_knn", "jaccard_knn", "cknna", "dcor", "rbf_cka"],
+              permutations=9, bootstrap=10, confidence=0.5, max_rows=400, progress=False, device="cpu")
+    keys = [f"{m}_{k}" for m in kw["measures"] for k in ("p", "null_mean", "ci_low", "ci_high")]
+    runs = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        here = compare(a, b, **kw).to_dict()
-        (there,) = compare_pairs([(a, b)], compare_fn=compare, scheduler=client, **kw)
-    there = there.to_dict()
-    keys = [f"{m}_{k}" for m in kw["measures"] for k in ("p", "null_mean", "ci_low", "ci_high")]
-    assert all(here[k] is not None for k in keys)
-    assert {k: here[k] for k in keys} == {k: there[k] for k in keys}
+        for threads in (1, 2):
+            runs.append(compare(a, b, threads=threads, **kw).to_dict())
+            (there,) = compare_pairs([(a, b)], compare_fn=compare, scheduler=client, threads=threads, **kw)
+            runs.append(there.to_dict())
+    assert all(runs[0][k] is not None for k in keys)
+    for run in runs[1:]:
+        assert {k: run[k] for k in keys} == {k: runs[0][k] for k in keys}

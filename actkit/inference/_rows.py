@@ -6,9 +6,8 @@ a permutation re-pairs the sampled input samples of B with those of A (equal len
 the moments), a bootstrap resample takes the sampled input samples with replacement. Both
 re-index the measure's pairwise structure, computed once (:mod:`actkit.measures._structures`:
 RDMs, neighbour lists, distance and kernel matrices), rather than recomputing the measure
-from the resampled rows; a measure without one (``cknna``'s bootstrap), or whose structure
-would not fit :data:`actkit.measures._structures.STRUCTURE_BYTES`, recomputes. Before the
-resamples, one timed evaluation of each gives an estimate of the time, printed on stderr
+from the resampled rows; a measure without one, or whose structure would not fit
+:data:`actkit.measures._structures.STRUCTURE_BYTES`, recomputes. Before the resamples, one timed evaluation of each gives an estimate of the time, printed on stderr
 with the ``max_rows`` that would fit in about :data:`TARGET_SECONDS`.
 """
 

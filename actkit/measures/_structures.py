@@ -19,8 +19,9 @@ input sample that no row meets through another copy of itself:
 * ``dcor``, ``rbf_cka``: the V-statistics of the resampled rows, duplicates included (their
   definitions; a copy's distance 0 is part of them), from the matrices weighted by the row
   multiplicities; ``rbf_cka`` takes the median bandwidth of the resampled rows anew;
-* ``cknna``: permutations only (its neighbour lists and kernel values re-indexed); its
-  bootstrap recomputes from the resampled rows.
+* ``cknna``: its neighbour lists walked as ``mutual_knn``'s (a row's copies taken in copy
+  order), the unbiased HSIC of the masked kernels summed over the copies
+  (:class:`CknnaStructure`).
 
 Everything here runs in numpy on the CPU at one BLAS thread per task (the structures are
 built on the measures' device), so the digits do not depend on the thread count. Used by
@@ -66,13 +67,17 @@ DOT_ROWS = 32
 
 
 def _permuted_dot(Fa, Fb, r):
-    """``sum_ij Fa[i, j] Fb[r_i, r_j]`` in steps of rows: each step's gather of ``Fb`` stays in
-    cache for its product (3x faster than gathering all of ``Fb[r][:, r]`` first)."""
-    total = 0.0
+    """``sum_ij Fa[i, j] Fb[r_i, r_j]`` of two symmetric matrices, in steps of rows: twice the
+    part right of each step's diagonal block plus that block (half the gathers of the full
+    sum); each step's gather of ``Fb`` stays in cache for its product (3x faster than
+    gathering all of ``Fb[r][:, r]`` first)."""
+    off, diag = 0.0, 0.0
     for lo in range(0, r.size, DOT_ROWS):
         hi = min(r.size, lo + DOT_ROWS)
-        total += np.vdot(Fa[lo:hi], Fb.take(r[lo:hi], 0).take(r, 1))
-    return total
+        rows = Fb.take(r[lo:hi], 0)
+        diag += np.vdot(Fa[lo:hi, lo:hi], rows.take(r[lo:hi], 1))
+        off += np.vdot(Fa[lo:hi, hi:], rows.take(r[hi:], 1))
+    return 2.0 * off + diag
 
 
 # ---------------------------------------------------------------------------------------- RSA
@@ -104,7 +109,8 @@ class RSAStructure:
             pos_b = np.empty(iu.size, dtype=np.int64)
             pos_b[self.sides[1].order] = np.arange(iu.size)
             self.a_to_b = pos_b[self.sides[0].order].astype(self.sides[0].order.dtype)
-            self.counts = np.bincount(block, minlength=layout.G ** 2).astype(np.float64)
+            self.counts_i = np.bincount(block, minlength=layout.G ** 2).astype(np.int64)
+            self.counts = self.counts_i.astype(np.float64)
             for side in self.sides:
                 side.order = None
 
@@ -118,30 +124,63 @@ class RSAStructure:
         return float(0.5 * _permuted_dot(Fa, Fb, r) / self.den)
 
     def resampled(self, m):
+        sa, sb = self.sides
+        if self.method == "spearman" and not (sa.ties or sb.ties):
+            return self._spearman_untied(np.asarray(m, dtype=np.int64))
         m = np.asarray(m, dtype=np.float64)
         M = np.outer(m, m)
         M[np.diag_indices_from(M)] = m          # two rows of one sample: once per drawn copy
         Mf = M.ravel()
+        (xa, wa), (xb, wb) = (s.weighted(Mf) for s in self.sides)
+        wxa = wa * xa
+        num = np.dot(wxa, xb.take(self.a_to_b))
+        den = np.sqrt(np.dot(wxa, xa) * np.dot(wb * xb, xb))
+        return float(num / den) if den > 0 else float("nan")
+
+    def _spearman_untied(self, m):
+        """Spearman without ties, in integers: a pair drawn ``w`` times holds ranks
+        ``c - w + 1 .. c`` (``c``: the cumulative weight in its side's order), twice its average
+        less twice the mean ``(W + 1) / 2`` is ``2c - w - W``; the spread of the ranks about
+        the mean is ``W (W^2 - 1) / 12`` less that within each pair's copies, ``sum (w^3 - w) /
+        12``, read from the sample-pair table. A's side in steps of :data:`RANK_STEP` pairs (in
+        cache); B's cumulative weights gathered into A's order (int32 where they fit)."""
+        M = np.outer(m, m)
+        M[np.diag_indices_from(M)] = m
+        Mi = M.ravel()
+        W = int(self.counts_i @ Mi)
+        Mf = Mi.astype(np.float64)
+        var = (float(W) * (float(W) * W - 1) - float(self.counts @ (Mf ** 3 - Mf))) / 12
+        if not var > 0:
+            return float("nan")
         sa, sb = self.sides
-        if self.method != "spearman" or sa.ties or sb.ties:
-            (xa, wa), (xb, wb) = (s.weighted(Mf) for s in self.sides)
-            wxa = wa * xa
-            num = np.dot(wxa, xb.take(self.a_to_b))
-            den = np.sqrt(np.dot(wxa, xa) * np.dot(wb * xb, xb))
-            return float(num / den) if den > 0 else float("nan")
-        # no ties: a pair drawn w times holds ranks c - w + 1 .. c (c: the cumulative weight),
-        # its average c - (w - 1) / 2; sum w r^2 about the mean is W (W^2 - 1) / 12 less the
-        # spread within each pair's copies, sum (w^3 - w) / 12, read from the sample-pair table
-        W = float(self.counts @ Mf)
-        var = (W * (W * W - 1) - float(self.counts @ (Mf ** 3 - Mf))) / 12
-        wa = Mf.take(sa.k)
-        ra = np.cumsum(wa)
-        ra -= 0.5 * wa
-        ra += 0.5 - (W + 1) / 2
-        ra *= wa                                 # w r_a: its sum is 0, so B's ranks need no shift
-        cb = np.cumsum(Mf.take(sb.k)).take(self.a_to_b)
-        num = np.dot(ra, cb) - 0.5 * np.dot(ra, wa)
-        return float(num / var) if var > 0 else float("nan")
+        w_a = Mi.take(sa.k)
+        ca, cb = _cumsum(w_a), _cumsum(Mi.take(sb.k))
+        if W < 2 ** 31:
+            cb = cb.astype(np.int32)
+        num = 0.0
+        for lo in range(0, sa.k.size, RANK_STEP):
+            wa = w_a[lo:lo + RANK_STEP]
+            x = ca[lo:lo + RANK_STEP] * 2
+            x -= wa
+            x -= W
+            x *= wa                              # 2 w (r_a - mean)
+            y = cb.take(self.a_to_b[lo:lo + RANK_STEP]).astype(np.int64)
+            y *= 2
+            y -= wa                              # 2 r_b
+            num += float(np.dot(x.astype(np.float64), y.astype(np.float64)))
+        return float(num / 4 / var)
+
+
+def _cumsum(w):
+    """Exact cumulative sums of int64 weights (torch's loop: ~3x numpy's, measured)."""
+    import torch  # torch: ~1.2 s at import (measured); only with a row-based measure
+
+    return torch.cumsum(torch.from_numpy(w), 0).numpy()
+
+
+#: pairs of one step of :meth:`RSAStructure._spearman_untied` (a constant: the same digits at
+#: any thread count)
+RANK_STEP = 1 << 16
 
 
 class _Side:
@@ -261,25 +300,94 @@ def _positions(la, lb, block=256):
     return out
 
 
-class CknnaStructure:
-    """CKNNA's neighbour lists with their kernel values: permutations only (a bootstrap
-    resample recomputes from the rows: which copy of a row a list holds is not defined)."""
+class CknnaStructure(KnnStructure):
+    """CKNNA's neighbour lists with their kernel values. A permutation re-indexes the ``k``
+    nearest of each side. A bootstrap resample walks each row's list as ``mutual_knn`` does
+    (copies of another sample's row taken in copy order, never a row of another copy of its
+    own sample), so each list entry ``i -> j`` holds ``t_ij`` copies of ``j``; the unbiased
+    HSIC of the masked kernels over the ``N = sum m_s n_s`` resampled rows then reads
+    (per copy of ``i``, summed over its ``w_i`` copies):
+
+    * the sums ``sum K~ = sum_ij w_i t_ij K_ij``, the column sums of ``K~`` against the row
+      sums of ``L~``: ``sum_j (sum_i w_i t_ij K_ij) (sum_l t_jl L_jl)``;
+    * ``sum K~ * L~^T``: entry ``i -> j`` with its transpose ``j -> i``, ``t_ij t_ji`` copy
+      pairs across samples, ``w_i t_ij t_ji`` within one (only a copy with itself).
+
+    Where no sample is drawn twice this is CKNNA recomputed on the drawn rows."""
 
     def __init__(self, a, b, layout, k=10, permutations=True, bootstrap=True):
-        self.lists = [_neighbours(_normalised(X), int(k)) for X in (a, b)]
+        self.top = [_neighbours(_normalised(X), int(k)) for X in (a, b)] if permutations else None
+        self.k, self.kind, self.layout = int(k), "cknna", layout
+        if bootstrap:
+            self.rows = [_normalised(X) for X in (a, b)]
+            self._lists(min(layout.n - 1, max(4 * self.k, self.k + 32)))
+
+    def _lists(self, depth):
+        """Both sides' lists at ``depth``, their kernel values, and the transposed entries."""
+        self.depth = depth
+        found = [_neighbours(Z, depth) for Z in self.rows]
+        self.lists = [i.cpu().numpy() for _, i in found]
+        self.kv = [_host(v) for v, _ in found]                 # K at A's entries, L at B's
+        sid = self.layout.sid
+        self.same = [sid[L] == sid[:, None] for L in self.lists]
+        self.match = _positions(self.lists[0], self.lists[1])
+        self.l_at_a = np.where(self.match >= 0, np.take_along_axis(self.kv[1], np.maximum(self.match, 0), 1), 0.0)
+        self.trans = [_transposed(L) for L in self.lists]
 
     @staticmethod
     def nbytes(n, permutations, bootstrap):
-        return n * 16 * 40
+        return n * 16 * 40 + (n * 64 * 8 * 8 if bootstrap else 0)
 
     def permuted(self, r):
         import torch  # torch: ~1.2 s at import (measured); only with a row-based measure
 
-        (ka, ia), (lb, ib) = self.lists
+        (ka, ia), (lb, ib) = self.top
         rt = torch.as_tensor(r, device=ia.device)
         inv = torch.empty_like(rt)
         inv[rt] = torch.arange(rt.numel(), device=ia.device)
         return cknna_from_lists(ka, ia, lb[rt], inv[ib[rt]])
+
+    def resampled(self, m):
+        wr = self.layout.row_weights(m)
+        while True:
+            (ta, da), (tb, db) = self._taken(0, wr), self._taken(1, wr)
+            if self.depth >= self.layout.n - 1 or not np.any((wr > 0) & ((da < self.k) | (db < self.k))):
+                break
+            self._lists(min(self.layout.n - 1, 2 * self.depth))    # a list ran short: deeper
+        tb_at_a = np.where(self.match >= 0, np.take_along_axis(tb, np.maximum(self.match, 0), axis=1), 0.0)
+        mutual = np.minimum(ta, tb_at_a)
+        N = wr.sum()
+        kl = self._hsic(0, mutual, self.kv[0], self.l_at_a, wr, N)
+        kk = self._hsic(0, ta, self.kv[0], self.kv[0], wr, N)
+        ll = self._hsic(1, tb, self.kv[1], self.kv[1], wr, N)
+        return float(kl / (np.sqrt(kk * ll) + 1e-6))
+
+    def _hsic(self, side, t, kv, lv, wr, N):
+        """platonic-rep's ``hsic_unbiased(K~, L~)`` of the resampled rows' masked kernels:
+        entries of ``side``'s lists holding ``t`` copies, values ``kv`` (K) and ``lv`` (L)."""
+        L, same, tr = self.lists[side], self.same[side], self.trans[side]
+        wt = wr[:, None] * t
+        s_k, s_l = np.sum(wt * kv), np.sum(wt * lv)
+        col_k = np.bincount(L.ravel(), weights=(wt * kv).ravel(), minlength=wr.size)
+        row_l = np.sum(t * lv, axis=1)
+        t_back = np.where(tr >= 0, t.ravel()[np.maximum(tr, 0)], 0.0)
+        pairs = t * t_back * np.where(same, wr[:, None], 1.0)
+        trans = np.sum(pairs * kv * lv)
+        value = trans + s_k * s_l / ((N - 1) * (N - 2)) - 2 * np.dot(col_k, row_l) / (N - 2)
+        return value / (N * (N - 3))
+
+
+def _transposed(L):
+    """``(n, K)``: the flat index in ``L`` of entry ``j -> i`` for each entry ``i -> j``
+    (-1: ``i`` is not in ``j``'s list)."""
+    n, K = L.shape
+    key = L.astype(np.int64) * n + np.arange(n)[:, None]          # (j, i) of entry i -> j
+    own = np.arange(n)[:, None] * n + L.astype(np.int64)          # (i, j) of each entry
+    order = np.argsort(own.ravel(), kind="stable")
+    sorted_own = own.ravel()[order]
+    pos = np.clip(np.searchsorted(sorted_own, key.ravel()), 0, sorted_own.size - 1)
+    hit = sorted_own[pos] == key.ravel()
+    return np.where(hit, order[pos], -1).reshape(n, K)
 
 
 # ---------------------------------------------------------------------------------------- dcor
