@@ -30,8 +30,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from actkit.measures import rank_cut
-from actkit.measures._linalg import CHOLESKY_MARGIN, whitener
+from actkit.measures import CHOLESKY_MARGIN, rank_cut, whitener
 
 #: below this x the largest eigenvalue of the Gram, the square root of an eigenvalue would
 #: lose digits (a singular value below 1e-5 x the largest): the SVD decides instead
