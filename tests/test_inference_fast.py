@@ -64,7 +64,7 @@ def test_fast_p_values_and_intervals_equal_recomputing_from_the_rows(rank_defici
         with use_threads(threads):
             s = Samples(A, B, g)
             fast = fast_bootstraps(s, measures, M)
-            assert set(fast) == {"linear_cka", "linear_cka_debiased"}     # the Gram route
+            assert set(fast) == {"linear_cka", "linear_cka_debiased", "mean_cca"}     # Gram route, blocks
             records, _ = infer(s, measures, permutations=P, bootstrap=M, random_state=seed,
                                fast_bootstrap=fast)
             runs.append(records)
@@ -107,3 +107,31 @@ def test_compare_resamples_the_three_columns_from_the_moments():
         lo, hi = bootstrap_interval(boot, value, 0.95, "basic")
         assert d[f"{name}_ci_low"] == pytest.approx(lo, abs=1e-10), name
         assert d[f"{name}_ci_high"] == pytest.approx(hi, abs=1e-10), name
+
+
+def test_mean_cca_route_equals_the_measure_where_its_shortcuts_do_not_apply():
+    """The sum of singular values falls back to the SVD where a singular value is near zero
+    (the square root of a rounded eigenvalue would lose digits); a side's whitening is the
+    measure's own (the same inverse Cholesky factor, or its PCA whitening where a direction
+    falls below the rank cut)."""
+    from actkit.inference._cca import GRAM_FLOOR, cholesky_whitener, singular_value_sum
+    from actkit.measures._linalg import whitener
+
+    rng = np.random.default_rng(0)
+    U, _ = np.linalg.qr(rng.normal(size=(7, 7)))
+    V, _ = np.linalg.qr(rng.normal(size=(5, 5)))
+    for small in (0.3, 1e-7, 0.0):          # the last two below sqrt(GRAM_FLOOR)
+        sv = np.array([0.9, 0.7, 0.5, 0.2, small])
+        M = U[:, :5] @ np.diag(sv) @ V.T
+        for X in (M, M.T):
+            total, k = singular_value_sum(X)
+            assert k == 5 and total == pytest.approx(sv.sum(), abs=1e-13)
+    assert GRAM_FLOOR > 0
+    X = rng.normal(size=(200, 6))
+    S = X.T @ X
+    assert np.array_equal(cholesky_whitener(S, 1e-10), whitener(S, 1e-10))       # the Cholesky route
+    X[:, -1] = X[:, :-1].sum(axis=1)                                             # rank 5
+    S = X.T @ X
+    W = cholesky_whitener(S, 1e-10)
+    assert np.array_equal(W, whitener(S, 1e-10)) and W.shape == (5, 6)          # the PCA whitening
+    assert cholesky_whitener(np.zeros((3, 3)), 1e-10) is None

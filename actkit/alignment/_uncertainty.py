@@ -17,8 +17,8 @@ import numpy as np
 from actkit.alignment._measures_run import MeasureValue
 from actkit.errors import ValidationError
 from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_cka_debiased,
-                              bootstrap_interval, check_resampling,
-                              gather_pair, gram_fits, infer, infer_rows)
+                              bootstrap_interval, bootstrap_mean_cca, check_resampling,
+                              gather_pair, gram_fits, infer, infer_rows, mean_cca_resampled)
 from actkit.measures import available, get_measure, rows_of
 
 
@@ -60,6 +60,9 @@ def _bound_rows(m, params):
 
 
 def _bound(m, params):
+    if m.name == "mean_cca" and not params:
+        return mean_cca_resampled      # the same value, about half the work (actkit.inference._cca)
+
     def compute(moments):
         return float(m.compute(moments, **params))
     return compute
@@ -120,14 +123,18 @@ def permutation_null(n_s):
 
 
 def fast_bootstraps(samples, measures, bootstrap):
-    """The measures of ``measures`` whose bootstrap runs on the Gram route (plain and debiased
-    linear CKA, :mod:`actkit.inference`), where that route is the cheaper exact one; the
-    others re-weight the per-sample moment blocks."""
-    if not gram_fits(samples, bootstrap):
-        return {}
-    fast = {"linear_cka": bootstrap_cka}
-    if samples.norms:
-        fast["linear_cka_debiased"] = bootstrap_cka_debiased
+    """The measures of ``measures`` with a bootstrap of their own: plain and debiased linear
+    CKA on the Gram route (:mod:`actkit.inference`), where that route is the cheaper exact
+    one; mean CCA (default parameters) from the re-weighted per-sample blocks, each side
+    whitened without its eigenvalues (:func:`~actkit.inference.bootstrap_mean_cca`). The
+    others re-weight the per-sample moment blocks into :class:`~actkit.measures.Moments`."""
+    fast = {}
+    if gram_fits(samples, bootstrap):
+        fast["linear_cka"] = bootstrap_cka
+        if samples.norms:
+            fast["linear_cka_debiased"] = bootstrap_cka_debiased
+    if measures.get("mean_cca", (None,))[0] is mean_cca_resampled:
+        fast["mean_cca"] = bootstrap_mean_cca      # after the Gram route's prepare (packed blocks)
     return {k: f for k, f in fast.items() if k in measures}
 
 

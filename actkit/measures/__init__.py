@@ -85,6 +85,8 @@ _LAZY = {
     "canonical_correlations": "actkit.measures._linalg",
     "cca": "actkit.measures._linalg",
     "reuse_sides": "actkit.measures._linalg",
+    "whitener": "actkit.measures._linalg",
+    "CHOLESKY_MARGIN": "actkit.measures._linalg",
 }
 
 __getattr__, __dir__, __all__ = lazy_attributes(__name__, _LAZY)
