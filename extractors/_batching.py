@@ -31,7 +31,10 @@ import numpy as np
 from actkit.errors import InputError
 
 #: Most batches in one sorted window (the window holds at most this many × ``batch_size`` samples).
-WINDOW_BATCHES = 16
+#: On 5,000 docstring texts (MiniLM's tokenizer, batch 16) 98 % of the padded tokens are real
+#: at 64 batches, against 93 % at 16 and 99 % for one global sort; a killed run redoes at most
+#: one window.
+WINDOW_BATCHES = 64
 #: About the most bytes of rows (all layers) a sorted window keeps in memory before writing.
 WINDOW_BYTES = 256 * 2**20
 

@@ -206,7 +206,7 @@ def extract(
         ``batch_size`` stays a cap. Every input must fit alone (after ``max_length``), else
         one line naming the longest input, before the model loads.
     sort_by_length : bool
-        Text: run each window of up to 16 batches sorted by token count, so batches hold
+        Text: run each window of up to 64 batches sorted by token count, so batches hold
         texts of similar length and little padding; the store's rows stay in input order,
         equal to an input-order run to float rounding. ``False``: batches of consecutive
         samples, in input order. Images always run in input order.

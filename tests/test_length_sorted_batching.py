@@ -81,14 +81,15 @@ def test_a_resumed_plan_meets_the_same_windows():
 
 
 def test_a_rank_block_counts_its_windows_from_its_first_sample():
-    lengths = _lengths()
-    block = list(plan_windows(lengths, 500, 1000, first=500, batch_size=4))
-    assert block[0].start == 500 and block[0].stop == 500 + _batching.WINDOW_BATCHES * 4
+    lengths = _lengths(5000)
+    block = list(plan_windows(lengths, 2000, 5000, first=2000, batch_size=4))
+    assert block[0].start == 2000 and block[0].stop == 2000 + _batching.WINDOW_BATCHES * 4
 
 
-@pytest.mark.parametrize("n,batch_size,window", [(20, 2, 6), (50, 2, 14), (7, 3, 3), (300, 2, 32), (10_000, 32, 512)])
+@pytest.mark.parametrize("n,batch_size,window", [(20, 2, 6), (50, 2, 14), (7, 3, 3), (300, 2, 76), (10_000, 32, 2048)])
 def test_a_short_run_has_at_least_four_windows_of_whole_batches(n, batch_size, window):
-    """At most a quarter of the run per window (so a short run checkpoints along the way)."""
+    """At most a quarter of the run per window (so a short run checkpoints along the way), at
+    most 64 batches (300 x 2: a quarter is 38 batches; 10,000 x 32: 64 batches, not 79)."""
     windows = list(plan_windows(_lengths(n), 0, n, batch_size=batch_size))
     assert {w.stop - w.start for w in windows[:-1]} == {window}
     assert len(windows) >= min(4, -(-n // batch_size))
@@ -217,8 +218,9 @@ def test_cli_flags_and_a_different_batching_is_a_different_request(tiny_gpt_neox
 
 
 def test_killed_sorted_run_resumes_to_the_same_bytes(tiny_gpt_neox, varied, tmp_path):
-    """Windows of 16 x 2 samples: killed mid-window after the first cursor, and right after
-    the second cursor; each resumes (in this process) to the bytes of an uninterrupted run."""
+    """Windows of 38 x 2 samples (a quarter of 300 samples in batches of 2): killed mid-window
+    after the first cursor, and right after the second cursor; each resumes (in this process)
+    to the bytes of an uninterrupted run."""
     argv = ["extract", str(tiny_gpt_neox), "--inputs", str(varied), "--layers", ",".join(LAYERS),
             "--final-hidden", "--batch-size", "2", "--max-batch-tokens", "128", "--checkpoint-every", "0",
             "--no-progress"]
@@ -229,7 +231,7 @@ def test_killed_sorted_run_resumes_to_the_same_bytes(tiny_gpt_neox, varied, tmp_
     os.environ.update(SOURCE_DATE_EPOCH=EPOCH, OMP_NUM_THREADS="1")
     try:
         assert main(argv + ["--out", str(tmp_path / "ref.h5")]) == 0
-        for fault, done in [("kill:rows:4", 32), ("kill:cursor:2", 64)]:
+        for fault, done in [("kill:rows:4", 76), ("kill:cursor:2", 152)]:
             out = tmp_path / fault.replace(":", "-") / "out.h5"
             out.parent.mkdir()
             proc = subprocess.run([sys.executable, "-m", "actkit", *argv, "--out", str(out)], cwd=REPO,

@@ -127,6 +127,26 @@ def test_text_store_records_ids_tokenizer_and_vocabulary(text_pair):
         st.verify()
 
 
+@pytest.mark.parametrize("which", ["tiny_bert", "tiny_neox_bos_eos", "tiny_gpt_neox"])
+def test_the_vocabulary_is_decoded_as_batch_decode_does(request, which):
+    """The recorded vocabulary (decoded in the tokenizer's backend in one call) is
+    ``batch_decode`` of each id, without clean-up; a tokenizer with its own ``_decode`` is
+    decoded by that."""
+    from actkit.extractors.hf_text import decode_each
+
+    tok = _tokenizer(request.getfixturevalue(which))
+    ids = list(range(len(tok)))
+    want = tok.batch_decode([[i] for i in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    assert decode_each(tok, ids) == want
+
+    class Shouting(type(tok)):
+        def _decode(self, token_ids, **kwargs):
+            return super()._decode(token_ids, **kwargs).upper()
+
+    tok.__class__ = Shouting
+    assert decode_each(tok, ids) == [w.upper() for w in want]
+
+
 def test_skip_special_tokens_keeps_true_positions_and_equals_dropped_rows(text_pair):
     model, full, skip = text_pair
     tok = _tokenizer(model)

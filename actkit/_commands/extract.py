@@ -53,7 +53,7 @@ def register(sub) -> None:
                         "a cap (default: no token budget)")
     p.add_argument("--no-sort", dest="sort_by_length", action="store_false",
                    help="text: batches of consecutive samples in input order (default: sorted by token count "
-                        "within windows of 16 batches; the store's rows are in input order either way)")
+                        "within windows of 64 batches; the store's rows are in input order either way)")
     p.add_argument("--device", default="cpu",
                    help="torch device (under torchrun, cuda puts rank r on cuda:LOCAL_RANK), e.g. cpu, cuda, cuda:1")
     p.add_argument("--device-map", metavar="MAP",
