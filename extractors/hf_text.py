@@ -199,10 +199,33 @@ class TextAdapter(Adapter):
         return head.weight.detach().to("cpu", torch.float32).numpy().copy()
 
 
+def _byte_alphabet() -> dict[str, int]:
+    """The byte-level BPE alphabet (GPT-2, GPT-NeoX, Pythia): the printable character that
+    stands for each of the 256 bytes in a raw token. Printable Latin-1 bytes stand for
+    themselves; the others are shifted to code points 256 and above, in byte order."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
+            *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    shifted = [b for b in range(256) if b not in kept]
+    return {**{chr(b): b for b in kept}, **{chr(256 + n): b for n, b in enumerate(shifted)}}
+
+
+_BYTES = _byte_alphabet()
+
+
+def _partial_bytes(readable: str, token) -> str:
+    """A byte-level token that is part of a multi-byte character decodes alone to U+FFFD; show
+    its bytes instead (``'\\xe2\\x80'``), so that tokens stay told apart on a page. Any other
+    string is kept as the tokenizer decodes it."""
+    if "\ufffd" not in readable or not token or any(c not in _BYTES for c in str(token)):
+        return readable
+    return bytes(_BYTES[c] for c in str(token)).decode("utf-8", "backslashreplace")
+
+
 def tokenizer_record(tokenizer, revision=None) -> dict:
     """The tokenizer's identity (``name_or_path``, ``revision``, ``class``: what
     ``transformers.AutoTokenizer.from_pretrained`` needs) and its vocabulary decoded once:
-    the readable string of every id (``decode([id])``), its raw token
+    the readable string of every id (``decode([id])``; a byte-level token that is only part of
+    a character, which decodes to U+FFFD alone, as its escaped bytes), its raw token
     (``convert_ids_to_tokens``) and whether it is a special token (the keywords of
     :func:`actkit.store.text_record` besides the ids)."""
     size = len(tokenizer)
@@ -210,6 +233,7 @@ def tokenizer_record(tokenizer, revision=None) -> dict:
     with quiet_logs():
         readable = decode_each(tokenizer, ids)
         raw = tokenizer.convert_ids_to_tokens(ids)
+    readable = [_partial_bytes(text, token) for text, token in zip(readable, raw)]
     special = np.zeros(size, bool)
     specials = [i for i in (getattr(tokenizer, "all_special_ids", None) or []) if 0 <= int(i) < size]
     special[specials] = True

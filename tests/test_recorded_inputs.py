@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import warnings
 
 import numpy as np
@@ -24,6 +25,8 @@ from actkit.errors import ActkitError, StoreError
 from actkit.store import open_store
 from cli_helpers import cli_error, run_cli
 from conftest import SENTENCES, _corpus
+
+ZOO = Path(__file__).resolve().parents[1] / "data" / "zoo"
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -145,6 +148,26 @@ def test_the_vocabulary_is_decoded_as_batch_decode_does(request, which):
 
     tok.__class__ = Shouting
     assert decode_each(tok, ids) == [w.upper() for w in want]
+
+
+def test_byte_level_tokens_that_split_a_character_show_their_bytes():
+    """The zoo's Pythia tokenizer (byte-level BPE): a token that is only part of a UTF-8
+    character decodes alone to U+FFFD; the recorded vocabulary shows its bytes instead, and the
+    bytes of a text's tokens, joined, are the text. Whole tokens keep the tokenizer's string."""
+    from transformers import AutoTokenizer
+
+    from actkit.extractors.hf_text import tokenizer_record
+
+    tok = AutoTokenizer.from_pretrained(ZOO / "pythia-tiny-seed0")
+    vocab = tokenizer_record(tok)["vocab"]
+    plain = tok.batch_decode([[i] for i in range(len(tok))], clean_up_tokenization_spaces=False)
+    assert sum("\ufffd" in v for v in plain) > 100 and not any("\ufffd" in v for v in vocab)
+    assert all(v == p for v, p in zip(vocab, plain) if "\ufffd" not in p)  # whole tokens unchanged
+    text = "na\u00efve caf\u00e9 \u2014 ok"
+    ids = tok(text)["input_ids"]
+    joined = "".join(vocab[i] for i in ids).encode("latin-1", "backslashreplace").decode("unicode_escape")
+    assert joined.encode("latin-1").decode("utf-8") == text
+    assert vocab[tok.convert_tokens_to_ids("\u00c3")] == "\\xc3"  # the lead byte of é and ï
 
 
 def test_skip_special_tokens_keeps_true_positions_and_equals_dropped_rows(text_pair):
