@@ -106,12 +106,7 @@ def bootstrap_mean_cca(samples, W):
     """Mean CCA (default parameters) of each resample ``W[k]`` (k, G) of sample
     multiplicities, from the re-weighted per-sample blocks; shape (k,)."""
     W = np.asarray(W, dtype=np.float64)
-    N = W @ samples.n_s
-    U, V = W @ samples.u, W @ samples.v
-    if samples.blocks_fit():
-        Paa, Pbb, Pab = (W @ P for P in samples.blocks())
-    else:
-        Paa, Pbb, Pab = samples._streamed_blocks(W)
+    N, U, V, Paa, Pbb, Pab = samples.weighted_blocks(W)
     eps = rank_cut(samples.dtype)
     da, db = samples.da, samples.db
     out = np.empty(len(W))

@@ -195,9 +195,10 @@ class Samples:
                 acc += W[:, s0:s1] @ P
         return out
 
-    def weighted_moments(self, W):
-        """Moments of bootstrap resamples: ``W`` (k, G) sample multiplicities; a list of k
-        :class:`actkit.measures.Moments`."""
+    def weighted_blocks(self, W):
+        """The re-weighted sums of bootstrap resamples ``W`` (k, G) of sample multiplicities:
+        ``(N, U, V, Paa, Pbb, Pab)``, the rows (k,), the column sums (k, Da) and (k, Db), and
+        the flattened scatter blocks (k, Da*Da), (k, Db*Db), (k, Da*Db)."""
         W = np.asarray(W, dtype=np.float64)
         N = W @ self.n_s
         U, V = W @ self.u, W @ self.v
@@ -205,6 +206,13 @@ class Samples:
             Paa, Pbb, Pab = (W @ P for P in self.blocks())
         else:
             Paa, Pbb, Pab = self._streamed_blocks(W)
+        return N, U, V, Paa, Pbb, Pab
+
+    def weighted_moments(self, W):
+        """Moments of bootstrap resamples: ``W`` (k, G) sample multiplicities; a list of k
+        :class:`actkit.measures.Moments`."""
+        W = np.asarray(W, dtype=np.float64)
+        N, U, V, Paa, Pbb, Pab = self.weighted_blocks(W)
         raw = {k: W @ v for k, v in self.raw.items()}
         return [self._moments(float(N[k]), U[k], V[k], Paa[k].reshape(self.da, self.da),
                               Pbb[k].reshape(self.db, self.db), Pab[k].reshape(self.da, self.db),
