@@ -378,6 +378,8 @@ def test_the_page_s_code_blocks_run_as_written(page, tmp_path, zoo_stores):
         tail = "\n".join(out.strip().splitlines()[-15:])
         if kind == "run":
             assert code == 0, f"{block.id} failed (exit {code}):\n{tail}"
+            missing = [name for name in _written(block) if not (end / name).exists()]
+            assert missing == [], f"{block.id} ran but did not write {missing}"
             shown = _shown_after(block)
             if shown is not None:
                 missing = _not_printed(shown.body, out)
@@ -388,6 +390,18 @@ def test_the_page_s_code_blocks_run_as_written(page, tmp_path, zoo_stores):
                 f"{block.id} needs the hub, so it must fail only for lack of network; got exit {code}:\n{tail}"
         else:
             assert code != 0 and _NO_SCHEDULER in out, f"{block.id}: exit {code}:\n{tail}"
+
+
+def _written(block) -> list[str]:
+    """The files an ``actkit`` command of a bash block names as its outputs (``--json``,
+    ``--plot``, ``--html``), where the block does not change directory."""
+    if block.lang != "bash" or any(words[:1] == ["cd"] for words in block.commands()):
+        return []
+    out = []
+    for words in block.commands():
+        if words[:1] == ["actkit"]:
+            out += [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--json", "--plot", "--html")]
+    return out
 
 
 # ----------------------------------------------------------------------------- the other kinds
