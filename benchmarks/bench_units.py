@@ -23,6 +23,7 @@ Run::
     python benchmarks/bench_units.py                 # 400k x 256
     python benchmarks/bench_units.py --rows 50000    # quick
     python benchmarks/bench_units.py --rows 100000 --features 64 --latents 256   # docs/units.md "Speed"
+    python benchmarks/bench_units.py --floor         # + a floor: the histogram and moments alone, compiled
     python benchmarks/bench_units.py --page          # the units page in chromium (issue 41): size, time to
                                                      # interactive (benchmarks/bench_pages.py; its flags follow)
 """
@@ -91,6 +92,53 @@ def _brute(A, k):
     return top, bottom, stats, A[sample]
 
 
+def _floor(X, read_wall, read_cpu):
+    """A lower bound on any exact report's ratio for neurons: the per-value histogram (256 bins
+    per column) and the four moment sums alone, each compiled by numba (one thread, no top-k, no
+    sample, no merges), on the matrix in memory. Their CPU seconds plus the read's, spread
+    perfectly over the CPUs, against the read's wall clock. Needs ``pip install numba`` (not an
+    actkit dependency: the measurement only)."""
+    try:
+        from numba import njit
+    except ImportError:
+        print("--floor needs numba (pip install numba); skipped")
+        return
+
+    @njit(nogil=True)
+    def hist(X, invw, off, H):  # pragma: no cover - compiled
+        nb = H.shape[1]
+        for i in range(X.shape[0]):
+            for j in range(X.shape[1]):
+                b = min(max(np.int64(X[i, j] * invw[j] + off[j]), 0), nb - 1)
+                H[j, b] += 1
+
+    @njit(nogil=True)
+    def moments(X, S):  # pragma: no cover - compiled
+        for i in range(X.shape[0]):
+            for j in range(X.shape[1]):
+                y = np.float64(X[i, j])
+                y2 = y * y
+                S[0, j] += y
+                S[1, j] += y2
+                S[2, j] += y2 * y
+                S[3, j] += y2 * y2
+
+    d = X.shape[1]
+    lo, hi = X.min(0), X.max(0)
+    invw = (256 / np.maximum(hi - lo, 1e-30)).astype(np.float32)
+    off = (-lo * invw).astype(np.float32)
+    H, S = np.zeros((d, 256), np.int32), np.zeros((4, d))
+    hist(X[:64], invw, off, H), moments(X[:64], S)  # compile
+    h = _timed(lambda: hist(X, invw, off, H), 3)[1]
+    m = _timed(lambda: moments(X, S), 3)[1]
+    cpus = os.cpu_count()
+    bound = (read_cpu + h + m) / cpus / read_wall
+    print(f"floor (numba, 1 thread, CPU s): histogram {h:.3f}s ({h / X.size * 1e9:.2f} ns/value), "
+          f"moments {m:.3f}s ({m / X.size * 1e9:.2f} ns/value); read {read_cpu:.3f}s CPU, {read_wall:.3f}s wall")
+    print(f"floor on {cpus} CPUs: (read + histogram + moments CPU) / {cpus} / read wall = {bound:.2f}x "
+          f"(no top-k, sample or merge yet)")
+
+
 def main(argv=None):
     import sys
 
@@ -110,6 +158,8 @@ def main(argv=None):
     p.add_argument("--k", type=int, default=20)
     p.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is kept (default: 3)")
     p.add_argument("--work-dir", default=None)
+    p.add_argument("--floor", action="store_true",
+                   help="also time a compiled histogram and moments alone (needs numba): the neurons floor")
     args = p.parse_args(argv)
     tmp = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_units_"))
     rng = np.random.default_rng(0)
@@ -138,9 +188,13 @@ def main(argv=None):
         if dense is None and name == "sae":
             dense = sae.transform(X) if args.rows * args.latents * 4 < 2 ** 31 else None
         brute = _timed(lambda: _brute(dense, args.k), 1) if dense is not None else (float("nan"),) * 2
+        if name == "neurons":
+            read = base
         print(f"{name:<8s} {base[0]:7.2f} ({base[1]:5.2f})s {full[0]:6.2f} ({full[1]:5.2f})s "
               f"{full[0] / base[0]:5.1f}x ({full[1] / base[1]:4.1f}x) {brute[0]:6.2f} ({brute[1]:5.2f})s "
               f"{brute[0] / full[0]:7.1f}x")
+    if args.floor:
+        _floor(X, *read)
 
 if __name__ == "__main__":
     main()
