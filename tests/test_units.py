@@ -604,6 +604,12 @@ def test_zoo_text_examples_are_the_recorded_tokens_in_context(pythia):
     promoted = r.unit(r.units[0])["logits"]["promoted"]
     for p in promoted:
         _is_token(p[1], tok, p[0])
+    # the report's line shows a partial byte-level token's escaped bytes once escaped, as Python
+    # writes them ('\xe2\x80'), not with doubled backslashes
+    d = r.to_dict()
+    t = d["units"][0]["top"][0]["text"]
+    t["tokens"][t["highlight"]] = r"\xe2\x80"
+    assert "top {:+.3g} '\\xe2\\x80'\n".format(d["units"][0]["top"][0]["value"]) in repr(UnitReport(d)) + "\n"
 
 
 def _is_token(shown, tok, i):

@@ -141,7 +141,10 @@ class UnitReport:
             what = ""
             if top is not None and "text" in top:
                 t = top["text"]
-                what = repr(t["tokens"][t["highlight"]]) if t["highlight"] is not None else "(whole input)"
+                # repr shows whitespace; a partial byte-level token is recorded as its escaped bytes
+                # (r"\xe2\x80"), shown once escaped, not twice
+                what = (repr(t["tokens"][t["highlight"]]).replace("\\\\", "\\")
+                        if t["highlight"] is not None else "(whole input)")
             elif top is not None and top.get("image", {}).get("cell") is not None:
                 what = f"image {top['sample']} patch {tuple(top['image']['cell'])}"
             elif top is not None:
