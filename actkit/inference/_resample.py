@@ -32,6 +32,7 @@ import numpy as np
 
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.errors import ValidationError
+from actkit.inference._pairs import group_products, group_size, use_pairs
 from actkit.measures import reuse_sides
 
 #: resamples per task (a constant: never the thread count)
@@ -250,17 +251,29 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
         perms, movable = permutation_draws(samples.n_s, permutations, random_state)
         null = np.full((permutations, len(names)), np.nan)
 
-        def perm_task(span):
+        def perm_task(span, products=None, g0=0):
             out = []
             for j in range(*span):
-                m = samples.permuted_moments(perms[j])        # one cross product for every measure
+                # one cross product for every measure (the pair route's, formed for the group)
+                m = samples.permuted_moments(perms[j], None if products is None else products(j - g0))
                 out.append([measures[k][0](m) for k in names])
             return out
 
         with reuse_sides():     # the side scatters are the same in every permutation
-            for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
-                                      map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
-                null[s0:s1] = vals
+            if use_pairs(samples, permutations):
+                step = group_size(samples)
+                for g0 in range(0, permutations, step):
+                    g1 = min(permutations, g0 + step)
+                    products = group_products(samples, perms[g0:g1])
+                    spans = _batches(g1 - g0, PERM_BATCH)
+                    for (s0, s1), vals in zip(spans, map_ordered(
+                            lambda sp: perm_task((g0 + sp[0], g0 + sp[1]), products, g0), spans, workers)):
+                        null[g0 + s0:g0 + s1] = vals
+                    del products
+            else:
+                for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
+                                          map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
+                    null[s0:s1] = vals
 
         W = bootstrap_draws(samples.G, bootstrap, random_state) if bootstrap else None
         boot = np.full((bootstrap, len(names)), np.nan)

@@ -258,18 +258,26 @@ class Samples:
             return out, self.A.T @ self.dy[r], self.B.T @ self.dx[inv]
         return out
 
-    def permuted_moments(self, perm):
+    def permuted_moments(self, perm, products=None):
         """:class:`actkit.measures.Moments` with B's samples permuted: the side scatters and
-        means as they are, the cross scatter (and the debiased CKA's pairing terms) anew."""
+        means as they are, the cross scatter (and the debiased CKA's pairing terms) anew.
+        ``products``: the permutation's ``(A^T B[r], x_dy, y_dx, dx . dy[r])`` already formed
+        (the pair route, :mod:`actkit.inference._pairs`; the last three None without norms)."""
         full = self.moments()
-        r = self.row_order(perm)
+        if products is None:
+            r = self.row_order(perm)
+            if not self.norms:
+                products = (self._product(r), None, None, None)
+            else:
+                # x_dy and y_dx only rebase the norms by the totals' offset (zero up to rounding:
+                # the rows are centred), so the product dtype serves them; sum_dxdy enters as it is
+                products = (*self._product(r, norms=True), self.dx @ self.dy[r])
+        ab, x_dy, y_dx, dxdy = products
+        ab = np.asarray(ab, dtype=np.float64)
         if not self.norms:     # only the cross scatter changes (as from_sums centres it)
-            return replace(full, Sab=self._product(r) - self._outer_ab)
+            return replace(full, Sab=ab - self._outer_ab)
         raw = dict(self._raw_totals)
-        # x_dy and y_dx only rebase the norms by the totals' offset (zero up to rounding: the
-        # rows are centred), so the product dtype serves them; sum_dxdy enters as it is
-        ab, x_dy, y_dx = self._product(r, norms=True)
-        raw.update(sum_dxdy=self.dx @ self.dy[r], x_dy=x_dy, y_dx=y_dx)
+        raw.update(sum_dxdy=dxdy, x_dy=x_dy, y_dx=y_dx)
         m = self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides, ab, raw)
         # the side scatters as the same arrays in every permutation (the same bits): a
         # measure's side decompositions are then computed once (measures.reuse_sides)
