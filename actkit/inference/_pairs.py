@@ -34,10 +34,10 @@ import numpy as np
 from actkit._threads import current_threads, map_ordered, small_linalg
 
 #: rows of the cross product per task (a constant, never the thread count)
-ROWS = 8
+ROWS = 4
 
 #: bytes of one task's table of pair products (rows (d, s, t), each Db long)
-TABLE_BYTES = 1 << 28
+TABLE_BYTES = 1 << 26
 
 #: bytes of the table that every permutation's gather reads while it stays in cache
 RUN_BYTES = 1 << 23
