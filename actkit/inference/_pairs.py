@@ -42,6 +42,9 @@ TABLE_BYTES = 1 << 26
 #: bytes of the table that every permutation's gather reads while it stays in cache
 RUN_BYTES = 1 << 23
 
+#: permutations whose pairing terms are gathered at once
+TERMS_BATCH = 32
+
 #: bytes of the cross products of one group of permutations
 OUT_BYTES = 1 << 30
 
@@ -183,11 +186,11 @@ def pairing_terms(samples, perms):
         pos = np.empty(samples.G, dtype=np.int64)
         pos[ids] = np.arange(ids.size)
         here = np.arange(ids.size)
-        for j in range(k):
-            t = pos[perms[j, ids]]
-            x_dy[j] += ady[here, :, t].sum(axis=0)
-            y_dx[j] += bdx[t, :, here].sum(axis=0)
-            dxdy[j] += dd[here, t].sum()
+        for j0 in range(0, k, TERMS_BATCH):
+            t = pos[perms[j0:j0 + TERMS_BATCH][:, ids]]      # (batch, Gc): each sample's partner
+            x_dy[j0:j0 + TERMS_BATCH] += ady[here, :, t].sum(axis=1)
+            y_dx[j0:j0 + TERMS_BATCH] += bdx[t, :, here].sum(axis=1)
+            dxdy[j0:j0 + TERMS_BATCH] += dd[here, t].sum(axis=1)
     return x_dy, y_dx, dxdy
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from actkit._data import iter_blocks
 from actkit._device import resolve_device
+from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.errors import ValidationError
 from actkit.measures import Moments
 
@@ -165,10 +166,19 @@ class Samples:
             G, o = self.G, self.offsets
             out = [np.empty((G, self.da * self.da)), np.empty((G, self.db * self.db)),
                    np.empty((G, self.da * self.db))]
-            for s in range(G):
-                a, b = (x[o[s]:o[s + 1]] for x in (self.device_rows() or (self.A, self.B)))
-                for P, block in zip(out, (a.T @ a, b.T @ b, a.T @ b)):
-                    P[s] = host(block).ravel()
+            rows = self.device_rows() or (self.A, self.B)
+
+            def fill(span):         # each block one product at one BLAS thread: any split, the same bits
+                for s in range(*span):
+                    a, b = (x[o[s]:o[s + 1]] for x in rows)
+                    for P, block in zip(out, (a.T @ a, b.T @ b, a.T @ b)):
+                        P[s] = host(block).ravel()
+
+            spans = [(t, min(G, t + STREAM_SAMPLES)) for t in range(0, G, STREAM_SAMPLES)]
+            workers = 1 if self._device is not None else current_threads()
+            with small_linalg():
+                for _ in map_ordered(fill, spans, workers):
+                    pass
             self._blocks = out
         return self._blocks
 
