@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit._threads import current_threads, map_ordered
+from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.inference._samples import host
 from actkit.measures.cka import hsic_unbiased
 
@@ -49,8 +49,10 @@ def grams(samples):
         Pi = _chunk(samples, cuts[i], cuts[i + 1])
         for j in range(i, len(cuts) - 1):
             Pj = Pi if j == i else _chunk(samples, cuts[j], cuts[j + 1])
-            for k in range(3):
-                g = host(Pi[k] @ Pj[k].T)
+            # the three products on the workers, each one GEMM at one BLAS thread: the same bits
+            with small_linalg():
+                products = list(map_ordered(lambda k: host(Pi[k] @ Pj[k].T), range(3), current_threads()))
+            for k, g in enumerate(products):
                 out[k][cuts[i]:cuts[i + 1], cuts[j]:cuts[j + 1]] = g
                 out[k][cuts[j]:cuts[j + 1], cuts[i]:cuts[i + 1]] = g.T
     samples._grams = tuple(out)

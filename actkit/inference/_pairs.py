@@ -180,17 +180,22 @@ def pairing_terms(samples, perms):
         a = samples.A[rows].reshape(ids.size, L, samples.da)
         b = samples.B[rows].reshape(ids.size, L, samples.db)
         dx, dy = samples.dx[rows].reshape(ids.size, L), samples.dy[rows].reshape(ids.size, L)
-        ady = np.matmul(a.transpose(0, 2, 1), dy.T)         # (s, Da, t): A_s^T dy_t
-        bdx = np.matmul(b.transpose(0, 2, 1), dx.T)         # (t, Db, s): B_t^T dx_s
-        dd = dx @ dy.T                                      # (s, t)
+        with small_linalg():
+            ady = np.matmul(a.transpose(0, 2, 1), dy.T)     # (s, Da, t): A_s^T dy_t
+            bdx = np.matmul(b.transpose(0, 2, 1), dx.T)     # (t, Db, s): B_t^T dx_s
+            dd = dx @ dy.T                                  # (s, t)
         pos = np.empty(samples.G, dtype=np.int64)
         pos[ids] = np.arange(ids.size)
         here = np.arange(ids.size)
-        for j0 in range(0, k, TERMS_BATCH):
+
+        def gather(j0, ids=ids, pos=pos, here=here, ady=ady, bdx=bdx, dd=dd):
             t = pos[perms[j0:j0 + TERMS_BATCH][:, ids]]      # (batch, Gc): each sample's partner
             x_dy[j0:j0 + TERMS_BATCH] += ady[here, :, t].sum(axis=1)
             y_dx[j0:j0 + TERMS_BATCH] += bdx[t, :, here].sum(axis=1)
             dxdy[j0:j0 + TERMS_BATCH] += dd[here, t].sum(axis=1)
+
+        for _ in map_ordered(gather, range(0, k, TERMS_BATCH), current_threads()):
+            pass        # each batch of permutations its own rows of the sums: any split, the same bits
     return x_dy, y_dx, dxdy
 
 
