@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from actkit.inference._samples import unpacked
 from actkit.measures import CHOLESKY_MARGIN, rank_cut, whitener
 
 #: below this x the largest eigenvalue of the Gram, the square root of an eigenvalue would
@@ -150,8 +151,8 @@ def bootstrap_mean_cca(samples, W):
     out = np.empty(len(W))
     for k in range(len(W)):
         n = float(N[k])         # the scatters about the resample's means, as Moments.from_sums
-        Saa = Paa[k].reshape(da, da) - np.outer(U[k], U[k]) / n
-        Sbb = Pbb[k].reshape(db, db) - np.outer(V[k], V[k]) / n
+        Saa = unpacked(Paa[k], da) - np.outer(U[k], U[k]) / n
+        Sbb = unpacked(Pbb[k], db) - np.outer(V[k], V[k]) / n
         Sab = Pab[k].reshape(da, db) - np.outer(U[k], V[k]) / n
         (Wa, la), (Wb, lb) = _cholesky_whitener(Saa, eps), _cholesky_whitener(Sbb, eps)
         out[k] = _mean(Sab, Wa, Wb, la and lb)

@@ -118,8 +118,9 @@ BLOCK_TASK = 8
 
 
 def _chunk(samples, s0, s1):
-    if samples._blocks is not None:
-        return [P[s0:s1] for P in samples._blocks]
+    if samples._blocks is not None:      # the symmetric blocks packed as here, without the weights
+        P = samples._blocks
+        return [P[0][s0:s1] * _packed(samples.da)[1], P[1][s0:s1] * _packed(samples.db)[1], P[2][s0:s1]]
     if samples.device_rows() is not None:
         return _chunk_on_device(samples, s0, s1)
     o, A, B, da, db = samples.offsets, samples.A, samples.B, samples.da, samples.db

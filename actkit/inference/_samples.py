@@ -21,6 +21,7 @@ when kept. A permutation needs B's samples in another order than the file's, hen
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -157,22 +158,28 @@ class Samples:
                                   f"samples, got {self.G}")
 
     # ------------------------------------------------------------------ bootstrap
+    def _widths(self):
+        """Floats of one sample's three blocks: the symmetric two packed, the cross block whole."""
+        return (self.da * (self.da + 1) // 2, self.db * (self.db + 1) // 2, self.da * self.db)
+
     def blocks_fit(self) -> bool:
-        return 8 * self.G * (self.da ** 2 + self.db ** 2 + self.da * self.db) <= BLOCK_BYTES
+        return 8 * self.G * sum(self._widths()) <= BLOCK_BYTES
 
     def blocks(self):
-        """Per-sample scatter blocks (G, Da*Da), (G, Db*Db), (G, Da*Db) about the means."""
+        """Per-sample scatter blocks about the means: ``A_s^T A_s`` and ``B_s^T B_s`` packed to
+        their upper triangles (G, Da (Da + 1) / 2), (G, Db (Db + 1) / 2) (:func:`packed_upper`:
+        a third less to re-weight per resample), ``A_s^T B_s`` whole (G, Da*Db)."""
         if self._blocks is None:
             G, o = self.G, self.offsets
-            out = [np.empty((G, self.da * self.da)), np.empty((G, self.db * self.db)),
-                   np.empty((G, self.da * self.db))]
+            out = [np.empty((G, w)) for w in self._widths()]
             rows = self.device_rows() or (self.A, self.B)
+            keep = (packed_upper(self.da), packed_upper(self.db), slice(None))
 
             def fill(span):         # each block one product at one BLAS thread: any split, the same bits
                 for s in range(*span):
                     a, b = (x[o[s]:o[s + 1]] for x in rows)
-                    for P, block in zip(out, (a.T @ a, b.T @ b, a.T @ b)):
-                        P[s] = host(block).ravel()
+                    for P, block, k in zip(out, (a.T @ a, b.T @ b, a.T @ b), keep):
+                        P[s] = host(block).ravel()[k]
 
             spans = [(t, min(G, t + STREAM_SAMPLES)) for t in range(0, G, STREAM_SAMPLES)]
             workers = 1 if self._device is not None else current_threads()
@@ -185,20 +192,19 @@ class Samples:
     def _block_rows(self, s0, s1):
         """The per-sample scatter blocks of samples ``s0:s1`` (three arrays, one row each)."""
         o = self.offsets
-        out = [np.empty((s1 - s0, self.da * self.da)), np.empty((s1 - s0, self.db * self.db)),
-               np.empty((s1 - s0, self.da * self.db))]
+        out = [np.empty((s1 - s0, w)) for w in self._widths()]
+        keep = (packed_upper(self.da), packed_upper(self.db), slice(None))
         for s in range(s0, s1):
             a, b = self.A[o[s]:o[s + 1]], self.B[o[s]:o[s + 1]]
-            for P, block in zip(out, (a.T @ a, b.T @ b, a.T @ b)):
-                P[s - s0] = block.ravel()
+            for P, block, k in zip(out, (a.T @ a, b.T @ b, a.T @ b), keep):
+                P[s - s0] = block.ravel()[k]
         return out
 
     def _streamed_blocks(self, W):
-        """``W @ blocks`` (each (k, D*D)) where the blocks do not fit in memory: they are
+        """``W @ blocks`` (as :meth:`blocks`, k rows) where the blocks do not fit in memory: they are
         formed :data:`STREAM_SAMPLES` samples at a time, once per batch of resamples (the
         batch shares them: 1 / k of the rows' products per resample, not three per resample)."""
-        out = [np.zeros((len(W), self.da * self.da)), np.zeros((len(W), self.db * self.db)),
-               np.zeros((len(W), self.da * self.db))]
+        out = [np.zeros((len(W), w)) for w in self._widths()]
         for s0 in range(0, self.G, STREAM_SAMPLES):
             s1 = min(self.G, s0 + STREAM_SAMPLES)
             for acc, P in zip(out, self._block_rows(s0, s1)):
@@ -208,7 +214,8 @@ class Samples:
     def weighted_blocks(self, W):
         """The re-weighted sums of bootstrap resamples ``W`` (k, G) of sample multiplicities:
         ``(N, U, V, Paa, Pbb, Pab)``, the rows (k,), the column sums (k, Da) and (k, Db), and
-        the flattened scatter blocks (k, Da*Da), (k, Db*Db), (k, Da*Db)."""
+        the scatter blocks as :meth:`blocks` holds them (the two symmetric ones packed:
+        :func:`unpacked` gives the matrix)."""
         W = np.asarray(W, dtype=np.float64)
         N = W @ self.n_s
         U, V = W @ self.u, W @ self.v
@@ -224,8 +231,8 @@ class Samples:
         W = np.asarray(W, dtype=np.float64)
         N, U, V, Paa, Pbb, Pab = self.weighted_blocks(W)
         raw = {k: W @ v for k, v in self.raw.items()}
-        return [self._moments(float(N[k]), U[k], V[k], Paa[k].reshape(self.da, self.da),
-                              Pbb[k].reshape(self.db, self.db), Pab[k].reshape(self.da, self.db),
+        return [self._moments(float(N[k]), U[k], V[k], unpacked(Paa[k], self.da),
+                              unpacked(Pbb[k], self.db), Pab[k].reshape(self.da, self.db),
                               {key: val[k] for key, val in raw.items()})
                 for k in range(len(W))]
 
@@ -302,6 +309,27 @@ def gather_pair(A, B, *, block_rows=None, progress=None):
     for xb in iter_blocks(B, block_rows=block_rows, dtype=np.float64):
         parts_b.append(np.array(xb, dtype=np.float64))
     return np.concatenate(parts_a), np.concatenate(parts_b)
+
+
+@functools.lru_cache(maxsize=8)
+def _upper(d):
+    iu = np.triu_indices(d)
+    return iu, iu[0] * d + iu[1]
+
+
+def packed_upper(d):
+    """Flat indices of the upper triangle of a (d, d) matrix, row by row: a symmetric block
+    packed to ``d (d + 1) / 2`` floats."""
+    return _upper(d)[1]
+
+
+def unpacked(p, d):
+    """The symmetric (d, d) matrix of its packed upper triangle ``p`` (:func:`packed_upper`)."""
+    iu = _upper(d)[0]
+    out = np.empty((d, d))
+    out[iu] = p
+    out[iu[1], iu[0]] = p
+    return out
 
 
 def host(x):
