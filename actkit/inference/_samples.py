@@ -7,13 +7,15 @@ Everything the resampling needs derives from these rows in a fixed order at one 
 * per-sample row counts ``n_s`` and sums ``u_s = sum_{i in s} a_i``, ``v_s`` (G x D);
 * the weighted moments of a bootstrap resample (sample ``s`` taken ``w_s`` times),
   ``N = w.n``, ``S_ab(w) = sum_s w_s A_s^T B_s - u(w) v(w)^T / N``, from the per-sample
-  scatter blocks ``A_s^T A_s, B_s^T B_s, A_s^T B_s``: kept when ``G (Da^2 + Db^2 + Da Db)``
-  floats fit :data:`BLOCK_BYTES` (one small GEMM per batch of resamples), else formed a few
+  scatter blocks ``A_s^T A_s, B_s^T B_s, A_s^T B_s`` (the symmetric two packed to their upper
+  triangles): kept when ``G (Da (Da + 1) / 2 + Db (Db + 1) / 2 + Da Db)`` floats fit
+  :data:`BLOCK_BYTES` (one small GEMM per batch of resamples), else formed a few
   samples at a time once per batch of resamples (the rows' products once per batch, not three
   per resample);
 * the cross scatter of a permutation ``pi`` of the input samples of B
   (``sum_s A_s^T B_pi(s)`` less the unchanged outer product of the totals): one product of
-  the rows; the side scatters do not change.
+  the rows, or, for many permutations of few samples, a sum of pair products formed once
+  (:mod:`actkit.inference._pairs`); the side scatters do not change.
 
 Memory: the rows, ``n (Da + Db)`` float64 (20,000 x 384 per side: 123 MB), plus the blocks
 when kept. A permutation needs B's samples in another order than the file's, hence the rows.
