@@ -7,7 +7,8 @@ one length class (``G_c`` samples of ``L_c`` rows), so with more permutations th
 is cheaper to form all ``sum_c G_c^2`` of them once (``sum_c G_c^2 L_c Da Db`` multiply-adds,
 dense GEMMs) and give each permutation the sum of its ``G`` pair products (``G Da Db``
 additions). On the benchmark pair (200 samples of 100 rows, 384 wide, 1,000 permutations)
-that is a fifth of the multiply-adds, and 24 ms of CPU a permutation against 72 ms.
+that is a fifth of the multiply-adds, and 24-29 ms of CPU a permutation against 72-85 ms
+(one thread, measured at load 3 to 6; docs/compare.md, "The pair route").
 
 Layout: for a chunk of :data:`ROWS` rows ``d`` of the cross product (A's features), one GEMM
 per class and block of samples, ``(ROWS x S, L_c) @ (L_c, G_c Db)``, gives the rows ``(d, s,
