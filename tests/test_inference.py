@@ -321,3 +321,53 @@ def test_fast_paths_of_wide_pairs_equal_the_rows_and_keep_their_digits_at_any_th
     for perm, value in zip(perms, runs[0][1]):
         ia, ib = _rows_of(g, np.arange(12)), _rows_of(g, perm)
         assert value == pytest.approx(_direct("linear_cka", A[ia], B[ib]), abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_pair_route_gives_the_rows_products_for_unequal_lengths_at_any_thread_count(dtype, monkeypatch):
+    """The permutations' cross products from the products of pairs of input samples
+    (:mod:`actkit.inference._pairs`): for samples of unequal lengths (a length only one sample
+    has keeps its partner), split into small tables, runs and row chunks, they equal the product
+    of the re-paired rows (float64: to rounding; float32: to float32 rounding), the debiased
+    CKA's pairing terms too, with the same bits at 1 and 2 threads."""
+    from actkit._threads import use_threads
+    from actkit.inference import _pairs
+
+    monkeypatch.setattr(_pairs, "ROWS", 3)
+    monkeypatch.setattr(_pairs, "TABLE_BYTES", 3 * 4 * 6 * 5 * 8)
+    monkeypatch.setattr(_pairs, "RUN_BYTES", 2 * 6 * 5 * 8)
+    rng = np.random.default_rng(11)
+    lens = np.r_[np.full(6, 4), np.full(5, 7), 9, np.full(6, 2)]         # one sample of 9 rows
+    g = rng.permutation(np.repeat(np.arange(lens.size), lens))
+    A = rng.normal(size=(g.size, 7)) + 2.0
+    B = A[:, :5] @ rng.normal(size=(5, 5)) + rng.normal(size=(g.size, 5))
+    runs = []
+    for threads in (1, 2):
+        with use_threads(threads):
+            s = Samples(A, B, g, product_dtype=dtype)
+            perms = permutation_draws(s.n_s, 13, random_state=3)[0]
+            runs.append((_pairs.permuted_crosses(s, perms), *_pairs.pairing_terms(s, perms)))
+    for one, two in zip(*runs):
+        assert np.array_equal(one, two)
+    crosses, x_dy, y_dx, dxdy = runs[0]
+    assert crosses.dtype == dtype and crosses.shape == (13, 7, 5)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    for j, perm in enumerate(perms):
+        r = s.row_order(perm)
+        np.testing.assert_allclose(crosses[j], s.A.T @ s.B[r], rtol=rtol, atol=rtol * np.abs(s.A.T @ s.B[r]).max())
+        np.testing.assert_allclose(x_dy[j], s.A.T @ s.dy[r], rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(y_dx[j], s.B[r].T @ s.dx, rtol=1e-12, atol=1e-9)
+        assert dxdy[j] == pytest.approx(s.dx @ s.dy[r], rel=1e-12)
+
+
+def test_pair_route_is_taken_where_it_is_cheaper():
+    """Many permutations of few long samples: the pair products; one-row samples, few
+    permutations, or a torch device: the rows' product."""
+    from actkit.inference._pairs import use_pairs
+
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(1200, 3)), rng.normal(size=(1200, 2))
+    long_samples = Samples(A, B, np.repeat(np.arange(40), 30))
+    assert use_pairs(long_samples, 1000) and not use_pairs(long_samples, 20)
+    assert not use_pairs(Samples(A, B, None), 100000)                      # one-row samples
+    assert not use_pairs(Samples(A, B, np.repeat(np.arange(40), 30), device="cpu"), 1000)

@@ -47,12 +47,24 @@ def _recomputed(A, B, g, name, params, perms, W, samples):
     return m.compute(moments_of(A, B), **params), np.array(null), np.array(boot)
 
 
+@pytest.mark.parametrize("pairs", [False, True], ids=["rows' product", "pair products"])
 @pytest.mark.parametrize("rank_deficient, blocks_fit", [(False, True), (True, True), (False, False)])
-def test_fast_p_values_and_intervals_equal_recomputing_from_the_rows(rank_deficient, blocks_fit, monkeypatch):
+def test_fast_p_values_and_intervals_equal_recomputing_from_the_rows(rank_deficient, blocks_fit, pairs, monkeypatch):
     """``blocks_fit=False``: the per-sample blocks do not fit in memory (as for 500 sentences
-    x 384 features a side) and are formed a few samples at a time for each batch of resamples."""
+    x 384 features a side) and are formed a few samples at a time for each batch of resamples.
+    ``pairs``: the permutations' cross products from the products of pairs of input samples
+    (:mod:`actkit.inference._pairs`, the route of many permutations of few samples), in small
+    tables, runs and groups of permutations, so that every split of the work is taken."""
     if not blocks_fit:
         monkeypatch.setattr("actkit.inference._samples.BLOCK_BYTES", 0)
+    from actkit.inference import _pairs
+
+    monkeypatch.setattr(_pairs, "PAIR_GAIN", 0.0 if pairs else float("inf"))
+    if pairs:
+        monkeypatch.setattr(_pairs, "ROWS", 4)
+        monkeypatch.setattr(_pairs, "TABLE_BYTES", 4 * 5 * 8 * 6 * 8)      # 6 samples of a class per GEMM
+        monkeypatch.setattr(_pairs, "RUN_BYTES", 2 * 8 * 6 * 8)            # runs of 2 samples
+        monkeypatch.setattr(_pairs, "OUT_BYTES", 7 * 6 * 5 * 8)           # groups of 7 permutations
     A, B, g = _pair(rank_deficient)
     chosen = parse_measures(MOMENT_MEASURES)
     measures, rows, skipped = resampled_measures(chosen)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from actkit.inference._samples import unpacked
 from actkit.measures import CHOLESKY_MARGIN, rank_cut, whitener
 
 #: below this x the largest eigenvalue of the Gram, the square root of an eigenvalue would
@@ -62,19 +63,40 @@ def _lower(W):
     return W.shape[0] == W.shape[1] and not np.any(np.triu(W, 1))
 
 
+#: id(W) -> (W, _lower(W)) of the whitenings the permutations reuse (the same arrays in every
+#: permutation, inside :func:`~actkit.measures.reuse_sides`): checked once, not per permutation
+_LOWER: dict = {}
+
+
+def _lower_cached(W):
+    hit = _LOWER.get(id(W))
+    if hit is not None and hit[0] is W:
+        return hit[1]
+    if len(_LOWER) >= 8:
+        _LOWER.clear()
+    flag = _LOWER[id(W)] = (W, _lower(W))
+    return flag[1]
+
+
 def mean_cca_resampled(m):
     """:func:`~actkit.measures.cca.mean_cca_from_moments` (default parameters) of
     :class:`~actkit.measures.Moments` ``m``, its sides whitened by the measure's own
     (cached) whitener: the permutations' route."""
     eps = rank_cut(m.dtype)
     Wa, Wb = whitener(m.Saa, eps), whitener(m.Sbb, eps)
-    return _mean(m.Sab, Wa, Wb)
+    if Wa is None or Wb is None:
+        return float("nan")
+    return _mean(m.Sab, Wa, Wb, _lower_cached(Wa) and _lower_cached(Wb))
 
 
-def _mean(Sab, Wa, Wb):
+def _mean(Sab, Wa, Wb, lower=None):
+    """Mean canonical correlation of ``Wa Sab Wb^T``; ``lower``: whether both whitenings are
+    inverse Cholesky factors (None: look)."""
     if Wa is None or Wb is None or min(Wa.shape[0], Wb.shape[0]) == 0:
         return float("nan")
-    if _lower(Wa) and _lower(Wb):
+    if lower is None:
+        lower = _lower(Wa) and _lower(Wb)
+    if lower:
         total, k = singular_value_sum(Sab, (Wa, Wb))
     else:
         total, k = singular_value_sum(Wa @ Sab @ Wb.T)
@@ -85,21 +107,38 @@ def cholesky_whitener(S, eps):
     """The measure's whitener of a scatter matrix ``S`` (D, D) (None without variance),
     without its eigenvalues where the inverse Cholesky factor's bound shows that no
     direction falls below the rank cut ``eps``."""
+    return _cholesky_whitener(S, eps)[0]
+
+
+def _cholesky_whitener(S, eps):
+    """``(W, lower)``: :func:`cholesky_whitener` and whether ``W`` is the inverse Cholesky
+    factor. The cheaper bound first (``||L^-1||_F^2`` against ``tr S``), the tighter one
+    (``||L^-1||_1 ||L^-1||_inf``, ``||S||_inf``) only where it fails: the same decision as
+    both at once."""
     if not np.max(np.diag(S), initial=0.0) > 0:
-        return None
+        return None, False
     try:
-        L = np.linalg.cholesky(S)
+        L = np.linalg.cholesky(S)       # the measure's own factor (the same bits as its whitener)
     except np.linalg.LinAlgError:
-        return whitener(S, eps)
-    inv, info = scipy.linalg.lapack.dtrtri(L, lower=1)
+        return _measure_whitener(S, eps)
+    inv, info = scipy.linalg.lapack.dtrtri(L, lower=1, overwrite_c=1)
     if info != 0:
-        return whitener(S, eps)
+        return _measure_whitener(S, eps)
+    flat = inv.ravel()
+    frob, trace = float(flat @ flat), float(np.trace(S))
+    if 1.0 / frob > CHOLESKY_MARGIN * eps * trace:
+        return inv, True
     a = np.abs(inv)
-    inv_norm2 = min(float(np.sum(inv * inv)), float(a.sum(axis=0).max() * a.sum(axis=1).max()))
-    lam_max = min(float(np.trace(S)), float(np.abs(S).sum(axis=1).max()))
+    inv_norm2 = min(frob, float(a.sum(axis=0).max() * a.sum(axis=1).max()))
+    lam_max = min(trace, float(np.abs(S).sum(axis=1).max()))
     if 1.0 / inv_norm2 > CHOLESKY_MARGIN * eps * lam_max:
-        return inv
-    return whitener(S, eps)
+        return inv, True
+    return _measure_whitener(S, eps)
+
+
+def _measure_whitener(S, eps):
+    W = whitener(S, eps)
+    return W, W is not None and _lower(W)
 
 
 def bootstrap_mean_cca(samples, W):
@@ -112,10 +151,11 @@ def bootstrap_mean_cca(samples, W):
     out = np.empty(len(W))
     for k in range(len(W)):
         n = float(N[k])         # the scatters about the resample's means, as Moments.from_sums
-        Saa = Paa[k].reshape(da, da) - np.outer(U[k], U[k]) / n
-        Sbb = Pbb[k].reshape(db, db) - np.outer(V[k], V[k]) / n
+        Saa = unpacked(Paa[k], da) - np.outer(U[k], U[k]) / n
+        Sbb = unpacked(Pbb[k], db) - np.outer(V[k], V[k]) / n
         Sab = Pab[k].reshape(da, db) - np.outer(U[k], V[k]) / n
-        out[k] = _mean(Sab, cholesky_whitener(Saa, eps), cholesky_whitener(Sbb, eps))
+        (Wa, la), (Wb, lb) = _cholesky_whitener(Saa, eps), _cholesky_whitener(Sbb, eps)
+        out[k] = _mean(Sab, Wa, Wb, la and lb)
     return out
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit._threads import current_threads, map_ordered
+from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.inference._samples import host
 from actkit.measures.cka import hsic_unbiased
 
@@ -49,8 +49,10 @@ def grams(samples):
         Pi = _chunk(samples, cuts[i], cuts[i + 1])
         for j in range(i, len(cuts) - 1):
             Pj = Pi if j == i else _chunk(samples, cuts[j], cuts[j + 1])
-            for k in range(3):
-                g = host(Pi[k] @ Pj[k].T)
+            # the three products on the workers, each one GEMM at one BLAS thread: the same bits
+            with small_linalg():
+                products = list(map_ordered(lambda k: host(Pi[k] @ Pj[k].T), range(3), current_threads()))
+            for k, g in enumerate(products):
                 out[k][cuts[i]:cuts[i + 1], cuts[j]:cuts[j + 1]] = g
                 out[k][cuts[j]:cuts[j + 1], cuts[i]:cuts[i + 1]] = g.T
     samples._grams = tuple(out)
@@ -116,8 +118,9 @@ BLOCK_TASK = 8
 
 
 def _chunk(samples, s0, s1):
-    if samples._blocks is not None:
-        return [P[s0:s1] for P in samples._blocks]
+    if samples._blocks is not None:      # the symmetric blocks packed as here, without the weights
+        P = samples._blocks
+        return [P[0][s0:s1] * _packed(samples.da)[1], P[1][s0:s1] * _packed(samples.db)[1], P[2][s0:s1]]
     if samples.device_rows() is not None:
         return _chunk_on_device(samples, s0, s1)
     o, A, B, da, db = samples.offsets, samples.A, samples.B, samples.da, samples.db

@@ -32,6 +32,7 @@ import numpy as np
 
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.errors import ValidationError
+from actkit.inference._pairs import group_products, group_size, use_pairs
 from actkit.measures import reuse_sides
 
 #: resamples per task (a constant: never the thread count)
@@ -248,19 +249,7 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
     with small_linalg():
         observed = {k: float(measures[k][0](samples.moments())) for k in names}
         perms, movable = permutation_draws(samples.n_s, permutations, random_state)
-        null = np.full((permutations, len(names)), np.nan)
-
-        def perm_task(span):
-            out = []
-            for j in range(*span):
-                m = samples.permuted_moments(perms[j])        # one cross product for every measure
-                out.append([measures[k][0](m) for k in names])
-            return out
-
-        with reuse_sides():     # the side scatters are the same in every permutation
-            for (s0, s1), vals in zip(_batches(permutations, PERM_BATCH),
-                                      map_ordered(perm_task, _batches(permutations, PERM_BATCH), workers)):
-                null[s0:s1] = vals
+        null = permutation_null(samples, measures, names, perms, workers)
 
         W = bootstrap_draws(samples.G, bootstrap, random_state) if bootstrap else None
         boot = np.full((bootstrap, len(names)), np.nan)
@@ -293,6 +282,39 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
                               interval)
     return records, {"permutation_exchangeable": float(movable) if permutations else None}
 
+
+
+def permutation_null(samples, measures, names, perms, workers):
+    """``(N, len(names))`` values of the measures under the permutations ``perms`` (N, G):
+    one cross product per permutation for every measure, by the pair route
+    (:mod:`actkit.inference._pairs`, a group of permutations at a time) where it is the
+    cheaper, else by the rows' product; the side decompositions computed once
+    (:func:`~actkit.measures.reuse_sides`), in fixed batches on ``workers`` threads."""
+    N = len(perms)
+    null = np.full((N, len(names)), np.nan)
+
+    def task(span, products=None, g0=0):
+        out = []
+        for j in range(*span):
+            m = samples.permuted_moments(perms[j], None if products is None else products(j - g0))
+            out.append([measures[k][0](m) for k in names])
+        return out
+
+    with reuse_sides():     # the side scatters are the same in every permutation
+        if not use_pairs(samples, N):
+            for (s0, s1), vals in zip(_batches(N, PERM_BATCH), map_ordered(task, _batches(N, PERM_BATCH), workers)):
+                null[s0:s1] = vals
+            return null
+        step = group_size(samples)
+        for g0 in range(0, N, step):
+            g1 = min(N, g0 + step)
+            products = group_products(samples, perms[g0:g1])
+            spans = _batches(g1 - g0, PERM_BATCH)
+            for (s0, s1), vals in zip(spans, map_ordered(
+                    lambda sp, p=products, g0=g0: task((g0 + sp[0], g0 + sp[1]), p, g0), spans, workers)):
+                null[g0 + s0:g0 + s1] = vals
+            del products
+    return null
 
 def measure_records(names, measures, observed, null, boot, permutations, bootstrap, confidence, interval):
     """``{name: MeasureRecord}`` from the observed values, the permutation null

@@ -7,13 +7,15 @@ Everything the resampling needs derives from these rows in a fixed order at one 
 * per-sample row counts ``n_s`` and sums ``u_s = sum_{i in s} a_i``, ``v_s`` (G x D);
 * the weighted moments of a bootstrap resample (sample ``s`` taken ``w_s`` times),
   ``N = w.n``, ``S_ab(w) = sum_s w_s A_s^T B_s - u(w) v(w)^T / N``, from the per-sample
-  scatter blocks ``A_s^T A_s, B_s^T B_s, A_s^T B_s``: kept when ``G (Da^2 + Db^2 + Da Db)``
-  floats fit :data:`BLOCK_BYTES` (one small GEMM per batch of resamples), else formed a few
+  scatter blocks ``A_s^T A_s, B_s^T B_s, A_s^T B_s`` (the symmetric two packed to their upper
+  triangles): kept when ``G (Da (Da + 1) / 2 + Db (Db + 1) / 2 + Da Db)`` floats fit
+  :data:`BLOCK_BYTES` (one small GEMM per batch of resamples), else formed a few
   samples at a time once per batch of resamples (the rows' products once per batch, not three
   per resample);
 * the cross scatter of a permutation ``pi`` of the input samples of B
   (``sum_s A_s^T B_pi(s)`` less the unchanged outer product of the totals): one product of
-  the rows; the side scatters do not change.
+  the rows, or, for many permutations of few samples, a sum of pair products formed once
+  (:mod:`actkit.inference._pairs`); the side scatters do not change.
 
 Memory: the rows, ``n (Da + Db)`` float64 (20,000 x 384 per side: 123 MB), plus the blocks
 when kept. A permutation needs B's samples in another order than the file's, hence the rows.
@@ -21,12 +23,14 @@ when kept. A permutation needs B's samples in another order than the file's, hen
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
 
 from actkit._data import iter_blocks
 from actkit._device import resolve_device
+from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.errors import ValidationError
 from actkit.measures import Moments
 
@@ -156,39 +160,53 @@ class Samples:
                                   f"samples, got {self.G}")
 
     # ------------------------------------------------------------------ bootstrap
+    def _widths(self):
+        """Floats of one sample's three blocks: the symmetric two packed, the cross block whole."""
+        return (self.da * (self.da + 1) // 2, self.db * (self.db + 1) // 2, self.da * self.db)
+
     def blocks_fit(self) -> bool:
-        return 8 * self.G * (self.da ** 2 + self.db ** 2 + self.da * self.db) <= BLOCK_BYTES
+        return 8 * self.G * sum(self._widths()) <= BLOCK_BYTES
 
     def blocks(self):
-        """Per-sample scatter blocks (G, Da*Da), (G, Db*Db), (G, Da*Db) about the means."""
+        """Per-sample scatter blocks about the means: ``A_s^T A_s`` and ``B_s^T B_s`` packed to
+        their upper triangles (G, Da (Da + 1) / 2), (G, Db (Db + 1) / 2) (:func:`packed_upper`:
+        a third less to re-weight per resample), ``A_s^T B_s`` whole (G, Da*Db)."""
         if self._blocks is None:
             G, o = self.G, self.offsets
-            out = [np.empty((G, self.da * self.da)), np.empty((G, self.db * self.db)),
-                   np.empty((G, self.da * self.db))]
-            for s in range(G):
-                a, b = (x[o[s]:o[s + 1]] for x in (self.device_rows() or (self.A, self.B)))
-                for P, block in zip(out, (a.T @ a, b.T @ b, a.T @ b)):
-                    P[s] = host(block).ravel()
+            out = [np.empty((G, w)) for w in self._widths()]
+            rows = self.device_rows() or (self.A, self.B)
+            keep = (packed_upper(self.da), packed_upper(self.db), slice(None))
+
+            def fill(span):         # each block one product at one BLAS thread: any split, the same bits
+                for s in range(*span):
+                    a, b = (x[o[s]:o[s + 1]] for x in rows)
+                    for P, block, k in zip(out, (a.T @ a, b.T @ b, a.T @ b), keep):
+                        P[s] = host(block).ravel()[k]
+
+            spans = [(t, min(G, t + STREAM_SAMPLES)) for t in range(0, G, STREAM_SAMPLES)]
+            workers = 1 if self._device is not None else current_threads()
+            with small_linalg():
+                for _ in map_ordered(fill, spans, workers):
+                    pass
             self._blocks = out
         return self._blocks
 
     def _block_rows(self, s0, s1):
         """The per-sample scatter blocks of samples ``s0:s1`` (three arrays, one row each)."""
         o = self.offsets
-        out = [np.empty((s1 - s0, self.da * self.da)), np.empty((s1 - s0, self.db * self.db)),
-               np.empty((s1 - s0, self.da * self.db))]
+        out = [np.empty((s1 - s0, w)) for w in self._widths()]
+        keep = (packed_upper(self.da), packed_upper(self.db), slice(None))
         for s in range(s0, s1):
             a, b = self.A[o[s]:o[s + 1]], self.B[o[s]:o[s + 1]]
-            for P, block in zip(out, (a.T @ a, b.T @ b, a.T @ b)):
-                P[s - s0] = block.ravel()
+            for P, block, k in zip(out, (a.T @ a, b.T @ b, a.T @ b), keep):
+                P[s - s0] = block.ravel()[k]
         return out
 
     def _streamed_blocks(self, W):
-        """``W @ blocks`` (each (k, D*D)) where the blocks do not fit in memory: they are
+        """``W @ blocks`` (as :meth:`blocks`, k rows) where the blocks do not fit in memory: they are
         formed :data:`STREAM_SAMPLES` samples at a time, once per batch of resamples (the
         batch shares them: 1 / k of the rows' products per resample, not three per resample)."""
-        out = [np.zeros((len(W), self.da * self.da)), np.zeros((len(W), self.db * self.db)),
-               np.zeros((len(W), self.da * self.db))]
+        out = [np.zeros((len(W), w)) for w in self._widths()]
         for s0 in range(0, self.G, STREAM_SAMPLES):
             s1 = min(self.G, s0 + STREAM_SAMPLES)
             for acc, P in zip(out, self._block_rows(s0, s1)):
@@ -198,7 +216,8 @@ class Samples:
     def weighted_blocks(self, W):
         """The re-weighted sums of bootstrap resamples ``W`` (k, G) of sample multiplicities:
         ``(N, U, V, Paa, Pbb, Pab)``, the rows (k,), the column sums (k, Da) and (k, Db), and
-        the flattened scatter blocks (k, Da*Da), (k, Db*Db), (k, Da*Db)."""
+        the scatter blocks as :meth:`blocks` holds them (the two symmetric ones packed:
+        :func:`unpacked` gives the matrix)."""
         W = np.asarray(W, dtype=np.float64)
         N = W @ self.n_s
         U, V = W @ self.u, W @ self.v
@@ -214,8 +233,8 @@ class Samples:
         W = np.asarray(W, dtype=np.float64)
         N, U, V, Paa, Pbb, Pab = self.weighted_blocks(W)
         raw = {k: W @ v for k, v in self.raw.items()}
-        return [self._moments(float(N[k]), U[k], V[k], Paa[k].reshape(self.da, self.da),
-                              Pbb[k].reshape(self.db, self.db), Pab[k].reshape(self.da, self.db),
+        return [self._moments(float(N[k]), U[k], V[k], unpacked(Paa[k], self.da),
+                              unpacked(Pbb[k], self.db), Pab[k].reshape(self.da, self.db),
                               {key: val[k] for key, val in raw.items()})
                 for k in range(len(W))]
 
@@ -258,18 +277,26 @@ class Samples:
             return out, self.A.T @ self.dy[r], self.B.T @ self.dx[inv]
         return out
 
-    def permuted_moments(self, perm):
+    def permuted_moments(self, perm, products=None):
         """:class:`actkit.measures.Moments` with B's samples permuted: the side scatters and
-        means as they are, the cross scatter (and the debiased CKA's pairing terms) anew."""
+        means as they are, the cross scatter (and the debiased CKA's pairing terms) anew.
+        ``products``: the permutation's ``(A^T B[r], x_dy, y_dx, dx . dy[r])`` already formed
+        (the pair route, :mod:`actkit.inference._pairs`; the last three None without norms)."""
         full = self.moments()
-        r = self.row_order(perm)
+        if products is None:
+            r = self.row_order(perm)
+            if not self.norms:
+                products = (self._product(r), None, None, None)
+            else:
+                # x_dy and y_dx only rebase the norms by the totals' offset (zero up to rounding:
+                # the rows are centred), so the product dtype serves them; sum_dxdy enters as it is
+                products = (*self._product(r, norms=True), self.dx @ self.dy[r])
+        ab, x_dy, y_dx, dxdy = products
+        ab = np.asarray(ab, dtype=np.float64)
         if not self.norms:     # only the cross scatter changes (as from_sums centres it)
-            return replace(full, Sab=self._product(r) - self._outer_ab)
+            return replace(full, Sab=ab - self._outer_ab)
         raw = dict(self._raw_totals)
-        # x_dy and y_dx only rebase the norms by the totals' offset (zero up to rounding: the
-        # rows are centred), so the product dtype serves them; sum_dxdy enters as it is
-        ab, x_dy, y_dx = self._product(r, norms=True)
-        raw.update(sum_dxdy=self.dx @ self.dy[r], x_dy=x_dy, y_dx=y_dx)
+        raw.update(sum_dxdy=dxdy, x_dy=x_dy, y_dx=y_dx)
         m = self._moments(float(self.n), self.u.sum(axis=0), self.v.sum(axis=0), *self._sides, ab, raw)
         # the side scatters as the same arrays in every permutation (the same bits): a
         # measure's side decompositions are then computed once (measures.reuse_sides)
@@ -284,6 +311,27 @@ def gather_pair(A, B, *, block_rows=None, progress=None):
     for xb in iter_blocks(B, block_rows=block_rows, dtype=np.float64):
         parts_b.append(np.array(xb, dtype=np.float64))
     return np.concatenate(parts_a), np.concatenate(parts_b)
+
+
+@functools.lru_cache(maxsize=8)
+def _upper(d):
+    iu = np.triu_indices(d)
+    return iu, iu[0] * d + iu[1]
+
+
+def packed_upper(d):
+    """Flat indices of the upper triangle of a (d, d) matrix, row by row: a symmetric block
+    packed to ``d (d + 1) / 2`` floats."""
+    return _upper(d)[1]
+
+
+def unpacked(p, d):
+    """The symmetric (d, d) matrix of its packed upper triangle ``p`` (:func:`packed_upper`)."""
+    iu = _upper(d)[0]
+    out = np.empty((d, d))
+    out[iu] = p
+    out[iu[1], iu[0]] = p
+    return out
 
 
 def host(x):
