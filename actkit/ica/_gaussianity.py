@@ -19,11 +19,15 @@ and the whitening accounted for), summed per **unit** (input samples, dealt into
 128 units by sample index), so rows of one input sample may depend on each other; the
 quadratic ones are U-statistics over pairs of different units
 (``sum_{u != v} <S_u, S_v> / sqrt(2 sum_{u != v} <S_u, S_v>^2)``), which have mean 0 on
-Gaussian rows. Where the rows come in input samples of several rows, the tests use each
-row's deviation from its sample's mean (scaled by ``sqrt(m / (m - 1))``, ``m`` the
-sample's rows): Gaussian, and independent between samples, whenever the rows are
-Gaussian with a Gaussian per-sample effect; whitening the raw rows of fewer input samples
-than components would otherwise leave the samples' own scatter as spurious structure.
+Gaussian rows. Where the rows come in input samples of several rows and the samples are
+fewer than ``10 k``, the tests use each row's deviation from its sample's mean (scaled by
+``sqrt(m / (m - 1))``, ``m`` the sample's rows): Gaussian, and independent between samples,
+whenever the rows are Gaussian with a Gaussian per-sample effect. Whitening the raw rows
+of fewer samples than components leaves the samples' own scatter as spurious structure
+(Gaussian rows with per-sample effects, 160 samples, k = 252: kurtosis z = -9), while with
+``10 k`` samples or more the raw rows are well calibrated (z within +-2.3 in 32 draws from
+16 to 3,000 samples) and keep all of their non-Gaussianity (the deviations of samples of 4
+rows keep 58% of a source's excess kurtosis).
 
 Measured (16,000 rows, k = 252, z-scores): Gaussian rows with and without per-sample
 effects within +-2.6; the zoo's Pythia-tiny activations (k = 64) 10, 60 and 65; ten
@@ -42,6 +46,8 @@ __all__ = ["GAUSSIAN_Z", "gaussianity", "no_signal"]
 #: Below this z-score on all three tests the rows show no non-Gaussian signal beyond chance.
 GAUSSIAN_Z = 3.0
 MAX_UNITS = 128
+#: Deviations from the sample means are tested below this many input samples per component.
+WITHIN_BELOW = 10
 _UNIT_BYTES = 2 ** 27        # the units' k x k sums of the cumulant test, at most 128 MiB
 
 
@@ -52,14 +58,15 @@ def no_signal(stats):
         and stats["skewness"] < GAUSSIAN_Z and stats["cumulant"] < GAUSSIAN_Z
 
 
-def _units(n, groups):
-    """Each kept row's unit, each kept row's sample index, the rows kept and whether rows are
-    taken as deviations from their sample's mean (samples of several rows)."""
+def _units(n, k, groups, within_below):
+    """Each row's input sample, the rows kept and whether rows are taken as deviations from
+    their sample's mean: with samples of several rows and fewer than ``within_below * k``
+    samples."""
     if groups is None:
         return np.arange(n), np.ones(n, bool), False
     _, gid = np.unique(np.asarray(groups), return_inverse=True)
     counts = np.bincount(gid)
-    if counts.max() < 2:
+    if counts.max() < 2 or counts.size >= within_below * k:
         return gid, np.ones(n, bool), False
     return gid, counts[gid] >= 2, True
 
@@ -88,7 +95,7 @@ def _ustat(S):
     return float((G.sum() - d.sum()) / np.sqrt(den)) if den > 0 else 0.0
 
 
-def gaussianity(Z, groups=None):
+def gaussianity(Z, groups=None, *, within_below=WITHIN_BELOW):
     """The three z-scores of the module docstring on whitened rows ``Z``.
 
     Parameters
@@ -97,6 +104,8 @@ def gaussianity(Z, groups=None):
         Rows (whitened or not: they are re-whitened here).
     groups : array-like of shape (n,), optional
         Input-sample id of each row (None: every row its own sample).
+    within_below : float, default=10
+        Test deviations from the sample means below ``within_below * k`` input samples.
 
     Returns
     -------
@@ -106,7 +115,7 @@ def gaussianity(Z, groups=None):
         freedom or 8 units) or do not span ``k`` directions. The same bits at any thread count.
     """
     n, k = Z.shape
-    gid, keep, within = _units(n, groups)
+    gid, keep, within = _units(n, k, groups, within_below)
     units = min(MAX_UNITS, max(8, _UNIT_BYTES // (8 * k * k)))
     with small_linalg():
         Y, dof, g = _deviations(Z, gid, keep, within)
