@@ -78,6 +78,8 @@ def test_gaussian_rows_pass_and_heavy_tailed_rows_fail_by_input_sample():
 def test_too_few_rows_are_not_tested():
     rng = np.random.default_rng(2)
     assert gaussianity(rng.normal(size=(200, 24))) is None          # under 10 k dof
+    assert gaussianity(rng.normal(size=(1999, 4))) is None          # under 2,000 rows
+    assert gaussianity(rng.normal(size=(2000, 4))) is not None
     assert not no_signal(None)
 
 
