@@ -100,7 +100,7 @@ def whitened_side(side, k):
     Uses :func:`actkit.whitening.whitening_from_moments` (eigenvalues below ``1e-6`` x the
     largest are dropped for float32 rows, ``1e-10`` for float64). Returns ``{"whitening"
     (k, d), "dewhitening" (d, k), "rank", "Z" (n_sample, k) whitened rows, "gaussianity"}``
-    (:func:`actkit.ica._gaussianity.gaussianity` of ``Z`` by input sample, or None)."""
+    (:func:`actkit.ica.gaussianity` of ``Z`` by input sample, or None)."""
     key = ("whitened", k)
     cached = side._ica.get(key)
     if cached is not None and cached["Z"] is not None:
@@ -136,7 +136,7 @@ def fit_ica_side(side, k, random_state, ica_params):
     """FastICA on the whitened sample rows of a side (:func:`whitened_side`).
 
     Where those rows show no non-Gaussian signal beyond chance
-    (:func:`actkit.ica._gaussianity.no_signal`), every rotation is a FastICA solution and
+    (:func:`actkit.ica.no_signal`), every rotation is a FastICA solution and
     the fit keeps its random start (seeded by ``random_state``; 0 iterations) instead of
     optimising the rows' sampling noise (docs/definitions.md, "ICA alignment").
     Returns ``{"whitening" (k, d), "dewhitening" (d, k), "rotation" (k, k) orthogonal,
@@ -285,9 +285,9 @@ class ICAAlignment(Alignment):
         Whether every FastICA start reached ``tol`` on both sides within ``max_iter``.
     gaussian_ : (bool, bool)
         Whether A's and B's whitened FastICA rows show no non-Gaussian signal beyond chance
-        (:func:`actkit.ica._gaussianity.no_signal`); such a side keeps its random starts.
+        (:func:`actkit.ica.no_signal`); such a side keeps its random starts.
     gaussianity_ : (dict or None, dict or None)
-        The z-scores of that check on each side (:func:`actkit.ica._gaussianity.gaussianity`).
+        The z-scores of that check on each side (:func:`actkit.ica.gaussianity`).
     """
 
     method = "ica"
