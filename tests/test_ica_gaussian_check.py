@@ -155,3 +155,20 @@ def test_the_check_has_the_same_bits_at_one_and_two_threads():
         with use_threads(t):
             out.append(gaussianity(X.astype(np.float32), g))
     assert out[0] == out[1]
+
+
+def test_compare_many_checks_each_side_by_input_sample_once():
+    """compare_many fits each representation's ICA once, before the pairs: the check there
+    sees the same input samples as compare's own (the same notes, 0 iterations)."""
+    from actkit.alignment import compare_many
+
+    rng = np.random.default_rng(6)
+    X, g = _effects(rng, G=100, m=30, d=16)
+    reps = [X.astype(np.float32), (X @ rng.normal(size=(16, 16)) + rng.normal(size=X.shape)).astype(np.float32)]
+    _, results = _quiet(compare_many, reps, groups=g, metric="rigid")
+    for res in results.values():
+        d = res.to_dict()
+        assert d["ica_n_iter_a"] == 0 and d["ica_n_iter_b"] == 0
+        assert sum(n.startswith("FastICA found nothing to identify") for n in d["notes"]) == 2
+    direct = _quiet(compare, reps[0], reps[1], groups=g).to_dict()
+    assert direct["ica"] == results[(0, 1)].to_dict()["ica"]
