@@ -6,6 +6,7 @@ FastICA on the same whitened rows)."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -172,3 +173,16 @@ def test_compare_many_checks_each_side_by_input_sample_once():
         assert sum(n.startswith("FastICA found nothing to identify") for n in d["notes"]) == 2
     direct = _quiet(compare, reps[0], reps[1], groups=g).to_dict()
     assert direct["ica"] == results[(0, 1)].to_dict()["ica"]
+
+
+def test_compare_on_a_gaussian_pair_has_the_same_digits_at_one_and_two_threads():
+    rng = np.random.default_rng(8)
+    X, g = _effects(rng, G=60, m=50, d=24)
+    A = X.astype(np.float32)
+    B = (X @ rng.normal(size=(24, 24)) / 5 + rng.normal(size=X.shape)).astype(np.float32)
+    out = []
+    for t in (1, 2):
+        d = _quiet(compare, A, B, groups=g, threads=t).to_dict()
+        assert d["ica_n_iter_a"] == 0
+        out.append(json.dumps({k: v for k, v in d.items() if not k.startswith("seconds")}, sort_keys=True))
+    assert out[0] == out[1]
