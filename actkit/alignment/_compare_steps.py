@@ -148,6 +148,8 @@ def moment_pass(request: Request, rows: SplitRows, *, block_rows=None, progress=
                 block_rows=block_rows, progress=progress, diam_rows=rows.diam_rows,
                 side_a=side_a, side_b=side_b)
     pair.fit_moments()
+    for side in (pair.a, pair.b):
+        side.groups = request.groups        # FastICA's Gaussian check tests by input sample
     refuse_constant(constant_side(pair_moments(pair)), "the comparison")  # before any fit
     return pair
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from actkit._params import Interval, StrOptions
 from actkit._rows import sample_rows
@@ -22,7 +23,7 @@ from actkit.alignment._ica_best import classic_maps, fastica_contrast, fit_best
 from actkit.alignment._ica_consensus import identified_sources, pair_sources, side_rotation
 from actkit.alignment._maps import Alignment
 from actkit.alignment._sides import Side
-from actkit.ica import FastICA, ica_min_rows, ica_supported_components, whiten_rows
+from actkit.ica import FastICA, gaussianity, ica_min_rows, ica_supported_components, no_signal, whiten_rows
 from actkit.errors import ValidationError
 from actkit.whitening import whitening_from_moments
 
@@ -72,11 +73,19 @@ def ica_components(n_components, k_max):
     return int(n_components)
 
 
+def quadratic_forms(U, S):
+    """``u_i' S u_i`` for every row ``u_i`` of ``U`` (m, d), ``S`` (d, d): one product at one
+    BLAS thread (the same bits at any thread count; a three-operand ``einsum`` loops in C
+    without BLAS, 0.25 s per call at 252 x 384)."""
+    with small_linalg():
+        return np.einsum("ij,ij->i", U @ S, U)
+
+
 def source_sd(U, scatter):
     """Root of each source's scatter ``u_i' S u_i``; NaN where it is below the rounding error
     of ``S`` (float32 row blocks: ~1e-6 of its largest eigenvalue times ``|u_i|^2``), i.e. a
     source that (numerically) does not vary on these rows: its correlations are undefined."""
-    var = np.einsum("ij,jk,ik->i", U, scatter, U)
+    var = quadratic_forms(U, scatter)
     with small_linalg():
         top = float(np.linalg.eigvalsh(scatter)[-1]) if scatter.size else 0.0
     floor = 1e-6 * max(top, 0.0) * np.einsum("ij,ij->i", U, U)
@@ -84,15 +93,20 @@ def source_sd(U, scatter):
 
 
 
-def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
-    """PCA whitening from the fit-row covariance, then FastICA on whitened sample rows.
+def whitened_side(side, k):
+    """PCA whitening of a side from its fit-row covariance and its FastICA sample rows
+    whitened, once per ``k`` (cached on the side; :func:`side_fits` drops the rows after).
 
     Uses :func:`actkit.whitening.whitening_from_moments` (eigenvalues below ``1e-6`` x the
-    largest are dropped for float32 rows, ``1e-10`` for float64) and :class:`actkit.FastICA` with ``whiten=False``.
-    Returns ``{"whitening" (k, d), "dewhitening" (d, k), "rotation" (k, k) orthogonal,
-    "mean" (d,), "rank", "n_iter", "converged"}``.
-    """
-    cov = scatter / max(n - 1, 1)
+    largest are dropped for float32 rows, ``1e-10`` for float64). Returns ``{"whitening"
+    (k, d), "dewhitening" (d, k), "rank", "Z" (n_sample, k) whitened rows, "gaussianity"}``
+    (:func:`actkit.ica.gaussianity` of ``Z`` by input sample, or None)."""
+    key = ("whitened", k)
+    cached = side._ica.get(key)
+    if cached is not None and cached["Z"] is not None:
+        return cached
+    sample, n = side.sample, side.n_fit
+    cov = side.scatter_fit() / max(n - 1, 1)
     if not np.max(np.diag(cov), initial=0.0) > 0:
         raise ValidationError("a representation has zero variance on the fit rows: nothing to align")
     with small_linalg():
@@ -101,7 +115,7 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
         # whitening one would let float noise decide the rank, and so which directions the
         # two sides keep; float64 rows keep everything above 1e-10 x the largest
         eps = 1e-6 if sample.dtype == np.float32 else 1e-10
-        wp = whitening_from_moments(mean, cov, method="pca", n_components=None, eps=eps,
+        wp = whitening_from_moments(side.mean_fit, cov, method="pca", n_components=None, eps=eps,
                                     warn=False)
     rank = int(wp["rank"])
     k = min(k, rank)
@@ -110,21 +124,50 @@ def fit_ica_side(sample, mean, scatter, n, k, random_state, ica_params):
             f"too few rows for ICA: {sample.shape[0]} fit rows for {k} components "
             f"(need at least {2 * k}); provide more inputs or lower n_components")
     W = wp["whitening"][:k]                           # (k, d)
-    W_inv = wp["dewhitening"][:, :k]                  # (d, k)
     # per reduction block with one BLAS thread: the same bits at any thread count
-    Z = whiten_rows(sample, mean, W, sample.dtype)
-    R, n_iter, converged = fastica_rotation(Z, random_state, ica_params)   # (k, k)
+    Z = whiten_rows(sample, side.mean_fit, W, sample.dtype)
+    stats = cached["gaussianity"] if cached is not None else gaussianity(Z, side.sample_groups())
+    side._ica[key] = {"whitening": W, "dewhitening": wp["dewhitening"][:, :k], "rank": rank, "Z": Z,
+                      "gaussianity": stats}
+    return side._ica[key]
+
+
+def fit_ica_side(side, k, random_state, ica_params):
+    """FastICA on the whitened sample rows of a side (:func:`whitened_side`).
+
+    Where those rows show no non-Gaussian signal beyond chance
+    (:func:`actkit.ica.no_signal`), every rotation is a FastICA solution and
+    the fit keeps its random start (seeded by ``random_state``; 0 iterations) instead of
+    optimising the rows' sampling noise (docs/definitions.md, "ICA alignment").
+    Returns ``{"whitening" (k, d), "dewhitening" (d, k), "rotation" (k, k) orthogonal,
+    "mean" (d,), "rank", "n_iter", "converged", "contrast", "gaussian", "gaussianity"}``.
+    """
+    w = whitened_side(side, k)
+    Z = w["Z"]
+    gaussian = no_signal(w["gaussianity"])
+    if gaussian:
+        # a random start seeded by random_state, made orthogonal below (its polar factor)
+        R = check_random_state(random_state).normal(size=(Z.shape[1],) * 2)
+        n_iter, converged = 0, True
+    else:
+        R, n_iter, converged = fastica_rotation(Z, random_state, ica_params)   # (k, k)
     with small_linalg():
         u, _, vt = np.linalg.svd(R)
         R = u @ vt
         contrast = fastica_contrast(Z, R, ica_params.get("fun", "logcosh"))
-    return {"whitening": W, "dewhitening": W_inv, "rotation": R, "mean": mean,
-            "rank": rank, "n_iter": n_iter, "converged": converged, "contrast": contrast}
+    return {"whitening": w["whitening"], "dewhitening": w["dewhitening"], "rotation": R,
+            "mean": side.mean_fit, "rank": w["rank"], "n_iter": n_iter, "converged": converged,
+            "contrast": contrast, "gaussian": gaussian, "gaussianity": w["gaussianity"]}
 
 
 def side_fits(side, k, seeds, ica_params):
-    """One FastICA fit of ``k`` components per seed on a side (cached on the side)."""
-    return [side.ica(k, s, ica_params, fit_ica_side) for s in seeds]
+    """One FastICA fit of ``k`` components per seed on a side (cached on the side); the
+    whitened rows are dropped afterwards (the whitening and the Gaussian check stay)."""
+    try:
+        return [side.ica(k, s, ica_params, fit_ica_side) for s in seeds]
+    finally:
+        if side._ica.get(("whitened", k)) is not None:
+            side._ica[("whitened", k)]["Z"] = None
 
 
 def ica_restarts(side, k, seeds, ica_params):
@@ -236,9 +279,15 @@ class ICAAlignment(Alignment):
     self_map_ : ICAAlignment or None
         ``best``: B onto itself through the two halves' best fits of B.
     n_iter_ : (int, int)
-        The most FastICA iterations of a start on each side.
+        The most FastICA iterations of a start on each side (0 on a side whose rows show no
+        non-Gaussian signal: ``gaussian_``).
     converged_ : bool
         Whether every FastICA start reached ``tol`` on both sides within ``max_iter``.
+    gaussian_ : (bool, bool)
+        Whether A's and B's whitened FastICA rows show no non-Gaussian signal beyond chance
+        (:func:`actkit.ica.no_signal`); such a side keeps its random starts.
+    gaussianity_ : (dict or None, dict or None)
+        The z-scores of that check on each side (:func:`actkit.ica.gaussianity`).
     """
 
     method = "ica"
@@ -297,10 +346,13 @@ class ICAAlignment(Alignment):
         fits = fits_a + fits_b
         self.n_iter_ = (max(f["n_iter"] for f in fits_a), max(f["n_iter"] for f in fits_b))
         self.converged_ = all(f["converged"] for f in fits)
+        self.gaussian_ = (fits_a[0]["gaussian"], fits_b[0]["gaussian"])
+        self.gaussianity_ = (fits_a[0]["gaussianity"], fits_b[0]["gaussianity"])
 
         def clone():
             h = ICAAlignment(**self.get_params())
             h.n_iter_, h.converged_ = self.n_iter_, self.converged_
+            h.gaussian_, h.gaussianity_ = self.gaussian_, self.gaussianity_
             return h
 
         if self.ica_method == "best":
@@ -334,8 +386,7 @@ class ICAAlignment(Alignment):
         Ua, Ma, Ub, Mb = Ua[:k], Ma[:, :k], Ub[:k], Mb[:, :k]
         # source moments on fit rows, from the raw moments
         cross = Ua @ m.scatter_xy() @ Ub.T
-        va = np.einsum("ij,jk,ik->i", Ua, m.scatter_xx(), Ua)
-        vb = np.einsum("ij,jk,ik->i", Ub, m.scatter_yy(), Ub)
+        va, vb = quadratic_forms(Ua, m.scatter_xx()), quadratic_forms(Ub, m.scatter_yy())
         Sxx, Syy, Sxy = m.scatter_xx(), m.scatter_yy(), m.scatter_xy()
         # the fallback: all of A as the permutation maps it -- including the directions
         # outside the k fitted components (mapping only Ua' Ma' Q, their projection, would
@@ -354,9 +405,12 @@ class ICAAlignment(Alignment):
             # alone: a pair goes through ICA only where that lowers it
             V = signs[:, None] * Mb[:, c].T - (Q.T @ Ma[:, r]).T            # (pairs, Db)
             U = Ua[r]                                                       # (pairs, Da)
-            G = Sxx @ coef - Sxy
-            gain = 2.0 * np.einsum("id,de,ie->i", U, G, V) + va[r] * np.einsum("ie,ie->i", V, V)
-            keep = gain < 0 if select else np.ones(r.size, bool)
+            keep = np.ones(r.size, bool)
+            if select:
+                with small_linalg():
+                    G = Sxx @ coef - Sxy
+                    gain = 2.0 * np.einsum("id,id->i", U @ G, V) + va[r] * np.einsum("ie,ie->i", V, V)
+                keep = gain < 0
             coef = coef + U[keep].T @ V[keep]
             r, c, signs = r[keep], c[keep], signs[keep]
         self.unmixing_a_, self.mixing_a_ = Ua, Ma
@@ -368,13 +422,16 @@ class ICAAlignment(Alignment):
         return self._set(coef, m.mean_x, m.mean_y)
 
 
-def prepared_side(X, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, seeds, ica_params):
+def prepared_side(X, name, eval_mask, sample_rows, diam_rows, dtype, block_rows, ica_ks, seeds, ica_params,
+                  groups=None):
     """One representation of :func:`~actkit.compare_many`, read once: its :class:`Side`
     (moments, diameter and ICA sample rows) with the FastICA fits of every ``(n_components,
     width)`` in ``ica_ks`` that its pairs will ask for, and no rows kept (``X`` is dropped, so
-    the side can travel to other processes). A fit that fails (too few rows, ...) is left to
+    the side can travel to other processes); ``groups``: the input-sample id of every row
+    (or None). A fit that fails (too few rows, ...) is left to
     the pair, which raises it with :func:`~actkit.compare`'s own message."""
     side = Side(X, name, eval_mask, sample_rows, diam_rows, dtype)
+    side.groups = groups                # (n,) input-sample ids or None: FastICA's Gaussian check
     side.run(block_rows)
     for n_components, width in ica_ks:
         try:

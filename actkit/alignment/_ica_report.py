@@ -10,6 +10,7 @@ import numpy as np
 
 from actkit.alignment._ica_best import identifiable
 from actkit.alignment._ica_map import ica_min_rows
+from actkit.ica import GAUSSIAN_Z
 
 
 def ica_maps(h):
@@ -42,7 +43,25 @@ def fit_notes(h, n_rows, k_all):
                      f"component); FastICA needs about {ica_min_rows(k)} (max(50 k, k^2/4)) or it finds "
                      f"spurious sources, so the ica error is unreliable: give it more rows (ica_max_rows, "
                      f"more inputs) or fewer components (leave ica_n_components unset)")
+    notes.extend(gaussian_notes(h))
     return notes
+
+
+def gaussian_notes(h):
+    """The note of each side whose whitened FastICA rows show no non-Gaussian signal beyond
+    chance (``h.gaussian_``; docs/definitions.md, "ICA alignment", the Gaussian check)."""
+    out = []
+    for name, gaussian, stats in zip("AB", getattr(h, "gaussian_", (False, False)),
+                                     getattr(h, "gaussianity_", (None, None))):
+        if gaussian:
+            out.append(
+                f"FastICA found nothing to identify on {name}: its whitened fit rows show no "
+                f"non-Gaussian signal beyond chance (z-scores by input sample: kurtosis "
+                f"{stats['kurtosis']:.1f}, skewness {stats['skewness']:.1f}, cumulant "
+                f"{stats['cumulant']:.1f}, all below {GAUSSIAN_Z:g}), so every rotation is an ICA "
+                f"solution there; its {h.restarts} restarts keep their random starts (0 iterations) "
+                f"and the ica column is not a measurement of shared sources")
+    return out
 
 
 def ica_measures(h, sums, classic_keys, n_eval, diam_b, errors, den, defined, b_rows, dtype):

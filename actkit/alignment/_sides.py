@@ -41,6 +41,7 @@ class Side:
         self.sample_rows = sample_rows      # sorted global rows kept in memory for FastICA
         self.diam_rows = diam_rows          # sorted global eval rows kept for the diameter
         self.shift = shift                  # (D,) float64; None: the first block's (first_block_shift)
+        self.groups = None                  # (n,) input-sample id of every row, or None (one row each)
         self.fit = self.eval = None
         self.sample = []
         self.diam = []
@@ -67,8 +68,10 @@ class Side:
 
     def fresh(self):
         """An empty side over the same rows, with this side's shift (a partial of a pass)."""
-        return Side(self.X, self.name, self.eval_mask, self.sample_rows, self.diam_rows, self.dtype,
-                    shift=self.shift)
+        out = Side(self.X, self.name, self.eval_mask, self.sample_rows, self.diam_rows, self.dtype,
+                   shift=self.shift)
+        out.groups = self.groups
+        return out
 
     def merged(self, other):
         """A new unfinished side: this side's rows, then ``other``'s (same shift); neither is
@@ -115,12 +118,15 @@ class Side:
     def scatter_fit(self):
         return self.fit.scatter()
 
+    def sample_groups(self):
+        """The input-sample id of each FastICA sample row (``sample`` order), or None."""
+        return None if self.groups is None else np.asarray(self.groups)[self.sample_rows]
+
     def ica(self, k, random_state, ica_params, fit_side):
-        """``fit_side(sample, mean, scatter, n, k, random_state, ica_params)``, cached."""
+        """``fit_side(side, k, random_state, ica_params)``, cached."""
         key = (k, random_state, tuple(sorted(ica_params.items())))
         if key not in self._ica:
-            self._ica[key] = fit_side(self.sample, self.mean_fit, self.scatter_fit(),
-                                      self.n_fit, k, random_state, ica_params)
+            self._ica[key] = fit_side(self, k, random_state, ica_params)
         return self._ica[key]
 
 

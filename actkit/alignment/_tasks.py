@@ -84,7 +84,7 @@ def _many(runner, setup, widths, compare_fn, side_fn, metric, progress, kwargs):
         ks = sorted({(d["ica_n_components"], min(widths[i], widths[j])) for j in range(K)}) \
             if "ica" in d["methods"] else []
         tasks.append((_side_task, (side_fn, srcs[i], f"source {i}", eval_mask, sample_rows, diam_rows, dtype, br,
-                                   ks, seeds, ica_params)))
+                                   ks, seeds, ica_params, groups)))
     pairs = [(i, j) for i in range(K) for j in range(K)]
     for i, j in pairs:
         tasks.append((_pair_task, (compare_fn, srcs[i], srcs[j], ("task", i), ("task", j), groups, kwargs)))

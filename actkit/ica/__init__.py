@@ -29,11 +29,14 @@ Layout (python-picard's): ``_contrast`` (the contrast functions), ``_source`` (w
 and one pass over them), ``_rotations`` (expm, symmetric decorrelation), ``_picard``
 (Picard-O), ``_fixed_point`` (symmetric and deflation fixed points), ``_init`` (starting
 rotations, warm start), ``_estimator`` (:class:`FastICA`, :func:`fastica`), ``_trace`` (a
-tracing hook for benchmarks).
+tracing hook for benchmarks), ``_gaussianity`` (whether whitened rows carry non-Gaussian
+signal beyond chance: ``compare``'s check before its FastICA fits).
 """
 
 from actkit.ica._estimator import FastICA, fastica
+from actkit.ica._gaussianity import GAUSSIAN_Z, gaussianity, no_signal
 from actkit.ica._reduce import whiten_rows
 from actkit.ica._rows_rule import ica_min_rows, ica_supported_components
 
-__all__ = ["FastICA", "fastica", "ica_min_rows", "ica_supported_components", "whiten_rows"]
+__all__ = ["FastICA", "GAUSSIAN_Z", "fastica", "gaussianity", "ica_min_rows", "ica_supported_components",
+           "no_signal", "whiten_rows"]

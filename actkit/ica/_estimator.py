@@ -250,7 +250,11 @@ class FastICA(FloatTransformer):
         if streaming:
             source = WhitenedSource(X=X, mean=mean, K=K, dtype=cdtype, device=self.device, runner=runner)
         else:
-            source = WhitenedSource(Z=on_device(whitened(X), self.device), dtype=cdtype, device=self.device,
+            # whiten=False: whitening by (mean 0, K = I) is the identity in float64, so the rows
+            # are only cast (the same bits, without a k x k product per block)
+            Z = np.ascontiguousarray(X, dtype=cdtype) if not self.whiten and isinstance(X, np.ndarray) \
+                else whitened(X)
+            source = WhitenedSource(Z=on_device(Z, self.device), dtype=cdtype, device=self.device,
                                     rows=pass_rows(d))
             if sub_idx is not None:
                 sub_rows = np.asarray(X)[sub_idx]   # the warm-up re-whitens its raw rows
