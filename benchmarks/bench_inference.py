@@ -302,7 +302,7 @@ def row_measures(args):
     import torch
 
     from actkit._threads import use_threads
-    from actkit.inference import infer_rows
+    from actkit.inference import infer_rows, row_measure
 
     A, B, g = row_data()
     a, b = torch.from_numpy(A), torch.from_numpy(B)
@@ -313,7 +313,7 @@ def row_measures(args):
     print(f"{'measure':<12}{'ours (s)':>10}{'CPU (s)':>9}{'recompute (s)':>15}{'ratio':>8}  value, p, 95% percentile "
           f"interval")
     for name, params in (("rsa", {"method": "spearman"}), ("mutual_knn", {"k": 10})):
-        ms = {name: (_row_compute(name, params), "similarity")}
+        ms = {name: (row_measure(name, params), "similarity")}
         kw = dict(confidence=0.95, random_state=0, interval="percentile", progress=False)
         with use_threads(args.threads):
             rec, ours, cpu = _timed_cpu(lambda: infer_rows(a, b, g, ms, permutations=P, bootstrap=M, **kw)[name])
@@ -328,17 +328,6 @@ def row_measures(args):
           f"(infer_rows(structures=False)), {k} permutations + {k} resamples timed and scaled to {P} + {M}; "
           f"ours: the whole call (structure + resamples), wall and CPU; load after {os.getloadavg()[0]:.2f}")
     rsatoolbox_side_by_side(args, A, B, *rsa_side)
-
-
-def _row_compute(name, params):
-    from actkit.measures import get_measure
-
-    m = get_measure(name)
-
-    def compute(x, y):
-        return float(m.compute(x, y, **params))
-    compute.measure, compute.params = name, params
-    return compute
 
 
 def rsatoolbox_side_by_side(args, A, B, a, b, g, ms, kw):

@@ -16,7 +16,7 @@ import torch
 
 import actkit
 from actkit._threads import use_threads
-from actkit.inference import infer_rows
+from actkit.inference import infer_rows, row_measure
 from actkit.measures import SampleLayout, structure_for
 from actkit.inference._resample import bootstrap_draws
 from actkit.measures import get_measure, sample_by_groups
@@ -39,17 +39,8 @@ def _texts(G=30, seed=0, related=True, lengths=(2, 6), d=(7, 5)):
     return A, B, sid
 
 
-def _bound(name, params):
-    m = get_measure(name)
-
-    def compute(a, b):
-        return float(m.compute(a, b, **params))
-    compute.measure, compute.params = name, params
-    return compute
-
-
 def _records(A, B, sid, chosen, **kw):
-    measures = {f"{n}{i}": (_bound(n, p), "similarity") for i, (n, p) in enumerate(chosen)}
+    measures = {f"{n}{i}": (row_measure(n, p), "similarity") for i, (n, p) in enumerate(chosen)}
     return infer_rows(torch.from_numpy(A), torch.from_numpy(B), sid, measures, progress=False, **kw)
 
 
@@ -301,7 +292,7 @@ def test_a_long_estimate_names_the_max_rows_that_fits(capsys, monkeypatch):
     A, B, sid = _texts(G=60, seed=6)
     _records(A, B, sid, [("rsa", {"method": "spearman"})], permutations=3, bootstrap=3)
     assert capsys.readouterr().err == ""                       # progress=False: silent
-    measures = {"rsa": (_bound("rsa", {"method": "spearman"}), "similarity")}
+    measures = {"rsa": (row_measure("rsa", {"method": "spearman"}), "similarity")}
     infer_rows(torch.from_numpy(A), torch.from_numpy(B), sid, measures, permutations=3, bootstrap=3)
     err = capsys.readouterr().err
     assert "--max-rows 100 would take about" in err

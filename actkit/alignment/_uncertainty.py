@@ -18,7 +18,7 @@ from actkit.alignment._measures_run import MeasureValue
 from actkit.errors import ValidationError
 from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_cka_debiased,
                               bootstrap_interval, bootstrap_mean_cca, check_resampling,
-                              gather_pair, gram_fits, infer, infer_rows, mean_cca_resampled)
+                              gather_pair, gram_fits, infer, infer_rows, mean_cca_resampled, row_measure)
 from actkit.measures import available, get_measure, rows_of
 
 
@@ -46,17 +46,10 @@ def resampled_measures(chosen):
         if m.source == "moments" and not m.needs_split:
             out[m.name] = (_bound(m, params), m.kind)
         elif m.source == "rows":
-            rows[m.name] = (_bound_rows(m, params), m.kind)
+            rows[m.name] = (row_measure(m.name, params), m.kind)
         elif m.source != "alignment":
             skipped.append(m.name)
     return out, rows, skipped
-
-
-def _bound_rows(m, params):
-    def compute(a, b):
-        return float(m.compute(a, b, **params))
-    compute.measure, compute.params = m.name, dict(params)     # its pairwise structure's key
-    return compute
 
 
 def _bound(m, params):

@@ -9,11 +9,11 @@ from actkit.inference._resample import (INTERVALS, MeasureRecord, bootstrap_draw
                                         bootstrap_interval, check_resampling, infer, min_bootstrap,
                                         p_value, percentile_interval, permutation_draws,
                                         resampling_notes)
-from actkit.inference._rows import infer_rows
+from actkit.inference._rows import infer_rows, row_measure
 from actkit.inference._samples import MIN_SAMPLES, Samples, gather_pair
 
 __all__ = ["INTERVALS", "MIN_SAMPLES", "MeasureRecord", "Samples", "bootstrap_cka", "bootstrap_cka_debiased",
            "bootstrap_mean_cca", "mean_cca_resampled",
            "bootstrap_draws", "bootstrap_floor_error", "bootstrap_interval", "min_bootstrap",
            "resampling_notes", "check_resampling", "gather_pair", "gram_fits",
-           "infer", "infer_rows", "p_value", "percentile_interval", "permutation_draws"]
+           "infer", "infer_rows", "p_value", "percentile_interval", "permutation_draws", "row_measure"]

@@ -20,7 +20,7 @@ import numpy as np
 
 from actkit._progress import heartbeat, progress_bar
 from actkit._threads import current_threads, map_ordered, small_linalg
-from actkit.measures import SampleLayout, structure_for
+from actkit.measures import SampleLayout, get_measure, structure_for
 from actkit.inference._resample import bootstrap_draws, measure_records, permutation_draws
 
 #: the ``max_rows`` the estimate suggests would take about this long (seconds)
@@ -28,6 +28,19 @@ TARGET_SECONDS = 180.0
 
 #: resamples per task (a constant, never the thread count: the same digits)
 ROW_BATCH = 8
+
+
+def row_measure(name, params=None):
+    """``compute(a, b) -> float``: the registry's row-based measure ``name`` bound to ``params``,
+    carrying ``.measure`` and ``.params`` so :func:`infer_rows` resamples it from its pairwise
+    structure (an entry of ``infer_rows``'s ``measures``: ``{name: (row_measure(name), kind)}``)."""
+    m = get_measure(name)
+    params = dict(params or {})
+
+    def compute(a, b):
+        return float(m.compute(a, b, **params))
+    compute.measure, compute.params = m.name, params     # its pairwise structure's key
+    return compute
 
 
 def infer_rows(a, b, sample_ids, measures, *, permutations=0, bootstrap=0, confidence=0.95,
