@@ -16,6 +16,7 @@ same threads (``--threads``).
     python benchmarks/bench_inference.py --permutations 100 --bootstrap 100
     python benchmarks/bench_inference.py --row-measures        # rsa and mutual_knn (issue 42)
     python benchmarks/bench_inference.py --columns --call      # issue 42: what users wait for
+    python benchmarks/bench_inference.py --skip-cka --columns --call --heavy-tailed   # the same, FastICA fitting
 
 ``--row-measures`` (issue 42): ``rsa`` and ``mutual_knn`` on a 2,000-row sample of 200
 input samples (10 rows each, 64 + 48 wide): ``actkit.inference.infer_rows`` (each measure's
@@ -55,11 +56,17 @@ import time
 import numpy as np
 
 
-def data(n=20000, d=384, G=200, seed=0):
+def data(n=20000, d=384, G=200, seed=0, heavy_tailed=False):
+    """The benchmark pair: Gaussian rows with a per-sample effect, B a noisy linear map of A.
+    ``heavy_tailed``: the rows' own part and B's noise Laplace (unit variance) instead, so
+    compare's FastICA has sources to find (its Gaussian check passes them on to the fits)."""
     rng = np.random.default_rng(seed)
     g = np.repeat(np.arange(G), n // G)
-    A = rng.normal(size=(n, d)) + 0.7 * rng.normal(size=(G, d))[g]
-    B = A @ (rng.normal(size=(d, d)) / np.sqrt(d)) + rng.normal(size=(n, d))
+
+    def noise(size):
+        return rng.laplace(scale=np.sqrt(0.5), size=size) if heavy_tailed else rng.normal(size=size)
+    A = noise((n, d)) + 0.7 * rng.normal(size=(G, d))[g]
+    B = A @ (rng.normal(size=(d, d)) / np.sqrt(d)) + noise((n, d))
     return A.astype(np.float32), B.astype(np.float32), g
 
 
@@ -199,6 +206,8 @@ def main(argv=None):
                     help="also actkit.compare and the actkit compare command with every default (implies --columns)")
     ap.add_argument("--rows", type=int, default=20000, help="rows of the pair (default 20000)")
     ap.add_argument("--width", type=int, default=384, help="features per side (default 384)")
+    ap.add_argument("--heavy-tailed", action="store_true",
+                    help="the pair's row noise Laplace, not Gaussian: compare's FastICA fits run (docs/compare.md)")
     ap.add_argument("--skip-cka", action="store_true",
                     help="leave out the engine on linear CKA alone (issue 32's table)")
     args = ap.parse_args(argv)
@@ -210,10 +219,10 @@ def main(argv=None):
                                   permutation_draws)
     from actkit.measures import get_measure
 
-    A, B, g = data(n=args.rows, d=args.width)
+    A, B, g = data(n=args.rows, d=args.width, heavy_tailed=args.heavy_tailed)
     cka = {"linear_cka": (get_measure("linear_cka").compute, "similarity")}
     print(f"data: {A.shape[0]} rows x {A.shape[1]} + {B.shape[1]} features, {np.unique(g).size} input "
-          f"samples, float32; threads {args.threads}; load before {os.getloadavg()[0]:.2f}")
+          f"samples, float32, {'Laplace' if args.heavy_tailed else 'Gaussian'} row noise; threads {args.threads}; load before {os.getloadavg()[0]:.2f}")
     k = args.ref_resamples
     if args.skip_cka:
         _, ref = columns(args, A, B, g)
