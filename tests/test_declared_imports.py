@@ -13,6 +13,7 @@ suite's among the core dependencies and the ``test`` extra (with the extras it n
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -77,8 +78,16 @@ def declared(*extras: str) -> set[str]:
     return names
 
 
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    """Top-level module -> distributions, read once: ``metadata.packages_distributions()``
+    reads every installed distribution's file list (about a second here), and the environment
+    does not change while the tests run."""
+    return metadata.packages_distributions()
+
+
 def distributions_of(module: str) -> set[str]:
-    return {_norm(d) for d in metadata.packages_distributions().get(module, [])}
+    return {_norm(d) for d in _packages_distributions().get(module, [])}
 
 
 def _undeclared(modules: dict[str, str], allowed: set[str]) -> list[str]:

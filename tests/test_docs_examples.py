@@ -62,6 +62,7 @@ _HUB = re.compile(r"(?<![\w.-])(EleutherAI/[\w.-]+|facebook/[\w.-]+|timm:(?!loca
 _OFFLINE = "the hub cannot be reached"
 _NO_SCHEDULER = "cannot reach the Dask scheduler"
 _TIMEOUT = 300
+_TEST_COMMAND = "python -m pytest -q -n 2 --dist worksteal"  # the README's test command, as .ci/run runs it
 
 # blocks that take minutes: (page, first line of the block) -> why, and where they do run
 _LONG = {
@@ -138,7 +139,7 @@ class Block:
         if _long_key(self) in _LONG:
             return "long"
         lines = [" ".join(w) for w in self.commands()] if self.lang == "bash" else []
-        if lines and all(line.startswith("pip install") or line == "python -m pytest -q" for line in lines):
+        if lines and all(line.startswith("pip install") or line == _TEST_COMMAND for line in lines):
             return "ci" if self.name == "README.md" and _in_ci(self) else "install"
         if _HUB.search(self.body):
             return "network"
@@ -467,7 +468,7 @@ def test_every_block_has_one_checked_kind_and_the_long_list_is_current():
 def test_the_readme_install_and_test_commands_are_what_ci_runs():
     ci = [b for b in BLOCKS if b.kind == "ci"]
     assert {" ".join(w) for b in ci for w in b.commands()} == {
-        'pip install torch==2.14.1 torchvision==0.29.1 -e .[test] && actkit demo', "python -m pytest -q"}
+        'pip install torch==2.14.1 torchvision==0.29.1 -e .[test] && actkit demo', _TEST_COMMAND}
 
 
 def test_other_install_lines_pin_what_ci_pins_and_name_real_extras():

@@ -10,6 +10,7 @@ extra installs and imports what it names. ``.ci/run`` (through ``.ci/installed``
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -165,9 +166,16 @@ def _requirements(extra: str):
     return [r for r in reqs if r.marker is not None and r.marker.evaluate({"extra": extra})]
 
 
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    """``metadata.packages_distributions()`` read once (it reads every installed distribution's
+    file list, about a second here; the environment does not change while the tests run)."""
+    return metadata.packages_distributions()
+
+
 def _module_of(dist_name: str) -> str:
     """The top-level module a distribution provides (``python-picard`` -> ``picard``)."""
-    provided = sorted(m for m, dists in metadata.packages_distributions().items()
+    provided = sorted(m for m, dists in _packages_distributions().items()
                       if any(_norm(d) == _norm(dist_name) for d in dists) and not m.startswith("_"))
     if _norm(dist_name).replace("-", "_") in provided:
         return _norm(dist_name).replace("-", "_")
