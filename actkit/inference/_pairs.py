@@ -28,11 +28,10 @@ Memory: the cross products of a group of permutations (at most :data:`OUT_BYTES`
 
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 
-from actkit._threads import current_threads, map_ordered, small_linalg
+from actkit._threads import current_threads, map_ordered, small_linalg, torch_at_one_thread
 
 #: rows of the cross product per task (a constant, never the thread count)
 ROWS = 4
@@ -143,26 +142,13 @@ def _task(tables, span):
     return out
 
 
-@contextlib.contextmanager
-def _torch_at_one_thread():
-    """torch at one thread while the workers gather (each worker is one thread)."""
-    import torch  # torch: ~1.2 s at import (measured); only for the pair route's gathers
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def permuted_crosses(samples, perms):
     """``A^T B[r]`` (k, Da, Db) in the product dtype for the permutations ``perms`` (k, G),
     from the pair products (module docstring)."""
     tables = PairTables(samples, perms)
     spans = [(d, min(samples.da, d + ROWS)) for d in range(0, samples.da, ROWS)]
     out = np.empty((len(perms), samples.da, samples.db), dtype=samples._pa.dtype)
-    with small_linalg(), _torch_at_one_thread():
+    with small_linalg(), torch_at_one_thread():
         for (d0, d1), part in zip(spans, map_ordered(lambda sp: _task(tables, sp), spans, current_threads())):
             out[:, d0:d1] = part
     return out

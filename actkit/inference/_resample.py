@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from actkit._threads import current_threads, map_ordered, small_linalg
+from actkit._threads import current_threads, map_ordered, small_linalg, torch_at_one_thread
 from actkit.errors import ValidationError
 from actkit.inference._pairs import group_products, group_size, use_pairs
 from actkit.measures import reuse_sides
@@ -246,7 +246,7 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
     fast_bootstrap = fast_bootstrap or {}
     names = list(measures)
     workers = current_threads()
-    with small_linalg():
+    with small_linalg(), torch_at_one_thread():     # mean CCA's eigvalsh is torch's (actkit.inference._cca)
         observed = {k: float(measures[k][0](samples.moments())) for k in names}
         perms, movable = permutation_draws(samples.n_s, permutations, random_state)
         null = permutation_null(samples, measures, names, perms, workers)
