@@ -17,6 +17,7 @@ same threads (``--threads``).
     python benchmarks/bench_inference.py --row-measures        # rsa and mutual_knn (issue 42)
     python benchmarks/bench_inference.py --columns --call      # issue 42: what users wait for
     python benchmarks/bench_inference.py --skip-cka --columns --call --heavy-tailed   # the same, FastICA fitting
+    python benchmarks/bench_inference.py --gil                 # which linalg calls run side by side
 
 ``--row-measures`` (issue 42): ``rsa`` and ``mutual_knn`` on a 2,000-row sample of 200
 input samples (10 rows each, 64 + 48 wide): ``actkit.inference.infer_rows`` (each measure's
@@ -192,6 +193,46 @@ def call(args, A, B, g, ref):
           f"(with the interpreter's start and the stores' reads); {ref / cli:.1f}x; load {os.getloadavg()[0]:.2f}")
 
 
+def gil(args):
+    """Whether mean CCA's per-resample LAPACK / BLAS calls run side by side on two worker
+    threads (``--gil``): each call's speed-up on two threads over one, at one BLAS / torch
+    thread per call, on a 384 x 384 scatter (docs/compare.md: numpy's and scipy's hold the GIL,
+    torch's ``eigvalsh`` and numpy's ``@`` release it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import scipy.linalg
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(1)
+    X = np.random.default_rng(0).normal(size=(2000, args.width))
+    S = X.T @ X
+    L, M, T = np.linalg.cholesky(S), X[:args.width].copy(), torch.from_numpy(S)
+    calls = {"numpy eigvalsh": lambda: np.linalg.eigvalsh(S),
+             "scipy eigh (values, evd)": lambda: scipy.linalg.eigh(S, eigvals_only=True, driver="evd"),
+             "scipy dtrmm": lambda: scipy.linalg.blas.dtrmm(1.0, L, M, side=0, lower=1),
+             "numpy @": lambda: L @ M,
+             "torch eigvalsh": lambda: torch.linalg.eigvalsh(T)}
+
+    def run(f, n):
+        with threadpool_limits(1):
+            for _ in range(n):
+                f()
+
+    n = 40
+    print(f"{args.width} x {args.width}, {n} calls a thread; load {os.getloadavg()[0]:.2f}")
+    for name, f in calls.items():
+        run(f, 2)
+        t = time.perf_counter()
+        run(f, 2 * n)
+        one = time.perf_counter() - t
+        with ThreadPoolExecutor(2) as ex:
+            t = time.perf_counter()
+            list(ex.map(lambda _: run(f, n), range(2)))
+            two = time.perf_counter() - t
+        print(f"  {name:<26}{one / (2 * n) * 1e3:7.2f} ms a call; two threads {one / two:4.2f}x one")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--permutations", type=int, default=1000)
@@ -206,6 +247,8 @@ def main(argv=None):
                     help="also actkit.compare and the actkit compare command with every default (implies --columns)")
     ap.add_argument("--rows", type=int, default=20000, help="rows of the pair (default 20000)")
     ap.add_argument("--width", type=int, default=384, help="features per side (default 384)")
+    ap.add_argument("--gil", action="store_true",
+                    help="only: which of mean CCA's per-resample calls run side by side on two threads")
     ap.add_argument("--heavy-tailed", action="store_true",
                     help="the pair's row noise Laplace, not Gaussian: compare's FastICA fits run (docs/compare.md)")
     ap.add_argument("--skip-cka", action="store_true",
@@ -213,6 +256,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.row_measures:
         return row_measures(args)
+    if args.gil:
+        return gil(args)
 
     from actkit._threads import use_threads
     from actkit.inference import (Samples, bootstrap_cka, bootstrap_draws, gram_fits, infer,
