@@ -11,13 +11,12 @@ import argparse
 import contextlib
 import importlib
 import os
-import signal
 import sys
-import threading
 import warnings
 
 from actkit import __version__
 from actkit._pipes import run_pipe_safe
+from actkit._signals import SigtermGuard, Terminated  # noqa: F401  (actkit.cli.Terminated: the name it had)
 from actkit._threads import quiet_waiting, use_threads
 from actkit.errors import ActkitError
 
@@ -125,14 +124,6 @@ def _show_defaults(parser) -> None:
             action.help += " (default: %(default)s)"
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like Ctrl-C so the same cleanup runs."""
-
-
-def _on_sigterm(signum, frame):
-    raise Terminated()
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """Warnings as ``actkit: warning: ...``, one line each, each distinct message once."""
     text = " ".join(str(message).split())
@@ -158,14 +149,42 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv) -> int:
-    quiet_waiting()  # before torch / numpy load their thread pools
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        parser.print_help(sys.stderr)
-        return 2
-    resumable = "; rerun the same command to resume" if args.command in ("extract", "compare") else ""
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
+    guard, command = SigtermGuard(), None
+    try:
+        guard.install()  # first: a SIGTERM from here on ends the command with one line, exit 143
+        quiet_waiting()  # before torch / numpy load their thread pools
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help(sys.stderr)
+            return 2
+        command = args.command
+        code = _command(args)
+        guard.end()
+        return _terminated(command) if guard.signalled else code  # signalled: swallowed, and it went on
+    except BaseException as exc:  # noqa: BLE001 - sorted here; a bug's traceback is raised again
+        guard.end()
+        return _failed(exc, guard.signalled, command)
+    finally:
+        guard.restore()
+
+
+def _failed(exc: BaseException, signalled: bool, command) -> int:
+    """The exit status of a command that raised ``exc`` (its one line said); a bug's is raised."""
+    if signalled:  # whatever the SIGTERM became on its way up (wrapped by a library, or a bug's)
+        return _terminated(command)
+    if isinstance(exc, KeyboardInterrupt):
+        print(f"actkit: interrupted{_resumable(command)}", file=sys.stderr)
+        return 130
+    if not isinstance(exc, _user_errors()) or os.environ.get("ACTKIT_DEBUG"):
+        raise exc
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    print(f"actkit: error: {message}", file=sys.stderr)
+    return getattr(exc, "exit_code", 2)
+
+
+def _command(args) -> int:
+    """The command of ``args``, with its output checks first, under the thread policy."""
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
     _SHOWN.clear()
@@ -175,22 +194,18 @@ def _run(argv) -> int:
         preflight(args)  # numbers and output paths: before any model or store is loaded
         with use_threads(getattr(args, "threads", None)), _read_checks(args):
             return int(args.func(args) or 0)
-    except Terminated:
-        print(f"actkit: terminated (SIGTERM){resumable}", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print(f"actkit: interrupted{resumable}", file=sys.stderr)
-        return 130
-    except _user_errors() as exc:
-        if os.environ.get("ACTKIT_DEBUG"):
-            raise
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"actkit: error: {message}", file=sys.stderr)
-        return getattr(exc, "exit_code", 2)
     finally:
         warnings.showwarning = shown
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+
+
+def _resumable(command) -> str:
+    """What a stopped command's line adds: how to resume (the commands that resume)."""
+    return "; rerun the same command to resume" if command in ("extract", "compare") else ""
+
+
+def _terminated(command) -> int:
+    print(f"actkit: terminated (SIGTERM){_resumable(command)}", file=sys.stderr)
+    return 143
 
 
 def _read_checks(args):
@@ -200,10 +215,6 @@ def _read_checks(args):
     from actkit.store import unverified_reads  # actkit.store (h5py): ~0.1 s at import (measured); --help starts without it
 
     return unverified_reads()
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,6 +31,7 @@ where present).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -307,6 +308,10 @@ def _finish_hf(folder, name, features):
     ds = Dataset.from_file(str(folder / name), info=DatasetInfo(features=features))
     state = {k: ds.__dict__[k] for k in ("_fingerprint", "_format_columns", "_format_kwargs", "_format_type",
                                           "_output_all_columns")}
+    # datasets' fingerprint of a file hashes its path (here a temporary one): the content's
+    # instead, so the same export is the same bytes
+    with open(folder / name, "rb") as fh:
+        state["_fingerprint"] = hashlib.file_digest(fh, "sha256").hexdigest()[:16]
     state["_split"] = None
     state["_data_files"] = [{"filename": name}]
     (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
