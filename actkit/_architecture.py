@@ -32,11 +32,12 @@ FLOORS: list = [
          "`ActkitError` and its subclasses: a user mistake, one line at the CLI"),
         ("helpers", ["actkit._rows", "actkit._threads", "actkit._device", "actkit._atomic", "actkit._h5",
                      "actkit._faults", "actkit._progress", "actkit._versions", "actkit._lazy", "actkit._architecture", "actkit._warn", "actkit._frames",
-                     "actkit._pipes"],
+                     "actkit._pipes", "actkit._signals"],
          "one idea each: row blocks and `sample_rows` (`_rows`), the thread budget, torch devices, atomic "
          "files, opening HDF5 for reading, fault injection for tests, progress bars, library versions, "
          "lazy attributes, this plan, warnings that point at the user's line (`_warn`), pandas for `to_frame()` and "
-         "notebook tables (`_frames`), a pipe whose reader has gone (`_pipes`)"),
+         "notebook tables (`_frames`), a pipe whose reader has gone (`_pipes`), SIGTERM ending a command "
+         "(`_signals`)"),
         ("actkit", ["actkit"],
          "the package: `__version__` and the lazy public names (`_LAZY`, resolved where they are used)"),
     ]),

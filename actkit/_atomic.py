@@ -35,8 +35,8 @@ _RANDOM = re.compile(r"[a-z0-9_]{8}")  # tempfile's random part (``mkdtemp``)
 
 
 def _lock(fd: int, *, wait: bool) -> bool:
-    """An exclusive ``flock`` of ``fd`` (True), or False where another process holds it.
-    Not POSIX (no ``fcntl``): True, nothing is locked."""
+    """An exclusive ``flock`` of ``fd`` (True), or False where another process holds it. Not
+    POSIX (no ``fcntl``), or a filesystem without locks: True, nothing is locked."""
     try:
         import fcntl  # POSIX only: absent on Windows
     except ImportError:
@@ -45,6 +45,8 @@ def _lock(fd: int, *, wait: bool) -> bool:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
         return False
+    except OSError:  # ENOLCK, EINVAL: no locks here
+        return True
     return True
 
 

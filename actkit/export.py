@@ -15,9 +15,11 @@ columns
 ``state.json``; ``activation`` is a ``Sequence(Value("float32"), length=features)``).
 Both are written beside ``PATH`` (in a hidden ``.PATH.XXXXXXXX.partial`` folder of this run's
 own, :class:`actkit._atomic.Temporary`, which a killed export leaves and the next one removes)
-and renamed into place when complete; ``overwrite`` replaces only an earlier actkit export of
-the same format (a parquet file whose schema metadata carries ``actkit_export``, a folder
-holding ``.actkit-export``), never anything else.
+and renamed into place when complete. Each records what it holds (:func:`export_request`:
+source fingerprint, layer, labels, blocks), so the same export run again finds its finished
+output and has nothing to do; ``overwrite`` replaces only an earlier actkit export of the
+same format (a parquet file whose schema metadata carries ``actkit_export``, a folder holding
+``.actkit-export``), never anything else.
 
 ``saelens`` writes the cached-activations dataset SAELens's trainer reads
 (``CacheActivationsRunner``'s output, read by ``ActivationsStore.load_cached_activation_dataset``):
@@ -159,6 +161,13 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
         recorded = _recorded(src)
         index = lay.index
         step = block_rows or default_rows(feats, lay.dtype.itemsize)
+        if format == "saelens":
+            step = context_size * max(1, step // context_size)  # blocks of whole contexts
+        request = _request(src, layer, format, lab, step, hook_name, context_size)
+        if out.exists() and not overwrite:  # a rerun of the same export has nothing to do
+            if export_request(out, format) == request:
+                return out
+            raise _exists(out)
         # written beside OUT in a temporary folder of its own (never a name someone else may
         # hold), then renamed into place; any failure removes exactly what this call created,
         # and what a killed export left is removed first
@@ -168,20 +177,19 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
                 if rows < context_size:
                     raise InputError(f"layer {layer} has {rows} rows, fewer than one context of --context-size "
                                      f"{context_size}")
-                step = context_size * max(1, step // context_size)  # blocks of whole contexts
                 with tqdm(total=rows - rows % context_size, desc="export", unit="row",
                           disable=None if progress else True, leave=False) as bar:
                     _write_saelens(_verified_blocks(lay, step), target, bar, hook_name or layer, int(context_size),
-                                   feats, lay.dtype)
+                                   feats, lay.dtype, request)
             else:
                 with tqdm(total=rows, desc="export", unit="row", disable=None if progress else True,
                           leave=False) as bar:
                     tables = (_table(pa, index[a:a + len(b)], b, lab, feats, recorded)
                               for a, b in _verified_blocks(lay, step))
                     if format == "parquet":
-                        _write_parquet(tables, target, bar)
+                        _write_parquet(tables, target, bar, request)
                     else:
-                        _write_hf(tables, target, bar, lay)
+                        _write_hf(tables, target, bar, lay, request)
             check_export_out(out, format, overwrite)  # what is there now (it may have appeared meanwhile)
             move_into_place(target, out)
         return out
@@ -236,32 +244,63 @@ def is_actkit_export(path, format: str) -> bool:
                                                        and p.name.endswith(".arrow")) for p in path.iterdir())
 
 
+def _exists(out) -> InputError:
+    return InputError(f"{out} exists; pass --overwrite to replace it (an earlier actkit export only)")
+
+
+def export_request(path, format: str) -> dict | None:
+    """The request recorded in the actkit export of ``format`` at ``path`` (what it holds:
+    source, layer, labels, blocks), or None."""
+    try:
+        if format == "parquet":
+            import pyarrow.parquet as pq  # optional at import: pyarrow only for parquet files
+
+            return json.loads((pq.read_schema(path).metadata or {})[PARQUET_KEY])
+        lines = (Path(path) / MARKER).read_text(encoding="utf-8").splitlines()
+        return json.loads(lines[1].partition("request: ")[2])
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+
+
+def _request(src, layer, format, lab, step, hook_name, context_size) -> dict:
+    """What an export of these arguments holds (recorded in it: a rerun finds its own export)."""
+    request = {"format": format, "source_fingerprint": src.fingerprint, "layer": layer, "block_rows": int(step)}
+    if lab is not None:
+        request["labels_sha256"] = hashlib.sha256(str(lab.dtype).encode() + np.ascontiguousarray(lab).tobytes()
+                                                  ).hexdigest()
+    if format == "saelens":
+        request.update(hook_name=hook_name or layer, context_size=int(context_size))
+    return request
+
+
 def check_export_out(out, format: str, overwrite: bool) -> None:
     """One-line :class:`InputError` unless ``out`` can be written: its folder exists and is
-    writable, and ``out`` is absent or (with ``overwrite``) an earlier actkit export of the
-    same format. Nothing is written."""
+    writable, and ``out`` is absent or an earlier actkit export of the same format (which
+    only ``overwrite`` replaces, unless it is the same export: :func:`export_store` decides).
+    Nothing is written."""
     out = Path(out)
     why = unwritable_reason(out)
     if why:
         raise InputError(f"cannot write {out}: {why}")
     if not (out.exists() or out.is_symlink()):
         return
-    if not overwrite:
-        raise InputError(f"{out} exists; pass --overwrite to replace it (an earlier actkit export only)")
+    if not overwrite and not is_actkit_export(out, format):  # the same export is the caller's to find
+        raise _exists(out)
     if not is_actkit_export(out, format):
         what = "a folder" if out.is_dir() else "a file"
         raise InputError(f"{out} is {what} that is not an actkit {format} export; actkit replaces only its own "
                          "outputs (even with --overwrite): move it away or choose another --out")
 
 
-def _write_parquet(tables, path, bar):
+def _write_parquet(tables, path, bar, request):
     import pyarrow.parquet as pq  # optional at import: pyarrow only for parquet files
 
     writer = None
     try:
         for t in tables:
             if writer is None:
-                schema = t.schema.with_metadata({**(t.schema.metadata or {}), PARQUET_KEY: b"1"})
+                schema = t.schema.with_metadata({**(t.schema.metadata or {}),
+                                                 PARQUET_KEY: json.dumps(request, sort_keys=True).encode()})
                 writer = pq.ParquetWriter(path, schema)
             writer.write_table(t)
             bar.update(t.num_rows)
@@ -270,12 +309,14 @@ def _write_parquet(tables, path, bar):
             writer.close()
 
 
-def _mark(folder, format):
-    """The marker that makes a folder an actkit export of ``format`` (what ``--overwrite`` may replace)."""
-    (folder / MARKER).write_text(f"an actkit export (actkit export --format {format})\n")
+def _mark(folder, format, request):
+    """The marker that makes a folder an actkit export of ``format`` (what ``--overwrite`` may
+    replace), with the request it holds (:func:`export_request`)."""
+    (folder / MARKER).write_text(f"an actkit export (actkit export --format {format})\n"
+                                 f"request: {json.dumps(request, sort_keys=True)}\n", encoding="utf-8")
 
 
-def _write_saelens(blocks, folder, bar, hook, context, width, dtype):
+def _write_saelens(blocks, folder, bar, hook, context, width, dtype, request):
     """SAELens's cached-activations folder: column ``hook`` of ``Array2D((context, features))``,
     one dataset row per ``context`` consecutive store rows (blocks are whole contexts, the
     tail of fewer than ``context`` rows is dropped)."""
@@ -284,7 +325,7 @@ def _write_saelens(blocks, folder, bar, hook, context, width, dtype):
 
     features = Features({hook: Array2D(shape=(context, width), dtype=str(np.dtype(dtype)))})
     folder.mkdir(parents=True)
-    _mark(folder, "saelens")
+    _mark(folder, "saelens", request)
     name = "data-00000-of-00001.arrow"
     writer = ArrowWriter(features=features, path=str(folder / name))
     try:
@@ -318,14 +359,14 @@ def _finish_hf(folder, name, features):
     (folder / "dataset_info.json").write_text(json.dumps(asdict(ds._info), indent=2, sort_keys=True))
 
 
-def _write_hf(tables, folder, bar, lay):
+def _write_hf(tables, folder, bar, lay, request):
     """The folder ``datasets.Dataset.save_to_disk`` writes, streamed: one Arrow stream file,
     its features in the schema metadata, ``dataset_info.json`` and ``state.json``."""
     import pyarrow as pa  # optional at import: pyarrow only when an export is written
     from datasets import Features, Sequence, Value  # datasets: ~0.4 s at import (measured), only for the hf-datasets format
 
     folder.mkdir(parents=True)
-    _mark(folder, "hf-datasets")
+    _mark(folder, "hf-datasets", request)
     name = "data-00000-of-00001.arrow"
     writer = None
     features = None

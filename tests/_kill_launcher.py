@@ -43,6 +43,7 @@ importing torch and transformers.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import json
 import os
@@ -62,6 +63,7 @@ from actkit.cli import main
 
 PARALLEL = 2
 POLL_S = 0.001
+RUN_TIMEOUT_S = 120
 _WARM = ("actkit.extractors.distributed", "torch.distributed", "sklearn.decomposition", "scipy.linalg", "h5py",
          "actkit.whitening", "actkit.ica", "actkit.dictionary", "actkit.matrix_files", "actkit.export",
          "actkit.sae", "pyarrow.parquet", "dask.array", "safetensors.numpy", "timm")
@@ -91,6 +93,7 @@ def _child(job, rank=None, port=None) -> None:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     torch.set_num_threads(1)
+    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)  # a run that hangs says where, and ends
     try:
         if "call" in job:
             module, _, function = job["call"].partition(":")
@@ -287,9 +290,10 @@ def _warm(job) -> None:
 
 
 def _unshare_locks() -> None:
-    """tqdm's write lock is a semaphore shared by every process forked after its first bar (a
-    warm run made one): a run killed while holding it would block every other run's bars.
-    Each forked run makes its own; no monitor thread is left running here."""
+    """tqdm's write lock holds a semaphore that every process forked after it was made shares
+    (a warm run made one): a run killed while holding it would block every later run's bars.
+    Here no run needs a lock across processes: tqdm gets its thread lock only (as where
+    ``multiprocessing`` is missing), and no monitor thread is left running."""
     if "tqdm" in sys.modules:
         from tqdm import std
 
@@ -301,9 +305,10 @@ def _unshare_locks() -> None:
         while todo:  # tqdm.auto's class and the others keep a lock of their own
             classes.append(todo.pop())
             todo.extend(classes[-1].__subclasses__())
-        for holder, name in [(c, "_lock") for c in classes] + [(std.TqdmDefaultWriteLock, "mp_lock")]:
-            if name in vars(holder):
-                delattr(holder, name)
+        for cls in classes:
+            if "_lock" in vars(cls):
+                delattr(cls, "_lock")
+        std.TqdmDefaultWriteLock.mp_lock = None
 
 
 def main_launcher():

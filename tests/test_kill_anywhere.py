@@ -33,6 +33,7 @@ ZOO = REPO / "data" / "zoo"
 EPOCH = "1700000000"
 LAYER = "x"  # the source store's layer (as tests/_kill_writers.py reads it)
 ROWS = 8000  # its rows: enough work for a kill at 30 % of a writer's CPU time to land mid-run
+BIG_ROWS = 32000  # the rows of the store the writers that only copy rows read
 N_SIGTERMS = 20
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -50,8 +51,10 @@ def _extract_images(folder):
             "--checkpoint-every", "0", "--no-progress", "--out", str(Path(folder) / "o.h5")]
 
 
-def _writers(src: Path, npy: Path, sae: Path) -> dict:
-    """name -> (the job's command or call for an output folder, the output's name, extra job keys)."""
+def _writers(src: Path, big: Path, npy: Path, sae: Path) -> dict:
+    """name -> (the job's command or call for an output folder, the output's name, extra job keys).
+    The writers that only copy rows read ``big`` (their 30 % and 70 % of CPU time must lie far
+    enough apart to be seen); the ones that fit, ``src``."""
     analysis = ["--layer", LAYER, "--quiet", "--block-rows", "128"]
     return {
         "extract-text": (lambda f: {"argv": _extract_text(f)}, "o.h5", {}),
@@ -63,15 +66,15 @@ def _writers(src: Path, npy: Path, sae: Path) -> dict:
         "dictionary": (lambda f: {"argv": ["dictionary", str(src), *analysis, "--n-components", "8", "--k", "2",
                                            "--json", f"{f}/o.json", "--out", f"{f}/o.h5"]}, "o.h5", {}),
         "import": (lambda f: {"argv": ["import", str(npy), "--quiet", "--out", f"{f}/o.h5"]}, "o.h5", {}),
-        "consolidate": (lambda f: {"argv": ["consolidate", str(src), "--out", f"{f}/o.h5"]}, "o.h5", {}),
-        "export-parquet": (lambda f: {"argv": ["export", str(src), "--layer", LAYER, "--format", "parquet", "--quiet",
+        "consolidate": (lambda f: {"argv": ["consolidate", str(big), "--out", f"{f}/o.h5"]}, "o.h5", {}),
+        "export-parquet": (lambda f: {"argv": ["export", str(big), "--layer", LAYER, "--format", "parquet", "--quiet",
                                                "--out", f"{f}/o.parquet"]}, "o.parquet", {}),
-        "export-hf": (lambda f: {"argv": ["export", str(src), "--layer", LAYER, "--format", "hf-datasets", "--quiet",
+        "export-hf": (lambda f: {"argv": ["export", str(big), "--layer", LAYER, "--format", "hf-datasets", "--quiet",
                                           "--out", f"{f}/o-hf"]}, "o-hf", {}),
-        "dask-shards": (lambda f: {"call": "_kill_writers:dask_transform", "args": [str(src), f"{f}/o.h5"]},
+        "dask-shards": (lambda f: {"call": "_kill_writers:dask_transform", "args": [str(big), f"{f}/o.h5"]},
                         "o.h5", {}),
         "save-sae": (lambda f: {"call": "_kill_writers:save_sae", "args": [str(src), f"{f}/sae"]}, "sae", {}),
-        "sae-codes": (lambda f: {"call": "_kill_writers:sae_codes", "args": [str(src), str(sae), f"{f}/o.h5"]},
+        "sae-codes": (lambda f: {"call": "_kill_writers:sae_codes", "args": [str(big), str(sae), f"{f}/o.h5"]},
                       "o.h5", {}),
     }
 
@@ -101,27 +104,30 @@ def _kill_points(name: str, writer: str, ref: str) -> dict:
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
-    """What the writers read: a store of mixed heavy-tailed sources (what ICA is for), an
-    embedding matrix, an SAE saved from a dictionary fit on the store."""
+    """What the writers read: stores of mixed heavy-tailed sources (what ICA is for) of
+    :data:`ROWS` and of :data:`BIG_ROWS` rows, the latter as an embedding matrix too, and an
+    SAE saved from a dictionary fit on the first."""
     from actkit.store import LayerSpec, create_store
 
     root = tmp_path_factory.mktemp("sources")
     rng = np.random.default_rng(48)
-    X = (rng.laplace(size=(ROWS, 48)) @ rng.normal(size=(48, 48))).astype(np.float32)
-    writer = create_store(root / "src.h5", [LayerSpec(LAYER, ROWS, 48)], n_samples=ROWS, request={"kill": 48},
-                          created_at="2023-11-14T22:13:20+00:00")
-    writer.append(LAYER, X)
-    writer.checkpoint(ROWS, force=True)
-    src = writer.finalize()
-    npy = root / "m.npy"
-    np.save(npy, X)
+    mixing = rng.normal(size=(48, 48))
+    paths = []
+    for name, rows in (("src.h5", ROWS), ("big.h5", BIG_ROWS)):
+        X = (rng.laplace(size=(rows, 48)) @ mixing).astype(np.float32)
+        writer = create_store(root / name, [LayerSpec(LAYER, rows, 48)], n_samples=rows, request={"kill": 48},
+                              created_at="2023-11-14T22:13:20+00:00")
+        writer.append(LAYER, X)
+        writer.checkpoint(rows, force=True)
+        paths.append(writer.finalize())
+    np.save(root / "m.npy", X)
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         from _kill_writers import save_sae
     finally:
         sys.path.pop(0)
-    save_sae(str(src), str(root / "sae"))
-    return src, npy, root / "sae"
+    save_sae(str(paths[0]), str(root / "sae"))
+    return paths[0], paths[1], root / "m.npy", root / "sae"
 
 
 def _tree(folder: Path) -> dict:

@@ -82,6 +82,23 @@ def test_export_overwrite_replaces_its_own_export(store, tmp_path, capsys, fmt, 
 
 
 @pytest.mark.parametrize("fmt,name", [("parquet", "e.parquet"), ("hf-datasets", "e-hf")])
+def test_the_same_export_again_has_nothing_to_do(store, tmp_path, capsys, fmt, name):
+    """Issue 48: the same export run again (after a kill between its rename and its exit, or
+    just again) finds its finished output, exit 0, bytes unchanged; another export (another
+    block size, labels) without --overwrite is refused in one line."""
+    out = tmp_path / name
+    argv = ["export", store, "--format", fmt, "--out", out, "--quiet"]
+    assert run_cli(capsys, *argv)[0] == 0
+    first = _tree(tmp_path)
+    assert run_cli(capsys, *argv)[0] == 0
+    assert _tree(tmp_path) == first
+    labels = tmp_path / "labels.txt"
+    labels.write_text("a\n" * 40)
+    assert "exists; pass --overwrite" in cli_error(capsys, *argv, "--labels", labels)
+    assert _tree(tmp_path) == {**first, "labels.txt": _tree(tmp_path)["labels.txt"]}
+
+
+@pytest.mark.parametrize("fmt,name", [("parquet", "e.parquet"), ("hf-datasets", "e-hf")])
 def test_a_terminated_export_leaves_nothing(store, tmp_path, capsys, monkeypatch, fmt, name):
     """SIGTERM mid-export (command line), a full disk after the first block (Python API): an
     earlier export untouched, no ``.partial`` left anywhere."""
