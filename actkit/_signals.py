@@ -13,21 +13,32 @@ So the signal is recorded as well as raised (:class:`SigtermGuard`): until the c
 outcome is decided, a watcher thread raises it again in the main thread every
 :data:`REDELIVER_S` seconds (after a first :data:`GRACE_S`, the time the first one has to
 unwind); a swallowed one is not printed; and a command that returns, or fails with another
-error, after a SIGTERM ends as terminated all the same.
+error, after a SIGTERM ends as terminated all the same. A main thread that native code holds
+(a ``torch.distributed`` rendezvous waiting for a rank that has gone) never returns to Python,
+where a handler runs: the watcher learns of the signal from Python's wakeup file descriptor
+(written by the C-level handler, in whatever thread), and :data:`DEADLINE_S` after it says
+the line and ends the process itself, with the same status. Nothing is lost: every output is
+crash-safe at any moment (a ``kill -9`` there resumes too).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
+import time
 
-__all__ = ["Terminated", "SigtermGuard"]
+__all__ = ["Terminated", "SigtermGuard", "STATUS"]
 
 #: seconds the first :class:`Terminated` has to reach the command's end before it is raised again
 GRACE_S = 1.0
 #: seconds between two more
 REDELIVER_S = 0.25
+#: seconds after the signal at which a main thread that could not unwind is ended from the watcher
+DEADLINE_S = 10.0
+#: the exit status of a command ended by SIGTERM (128 + 15, what a shell reports for it)
+STATUS = 143
 
 
 class Terminated(KeyboardInterrupt):
@@ -39,42 +50,63 @@ class SigtermGuard:
     again and again until :meth:`end` (or the block's end), and ``guard.signalled`` records it.
 
     Only the main thread installs handlers (elsewhere the guard records nothing and changes
-    nothing); the previous SIGTERM handler and ``sys.unraisablehook`` are put back by
-    :meth:`restore` (on exit). Between :meth:`end` and :meth:`restore` a SIGTERM is ignored:
-    the command is saying how it ended.
+    nothing). :meth:`restore` (on exit) puts back the previous SIGTERM handler, wakeup file
+    descriptor and ``sys.unraisablehook``. Between :meth:`end` and :meth:`restore` a SIGTERM
+    is ignored: the command is saying how it ended. ``line`` is what the watcher says when it
+    has to end the process itself.
     """
 
-    def __init__(self):
+    def __init__(self, line: str = "actkit: terminated (SIGTERM)"):
+        self.line = line
         self.signalled = False
         self._ending = False
+        self._seen = threading.Event()  # a SIGTERM arrived (from the wakeup fd or the handler)
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._installed = False
-        self._previous = None
-        self._hook = None
+        self._previous = self._hook = None
+        self._pipe = self._wakeup = None
 
     def install(self) -> "SigtermGuard":
-        """Install the handler (in the main thread; elsewhere nothing changes)."""
-        if threading.current_thread() is threading.main_thread():
-            self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-            self._installed = True
+        """Install the handler and start the watcher (in the main thread; elsewhere nothing)."""
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        self._pipe = os.pipe()
+        os.set_blocking(self._pipe[1], False)
+        self._wakeup = signal.set_wakeup_fd(self._pipe[1], warn_on_full_buffer=False)
+        self._installed = True
+        self._watcher = threading.Thread(target=self._watch, name="actkit-sigterm", daemon=True)
+        self._watcher.start()
         return self
 
     def _handle(self, signum, frame) -> None:
         if self._ending:  # the outcome is decided: nothing more to stop
             return
-        if not self.signalled:
-            self.signalled = True
-            self._watcher = threading.Thread(target=self._redeliver, name="actkit-sigterm", daemon=True)
-            self._watcher.start()
+        self.signalled = True
+        self._seen.set()
         raise Terminated()
 
-    def _redeliver(self) -> None:
-        main = threading.main_thread().ident
+    def _watch(self) -> None:
+        """Wait for a SIGTERM; then raise it again in the main thread until the command ends,
+        and end the process at the deadline."""
+        while not self._seen.is_set():
+            try:
+                got = os.read(self._pipe[0], 64)
+            except OSError:  # closed by restore()
+                return
+            if self._stop.is_set():
+                return
+            if signal.SIGTERM in got:
+                self._seen.set()
+        deadline = time.monotonic() + DEADLINE_S
         wait = GRACE_S
         while not self._stop.wait(wait):
-            signal.pthread_kill(main, signal.SIGTERM)  # to the main thread: it wakes from a blocking call
+            if time.monotonic() >= deadline:  # held in native code: no handler can run there
+                os.write(2, f"{self.line}\n".encode())
+                os._exit(STATUS)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)  # wakes it from a blocking call
             wait = REDELIVER_S
 
     def _unraisable(self, unraisable) -> None:
@@ -87,14 +119,19 @@ class SigtermGuard:
         self._ending = True
         self._stop.set()
         if self._watcher is not None:
+            os.write(self._pipe[1], b"\0")  # wakes a watcher still waiting for a signal
             self._watcher.join()
+            self._watcher = None
 
     def restore(self) -> None:
-        """Put back the previous SIGTERM handler and unraisable hook (after :meth:`end`)."""
+        """Put back what :meth:`install` replaced (after :meth:`end`)."""
         self.end()
         if self._installed:
+            signal.set_wakeup_fd(self._wakeup)
             signal.signal(signal.SIGTERM, signal.SIG_DFL if self._previous is None else self._previous)
             sys.unraisablehook = self._hook
+            for fd in self._pipe:
+                os.close(fd)
             self._installed = False
 
     def __enter__(self) -> "SigtermGuard":

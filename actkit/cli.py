@@ -16,7 +16,7 @@ import warnings
 
 from actkit import __version__
 from actkit._pipes import run_pipe_safe
-from actkit._signals import SigtermGuard, Terminated  # noqa: F401  (actkit.cli.Terminated: the name it had)
+from actkit._signals import STATUS, SigtermGuard, Terminated  # noqa: F401  (actkit.cli.Terminated: the name it had)
 from actkit._threads import quiet_waiting, use_threads
 from actkit.errors import ActkitError
 
@@ -159,6 +159,7 @@ def _run(argv) -> int:
             parser.print_help(sys.stderr)
             return 2
         command = args.command
+        guard.line = _terminated_line(command)
         code = _command(args)
         guard.end()
         return _terminated(command) if guard.signalled else code  # signalled: swallowed, and it went on
@@ -203,9 +204,13 @@ def _resumable(command) -> str:
     return "; rerun the same command to resume" if command in ("extract", "compare") else ""
 
 
+def _terminated_line(command) -> str:
+    return f"actkit: terminated (SIGTERM){_resumable(command)}"
+
+
 def _terminated(command) -> int:
-    print(f"actkit: terminated (SIGTERM){_resumable(command)}", file=sys.stderr)
-    return 143
+    print(_terminated_line(command), file=sys.stderr)
+    return STATUS
 
 
 def _read_checks(args):

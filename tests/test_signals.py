@@ -1,0 +1,84 @@
+"""Issue 48: SIGTERM always ends a command with exit 143 and one line, wherever it lands: in a
+finaliser that swallows it, in a library that wraps it into another error, in a main thread
+that native code holds (``actkit/_signals.py``). The real commands under 20 SIGTERMs at random
+moments: tests/test_kill_anywhere.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import actkit.cli as cli
+from actkit._signals import GRACE_S, SigtermGuard, Terminated
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class _SendsSigtermWhenFinalised:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(200_000):  # the handler runs here, inside the finaliser, which swallows what it raises
+            pass
+
+
+def test_a_sigterm_a_finaliser_swallowed_is_raised_again_and_not_printed(capsys):
+    start = time.monotonic()
+    with SigtermGuard() as guard:
+        with pytest.raises(Terminated):
+            _SendsSigtermWhenFinalised()  # finalised at once
+            while time.monotonic() - start < 10 * GRACE_S:
+                time.sleep(0.01)
+        assert guard.signalled
+    assert time.monotonic() - start < 5 * GRACE_S
+    assert capsys.readouterr().err == ""  # no "Exception ignored in ..."
+    assert signal.getsignal(signal.SIGTERM) is not None and signal.set_wakeup_fd(-1) == -1  # all put back
+
+
+@pytest.mark.parametrize("swallow", ["returns", "wraps"])
+def test_a_command_that_swallows_sigterm_still_ends_with_one_line_and_143(swallow, monkeypatch, capsys):
+    """A command that catches the SIGTERM and goes on to return 0, or raises another error
+    about it (what a library may do), ends as terminated: exit 143, one line."""
+    def command(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(GRACE_S / 2)
+        except BaseException as exc:  # noqa: BLE001 - what the test is about
+            if swallow == "wraps":
+                raise RuntimeError(f"the write failed: {exc!r}") from None
+        return 0
+
+    monkeypatch.setattr(cli, "_command", command)
+    assert cli.main(["whiten", "x.h5", "--out", "y.h5"]) == 143
+    assert capsys.readouterr().err.splitlines() == ["actkit: terminated (SIGTERM)"]
+
+
+def test_a_main_thread_held_in_native_code_is_ended_at_the_deadline(tmp_path):
+    """SIGTERM blocked in the main thread stands for native code that never returns to Python
+    (a torch.distributed rendezvous waiting for a rank that has gone): the watcher learns of
+    the signal from the wakeup fd and ends the process at the deadline, with the line."""
+    script = textwrap.dedent("""
+        import signal, sys, time
+        import actkit._signals as s
+        s.DEADLINE_S = 1.0
+        guard = s.SigtermGuard("actkit: terminated (SIGTERM); rerun the same command to resume").install()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        print("ready", flush=True)
+        time.sleep(60)
+        print("not ended", file=sys.stderr)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "ready\n"
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and err.splitlines() == ["actkit: terminated (SIGTERM); rerun the same command "
+                                                           "to resume"], err
+    assert time.monotonic() - start < 20
