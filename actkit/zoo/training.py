@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 import torch
 
 from actkit.errors import ActkitError
-from actkit._atomic import write_json_atomic
+from actkit._atomic import Temporary, move_into_place, write_json_atomic
 from actkit._versions import library_versions
 from actkit.zoo import EVAL_IMAGES, EVAL_IMAGES_SEED, HELDOUT_EVERY, IMAGE_SIZE, MAX_HELDOUT_LINES, MODELS, TRAIN_IMAGES, TRAIN_IMAGES_SEED, check_name, zoo_dir
 from actkit.zoo._corpus import build_corpus, split_corpus, train_tokenizer
@@ -71,22 +70,20 @@ def train_model(name: str, out_dir: str | os.PathLike, *, data: dict, threads: i
     """
     family, seed = name.split("-tiny-seed")[0], int(name.rsplit("seed", 1)[1])
     out_dir = Path(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
-    try:
+    final = out_dir / name
+    # trained in a temporary folder of its own beside the model's (a killed run's is removed
+    # by the next), then moved into place
+    with Temporary(final) as work:
+        tmp = work.file()
+        tmp.mkdir()
         with deterministic(seed, threads):
             info = TRAINERS[family](seed, tmp, data)
         model = info.pop("model")
         weights = tmp / "model.safetensors"
-        final = out_dir / name
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        os.chmod(final, 0o755)
-        for f in final.rglob("*"):
+        os.chmod(tmp, 0o755)
+        for f in tmp.rglob("*"):
             os.chmod(f, 0o755 if f.is_dir() else 0o644)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        move_into_place(tmp, final)
     return {
         "family": family,
         "seed": seed,
