@@ -36,9 +36,9 @@ Usage: python _kill_launcher.py JOBS.json RESULTS.json
 
 ``RESULTS.json``: job name -> exit status as :mod:`subprocess` reports it (``-9`` for
 SIGKILL, ``143`` after SIGTERM), and ``"_detail"``: job name -> ``{"cpu", "wall",
-"signalled", "left", "tries", "marked"}`` (CPU and wall seconds; whether the kill's signal was
-landed before the run ended; what ``record`` found; how many tries; the CPU seconds at ``mark``). Forking saves each run the seconds of
-importing torch and transformers.
+"signalled", "left", "tries", "marked"}`` (CPU and wall seconds; whether the kill's signal
+landed before the run ended; what ``record`` found; how many tries; the CPU seconds at
+``mark``). Forking saves each run the seconds of importing torch and transformers.
 """
 
 from __future__ import annotations
