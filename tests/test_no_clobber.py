@@ -192,3 +192,42 @@ def test_an_export_killed_with_sigkill_is_cleaned_up_by_the_next(store, tmp_path
     env.pop("ACTKIT_FAULT")
     assert subprocess.run(argv, env=env, capture_output=True, timeout=300).returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.parquet", "s.h5"]
+
+
+def test_a_killed_runs_temporaries_go_and_nothing_else(store, tmp_path, capsys):
+    """Issue 48: the next run of a command removes the temporaries a killed run left for its
+    output (``.OUT.XXXXXXXX.partial``: empty, or holding actkit's marker, unlocked), and
+    nothing else: not a user's file or folder of that name without the marker, not another
+    output's, not one a live run holds."""
+    import subprocess
+    import sys
+
+    from actkit._atomic import TEMPORARY_MARKER
+
+    out = tmp_path / "w.h5"
+    live = subprocess.Popen([sys.executable, "-c", "import sys; from actkit._atomic import Temporary; "
+                             "t = Temporary(sys.argv[1]).open(); print(t.folder, flush=True); sys.stdin.read()",
+                             str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        held = Path(live.stdout.readline().strip())  # a live run's temporary: locked
+        empty = tmp_path / ".w.h5.abcdefgh.partial"  # killed between mkdtemp and its marker
+        empty.mkdir()
+        built = tmp_path / ".w.h5.0123_789.partial"  # killed while building the store in it
+        built.mkdir()
+        (built / TEMPORARY_MARKER).write_text("")
+        (built / "w.h5.partial").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+        mine = tmp_path / ".w.h5.zzzzzzzz.partial"  # a user's folder of that name: no marker
+        mine.mkdir()
+        (mine / "notes.txt").write_text("mine\n")
+        (tmp_path / ".w.h5.yyyyyyyy.partial").write_text("a user's file of that name\n")
+        (tmp_path / ".w.h5.x.abcdefgh.partial").mkdir()  # the temporary of another output (w.h5.x)
+        before = {k: v for k, v in _tree(tmp_path).items() if not k.startswith((empty.name, built.name))}
+        assert run_cli(capsys, "whiten", store, "--out", out, "--quiet")[0] == 0
+        after = _tree(tmp_path)
+        assert not empty.exists() and not built.exists() and held.is_dir()
+        assert {k: v for k, v in after.items() if k != "w.h5"} == before
+    finally:
+        live.communicate("", timeout=60)  # it ends without removing its temporary, as a kill would
+    assert held.is_dir() and run_cli(capsys, "whiten", store, "--out", out, "--quiet")[0] == 0
+    assert not held.exists()  # the same command again: nothing to do, and that temporary gone
+    assert _tree(tmp_path) == {k: v for k, v in after.items() if not k.startswith(held.name)}
