@@ -23,7 +23,8 @@ Usage: python _kill_launcher.py JOBS.json RESULTS.json
   resume cursors (``*.progress.json``) under ``FOLDER`` count ``F * N`` samples written;
 * ``"tries": T`` (optional, with ``kill`` and ``record``): a run that ended before the kill's
   moment came (the launcher was not scheduled in time) is run again, up to ``T`` times in
-  all, after what it wrote under ``record`` is removed;
+  all, after what it wrote under ``record`` is removed; a ``cpu`` kill's next try counts
+  its fraction of the CPU time the try before took to its ``mark``;
 * ``"record": FOLDER`` (optional): the paths under ``FOLDER`` when the run has ended;
 * ``"mark": {"watch": FOLDER, "match": REGEX}`` (optional): the CPU time the run has used
   when such a path first appears (its output in place: the work done, before the exit);
@@ -155,7 +156,7 @@ def _cpu(pids) -> float:
 class _Run:
     """One job's processes, its kill condition and its outcome."""
 
-    def __init__(self, job, detail, tries=1):
+    def __init__(self, job, detail, tries=1, work=None):
         self.job, self.kill, self.tries = job, job.get("kill"), tries
         self.sent = False
         if self.kill and self.kill["when"] == "entry":
@@ -163,7 +164,7 @@ class _Run:
             self.pattern = re.compile(self.kill.get("match", ""))
         if self.kill and self.kill["when"] == "cpu":
             of = detail[self.kill["of"]]
-            self.budget = self.kill["fraction"] * of.get("marked", of["cpu"])
+            self.budget = self.kill["fraction"] * (work or of.get("marked", of["cpu"]))
         self.marked, self.mark = None, job.get("mark")
         if self.mark:
             self.mark_seen, self.mark_pattern = _listing(self.mark["watch"]), re.compile(self.mark["match"])
@@ -260,7 +261,9 @@ def run_jobs(jobs, results, detail) -> None:
             run = running.pop(pid)
             run.reaped(pid, status, usage)
             if run.done() and run.again():
-                run = _Run(run.job, detail, run.tries + 1)
+                # the work this try took to its mark: the measure of the next (a reference run
+                # can take longer than the runs after it, and its fraction then come too late)
+                run = _Run(run.job, detail, run.tries + 1, run.marked)
                 for pid in run.pids:
                     running[pid] = run
             elif run.done():

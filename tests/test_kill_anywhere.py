@@ -161,8 +161,13 @@ def _job(root: Path, writers: dict, writer: str, run: str, kill=None, **extra) -
            **build(folder), **keys, **extra}
     if kill is not None:  # what the kill leaves is recorded before the rerun
         job.update(kill={**kill, "watch": str(folder)} if kill["when"] != "cpu" else kill, record=str(folder),
-                   tries=TRIES)
+                   tries=TRIES, mark=_mark(folder, writers[writer][1]))
     return job
+
+
+def _mark(folder: Path, name: str) -> dict:
+    """The launcher's ``mark``: the output in place (the CPU time to it is the work a fraction counts)."""
+    return {"watch": str(folder), "match": rf"^{re.escape(name)}$"}
 
 
 #: runs of a kill point whose moment passed unseen (the launcher not scheduled in time) before
@@ -183,8 +188,7 @@ def _jobs(root: Path, writers: dict, kills: list) -> list:
         if not keys.get("ranks"):  # once, in the launcher: what a first run imports lazily
             jobs.append(_job(root / "warm", writers, writer, "warm", warm=True))
         # its CPU time until its output is in place: the work a fraction counts
-        jobs.append(_job(root, writers, writer, "ref", mark={"watch": str(root / writer / "ref"),
-                                                             "match": rf"^{re.escape(name)}$"}))
+        jobs.append(_job(root, writers, writer, "ref", mark=_mark(root / writer / "ref", name)))
     for writer, point, kill, loaded in kills:
         jobs.append(_job(root, writers, writer, point, kill=kill, after=[f"{writer}/ref"], load=loaded))
         jobs.append(_job(root, writers, writer, f"{point}/rerun", after=[f"{writer}/{point}"], load=loaded))
