@@ -22,6 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import actkit
+from actkit._atomic import remove_stale_temporaries
 from actkit._data import iter_blocks
 from actkit._faults import fault
 from actkit._params import check_fitted
@@ -264,6 +265,7 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
     spec = {k: v for k, v in sae.spec_.items()}
     settings = {"sae": os.path.abspath(str(sae.path)) if sae.path is not None else None, **(settings or {})}
     request = {"command": "sae", "source": src, "source_fingerprint": store.fingerprint, "layer": name, **settings}
+    remove_stale_temporaries(out)  # what a run killed while writing it left (a finished one too)
     if out.exists():
         mine = is_codes_file(out)
         if mine and codes_meta(out).get("request") == json.loads(json.dumps(request)):

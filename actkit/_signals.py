@@ -19,17 +19,23 @@ where a handler runs: the watcher learns of the signal from Python's wakeup file
 (written by the C-level handler, in whatever thread), and :data:`DEADLINE_S` after it says
 the line and ends the process itself, with the same status. Nothing is lost: every output is
 crash-safe at any moment (a ``kill -9`` there resumes too).
+
+Code that hands Python callbacks to a C library runs :func:`uninterrupted`: a store is laid out
+through h5py's file-object driver, and a :class:`Terminated` raised inside one of its callbacks
+left h5py's file half made, its cleanup at exit printing a traceback after the line. A SIGTERM
+that arrives there is raised as the region ends (a few milliseconds later).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
 
-__all__ = ["Terminated", "SigtermGuard", "STATUS"]
+__all__ = ["Terminated", "SigtermGuard", "STATUS", "uninterrupted"]
 
 #: seconds the first :class:`Terminated` has to reach the command's end before it is raised again
 GRACE_S = 1.0
@@ -43,6 +49,29 @@ STATUS = 143
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C so the same cleanup runs."""
+
+
+class _Deferral(threading.local):
+    depth = 0  # uninterrupted() regions this thread is in
+    pending = False  # a SIGTERM arrived in one
+
+
+_DEFERRAL = _Deferral()
+
+
+@contextlib.contextmanager
+def uninterrupted():
+    """A region of the main thread that a SIGTERM does not interrupt: one that arrives inside
+    is raised (:class:`Terminated`) as the region ends normally (an error the region raises
+    goes on as it is; the guard has recorded the signal)."""
+    _DEFERRAL.depth += 1
+    try:
+        yield
+    finally:
+        _DEFERRAL.depth -= 1
+    if _DEFERRAL.depth == 0 and _DEFERRAL.pending:
+        _DEFERRAL.pending = False
+        raise Terminated()
 
 
 class SigtermGuard:
@@ -86,6 +115,9 @@ class SigtermGuard:
             return
         self.signalled = True
         self._seen.set()
+        if _DEFERRAL.depth:  # raised as the region ends
+            _DEFERRAL.pending = True
+            return
         raise Terminated()
 
     def _watch(self) -> None:

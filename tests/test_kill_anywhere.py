@@ -222,12 +222,16 @@ def _sigkills(writers: dict, loaded: bool) -> list:
 
 def _sigterms(writers: dict, tmp_path: Path) -> list:
     """:data:`N_SIGTERMS` SIGTERMs at random moments (of the CPU time an uninterrupted run
-    takes), under load, of the commands in turn."""
+    takes), under load, of the commands in turn; and three as a store is being laid out."""
     commands = [w for w, (build, _, _) in writers.items() if "argv" in build(tmp_path)]
     rng = np.random.default_rng(48)
-    return [(commands[i % len(commands)], f"term{i}",
-             {"signal": "TERM", "when": "cpu", "fraction": float(rng.uniform(0.05, 0.95)),
-              "of": f"{commands[i % len(commands)]}/ref"}, True) for i in range(N_SIGTERMS)]
+    at_random = [(commands[i % len(commands)], f"term{i}",
+                  {"signal": "TERM", "when": "cpu", "fraction": float(rng.uniform(0.05, 0.95)),
+                   "of": f"{commands[i % len(commands)]}/ref"}, True) for i in range(N_SIGTERMS)]
+    # and as a store is being laid out (h5py's file-object driver calls back into Python there)
+    at_build = [(w, "term-build", {"signal": "TERM", "when": "entry", "match": r"\.partial/o\.h5\.partial$"}, True)
+                for w in ("extract-text", "whiten", "import")]
+    return at_random + at_build
 
 
 #: what must not appear in a run's stderr after SIGTERM: a Python traceback, an exception a
@@ -236,7 +240,7 @@ def _sigterms(writers: dict, tmp_path: Path) -> list:
 _NOT_AFTER_SIGTERM = ("Traceback", "Exception ignored", "Terminated")
 
 
-def _terminated(root: Path, results: dict, writers: dict, writer: str, point: str, fraction: float) -> str | None:
+def _terminated(root: Path, results: dict, writers: dict, writer: str, point: str, kill: dict) -> str | None:
     """What is wrong with ``WRITER/POINT``'s end after SIGTERM (None: exit 143, and every
     rank's stderr ends with the one line ``actkit: terminated (SIGTERM)...``, said once, with
     no traceback; what the run said before, its warnings and torch's log of a rendezvous the
@@ -247,7 +251,8 @@ def _terminated(root: Path, results: dict, writers: dict, writer: str, point: st
                                 for r in range(1, int(writers[writer][2].get("ranks", 1)))]
     if results[job] == 143 and all(_said_terminated(err) for err in errs):
         return None
-    return f"{job} at {fraction:.0%}: exit {results[job]}, stderr {errs}"
+    when = f"at {kill['fraction']:.0%}" if kill["when"] == "cpu" else f"as {kill['match']} appeared"
+    return f"{job} {when}: exit {results[job]}, stderr {errs}"
 
 
 def _said_terminated(err: str) -> bool:
@@ -275,7 +280,7 @@ def test_every_writer_killed_or_terminated_anywhere_resumes_bitwise(sources, tmp
         else:
             failures.append(_resumed(tmp_path, results, writer, point))
     for writer, point, kill, _ in sigterms:
-        failures.append(_terminated(tmp_path, results, writers, writer, point, kill["fraction"])
+        failures.append(_terminated(tmp_path, results, writers, writer, point, kill)
                         or _resumed(tmp_path, results, writer, point))
     failures = [f for f in failures if f]
     assert not failures, "\n".join(failures)

@@ -1,7 +1,7 @@
 """Issue 48: SIGTERM always ends a command with exit 143 and one line, wherever it lands: in a
 finaliser that swallows it, in a library that wraps it into another error, in a main thread
-that native code holds (``actkit/_signals.py``). The real commands under 20 SIGTERMs at random
-moments: tests/test_kill_anywhere.py."""
+that native code holds, in a C library's Python callbacks (``actkit/_signals.py``). The real
+commands under 20 SIGTERMs at random moments: tests/test_kill_anywhere.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import actkit.cli as cli
-from actkit._signals import GRACE_S, SigtermGuard, Terminated
+from actkit._signals import GRACE_S, SigtermGuard, Terminated, uninterrupted
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,6 +39,20 @@ def test_a_sigterm_a_finaliser_swallowed_is_raised_again_and_not_printed(capsys)
     assert time.monotonic() - start < 5 * GRACE_S
     assert capsys.readouterr().err == ""  # no "Exception ignored in ..."
     assert signal.getsignal(signal.SIGTERM) is not None and signal.set_wakeup_fd(-1) == -1  # all put back
+
+
+def test_a_sigterm_in_an_uninterrupted_region_is_raised_as_it_ends():
+    """What hands Python callbacks to a C library (h5py's file-object driver laying out a
+    store) runs to its end; the SIGTERM that came meanwhile is raised right after."""
+    reached = []
+    with SigtermGuard() as guard:
+        with pytest.raises(Terminated):
+            with uninterrupted():
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(200_000):  # the handler runs here, and waits
+                    pass
+                reached.append("end of the region")
+        assert reached == ["end of the region"] and guard.signalled
 
 
 @pytest.mark.parametrize("swallow", ["returns", "wraps"])

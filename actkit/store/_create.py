@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from actkit._atomic import Temporary
+from actkit._signals import uninterrupted
 from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _inputs as recorded_inputs
@@ -142,7 +143,10 @@ def _build(target, meta, specs, rows_index, block_rows, param_arrays, inputs) ->
     mid-run, and HDF5 never meets ENOSPC (which can crash it as it closes the file).
     """
     fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
-    with os.fdopen(fd, "r+b", buffering=0) as fh:
+    # h5py's file-object driver calls back into Python: a SIGTERM raised in a callback left
+    # h5py's file half made (its cleanup at exit printed a traceback), so it waits until the
+    # layout is written (milliseconds)
+    with uninterrupted(), os.fdopen(fd, "r+b", buffering=0) as fh:
         _reserve(fh.fileno(), _planned_bytes(specs, param_arrays) + len(canonical_json(meta))
                  + recorded_inputs.planned_bytes(inputs), keep_size=True)
         with h5py_module().File(fh, "w", libver="earliest", track_order=False) as f:

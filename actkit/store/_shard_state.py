@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Mapping
 
+from actkit._atomic import remove_stale_temporaries
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 from actkit.store._create import (_existing_request, _partial_request, describe_difference, occupied_error,
@@ -60,6 +61,8 @@ def rerun_state(out, full_request: Mapping, *, overwrite: bool, resumable: bool 
     folder) belongs to another request and ``overwrite`` is off."""
     out = Path(out)
     rhash = request_hash(full_request)
+    for path in (out, shard_dir(out)):  # what a run killed while writing them left (a finished one too)
+        remove_stale_temporaries(path)
     if overwrite:
         if out.exists():
 
