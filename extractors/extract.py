@@ -420,8 +420,8 @@ def _check_budget_before_load(model, data, max_batch_tokens, max_length, context
                               trust_remote_code):
     """``--max-batch-tokens`` that some input cannot fit: one line before the model loads.
 
-    Returns the token ids of the texts when they were computed for the check (the adapter
-    reuses them), else ``None``.
+    Returns the token ids of the texts and their spans when they were computed for the check
+    (the adapter reuses them, :func:`~actkit.extractors.hf_text.tokenize`), else ``None``.
     """
     if max_batch_tokens is None or context_length is not None:
         return None
@@ -434,13 +434,14 @@ def _check_budget_before_load(model, data, max_batch_tokens, max_length, context
         return None
     tokenizer, limit = loaded
     with quiet_logs():  # "sequence longer than ..." is the model's limit: truncated (and said) later
-        ids = tokenize(tokenizer, data.texts)
+        tokenized = tokenize(tokenizer, data.texts)
+    ids = tokenized[0]
     if max_length is not None:
         limit = int(max_length) if limit is None else min(limit, int(max_length))
     lengths = np.fromiter((len(s) for s in ids), dtype=np.int64, count=len(ids))
     check_token_budget(lengths if limit is None else np.minimum(lengths, limit), max_batch_tokens, data.texts,
                        data.source)
-    return ids
+    return tokenized
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,

@@ -108,7 +108,7 @@ def test_text_store_records_ids_tokenizer_and_vocabulary(text_pair):
     model, full, _ = text_pair
     tok = _tokenizer(model)
     with open_store(full) as st:
-        assert st.attrs["actkit_format"] == "actkit-store/4"
+        assert st.attrs["actkit_format"] == "actkit-store/5"
         # depth order, not request order (resid.1,embed,resid.0 was asked)
         assert st.layers == ["embed", "resid.0", "resid.1"]
         rec = st.inputs
@@ -123,6 +123,13 @@ def test_text_store_records_ids_tokenizer_and_vocabulary(text_pair):
             assert rec.token_ids(i).dtype == np.int64 and rec.token_ids(i).tolist() == ids
             assert rec.tokens(i) == [tok.decode([t]) for t in ids]
             assert index[index[:, 0] == i, 1].tolist() == list(range(len(ids)))  # position p = entry p
+            # the original text and the tokenizer's offset mapping; a special token's span is
+            # empty where it stands (at the end of the token before it)
+            assert rec.has_text and rec.text(i) == text
+            spans, end = rec.token_spans(i).tolist(), 0
+            for t, off, span in zip(ids, tok(text, return_offsets_mapping=True)["offset_mapping"], spans):
+                assert span == ([end, end] if t in tok.all_special_ids else list(off))
+                end = span[1]
         # the recorded identity is enough for transformers to decode offline
         again = _tokenizer(rec.tokenizer["name_or_path"])
         assert again.decode(rec.token_ids(3).tolist()) == tok.decode(tok(SENTENCES[3])["input_ids"])

@@ -604,12 +604,14 @@ def test_zoo_text_examples_are_the_recorded_tokens_in_context(pythia):
     promoted = r.unit(r.units[0])["logits"]["promoted"]
     for p in promoted:
         _is_token(p[1], tok, p[0])
-    # the report's line shows a partial byte-level token's escaped bytes once escaped, as Python
-    # writes them ('\xe2\x80'), not with doubled backslashes
+    # the report's line shows the top example's context text, and a partial byte-level top token's
+    # escaped bytes once escaped, as Python writes them ('\xe2\x80'), not with doubled backslashes
     d = r.to_dict()
     t = d["units"][0]["top"][0]["text"]
-    t["tokens"][t["highlight"]] = r"\xe2\x80"
-    assert "top {:+.3g} '\\xe2\\x80'\n".format(d["units"][0]["top"][0]["value"]) in repr(UnitReport(d)) + "\n"
+    a, b = t["span"]
+    assert f"[{t['context'][a:b]}]" in repr(r).splitlines()[1]
+    d["units"][0]["top_tokens"]["tokens"][0]["token"] = r"\xe2\x80"
+    assert "tokens '\\xe2\\x80' " in repr(UnitReport(d))
 
 
 def _is_token(shown, tok, i):

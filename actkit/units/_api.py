@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from actkit.errors import InputError, LayerError
+from actkit.units._acts import RowLookup, add_window_acts
 from actkit.units._basis import DEFAULT_ORDER, resolve_basis
 from actkit.units._examples import Renderer
 from actkit.units._hist import trimmed
@@ -14,6 +15,7 @@ from actkit.units._lens import logit_lens
 from actkit.units._pass import finish, unit_pass
 from actkit.units._report import SCHEMA, UnitReport
 from actkit.units._select import SELECTIVE_AUROC, selectivity
+from actkit.units._tokens import K_TOKENS, add_top_tokens
 
 __all__ = ["ORDERS", "open_units_store", "units"]
 
@@ -232,7 +234,8 @@ def _add_labels(unit_dicts, acc, names, flip):
 
 
 def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=None, max_units=None,
-          random_state=0, device="cpu", progress=None, inputs=None, scheduler=None) -> UnitReport:
+          random_state=0, device="cpu", progress=None, inputs=None, scheduler=None,
+          k_tokens=K_TOKENS) -> UnitReport:
     """What each unit of a layer responds to: top-``k`` examples, quantile bands, histogram,
     moments, logit lens and label selectivity, from one streaming pass over the rows.
 
@@ -270,12 +273,16 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         with :func:`actkit.extractors.record_inputs`; False: no examples' inputs.
     scheduler : None, str or distributed.Client
         Run the pass on Dask (``docs/dask.md``); the same result as here.
+    k_tokens : int, default=200
+        Rows per unit its ``top_tokens`` are counted over (its ``k_tokens`` highest: the same
+        pass keeps ``max(k, k_tokens)`` top rows; :func:`actkit.units._tokens.top_tokens`).
 
     Returns
     -------
     UnitReport
     """
     k = _int("k", k, 1)
+    k_tokens = _int("k_tokens", k_tokens, 1)
     context = _int("context", context, 0)
     if max_units is not None:
         max_units = _int("max_units", max_units, 1)
@@ -286,16 +293,19 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
             raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of unit indices, got {order!r}")
         codes, names = _labels(labels, store[layer], int(store[layer].shape[0]))
         rec = _inputs(store, inputs)
-        acc = _run_pass(b, k, codes, 1 if names is None else len(names), random_state, scheduler, progress)
-        return _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state)
+        acc = _run_pass(b, max(k, k_tokens), codes, 1 if names is None else len(names), random_state, scheduler,
+                        progress)
+        return _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state, k_tokens)
     finally:
         if opened and hasattr(store, "close"):
             store.close()
 
 
-def _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state):
+def _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state, k_tokens=K_TOKENS):
     table = _moments_table(acc, b)
     flip = _orient(acc, table, b)
+    deep = acc["top"]  # the max(k, k_tokens) highest rows: the top tokens; k of them are shown
+    acc["top"], acc["bottom"] = (tuple(a[:k] for a in acc[key]) for key in ("top", "bottom"))
     order_name, ids = _order(order, table, b, flip)
     dead = [int(j) for j in ids if table["active"][j] == 0]
     shown = ids if max_units is None else ids[:max_units]
@@ -303,12 +313,15 @@ def _report(store, layer, b, acc, k, context, order, max_units, rec, names, rand
     attrs = dict(getattr(store[layer], "attrs", {}) or {})
     renderer = Renderer(rec, context, int(index[:, 1].max()) + 1 if index.size else 0, attrs)
     unit_dicts = _unit_dicts(acc, table, b, shown, flip, k, index, renderer)
+    add_top_tokens(unit_dicts, deep, k_tokens, b.sparse, index, renderer)
+    if renderer.kind == "text":
+        add_window_acts(unit_dicts, b, flip, RowLookup(index))
     lens = _add_lens(unit_dicts, b, store, layer, flip, rec)
     label_summary = _add_labels(unit_dicts, acc, names, flip)
     data = {"schema": SCHEMA, "store": str(getattr(store, "path", "")), "layer": layer,
             "basis": {"kind": b.kind, "source": b.source, "n_units": b.n_units}, "n_rows": table["n"],
             "n_samples": int(getattr(store, "n_samples", 0) or 0), "k": k, "context": context,
-            "order": order_name, "random_state": int(random_state),
+            "order": order_name, "random_state": int(random_state), "k_tokens": k_tokens,
             "flipped": [int(j) for j in np.flatnonzero(flip)], "dead": dead, "inputs": renderer.payload(),
             "logit_lens": lens, "labels": label_summary, "matches": None, "units": unit_dicts}
     return UnitReport(data)

@@ -1,15 +1,15 @@
 """A unit's example rows turned back into their inputs (the store's recorded inputs,
-:class:`actkit.store.RecordedInputs`): text as the row's token inside ``context`` tokens either
-side, images as the picture (a PNG data URI, once per sample) with the row's patch or map
-position as a box, pooled rows (position -1) as the whole input. Every string is kept as data
-(the tokenizer's own pieces); nothing here is markup.
+:class:`actkit.store.RecordedInputs`): text as the original characters of the row's token and
+``context`` tokens either side (the recorded text and each token's character span), images as
+the picture (a PNG data URI, once per sample) with the row's patch or map position as a box,
+pooled rows (position -1) as the whole input. Every string is kept as data (the input's own
+characters, the tokenizer's own pieces); nothing here is markup.
 """
 
 from __future__ import annotations
 
 import base64
-import struct
-import zlib
+import io
 
 import numpy as np
 
@@ -17,17 +17,22 @@ __all__ = ["Renderer", "png_data_uri"]
 
 
 def png_data_uri(image) -> str:
-    """An (H, W, 3) uint8 image as a ``data:image/png;base64,...`` URI (stdlib zlib only)."""
-    img = np.ascontiguousarray(np.asarray(image, np.uint8)[..., :3])
-    h, w = img.shape[:2]
-    raw = b"".join(b"\x00" + img[y].tobytes() for y in range(h))
+    """An (H, W, 3) uint8 image as a ``data:image/png;base64,...`` URI (PIL's encoder)."""
+    from PIL import Image  # PIL: only where an image is shown
 
-    def chunk(tag, data):
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(np.asarray(image, np.uint8)[..., :3]), "RGB").save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
-    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-           + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+def joined_pieces(tokens):
+    """``(text, spans)`` of inputs that record no text: the token pieces joined by one space
+    (each piece its own span), so that no two pieces run together."""
+    spans, at = np.zeros((len(tokens), 2), np.int64), 0
+    for i, t in enumerate(tokens):
+        spans[i] = at, at + len(t)
+        at += len(t) + 1
+    return " ".join(tokens), spans
 
 
 def _grid(inputs, n_positions, layer_attrs):
@@ -67,19 +72,38 @@ class Renderer:
         self.images = {}
         self._tokens = {}
         self.grid = _grid(inputs, int(n_positions), layer_attrs or {}) if self.kind == "image" else None
+        #: where a text example's characters come from: "recorded" (the input's own text),
+        #: "decoded" (an older store: decoded from its token ids) or "pieces" (token pieces)
+        self.text_source = None if self.kind != "text" else (
+            "pieces" if not getattr(inputs, "has_text", False) else getattr(inputs, "text_source", "recorded"))
 
-    def _text(self, sample, position):
+    def _sample(self, sample):
         if sample not in self._tokens:
             toks = list(self.inputs.tokens(sample))
             special = getattr(self.inputs, "special", None)
             ids = np.asarray(self.inputs.token_ids(sample))
             flags = [bool(special[i]) for i in ids] if special is not None and len(ids) == len(toks) else None
-            self._tokens[sample] = (toks, flags)
-        toks, flags = self._tokens[sample]
+            if self.text_source == "pieces":
+                text, spans = joined_pieces(toks)
+            else:
+                text, spans = self.inputs.text(sample), np.asarray(self.inputs.token_spans(sample), np.int64)
+            self._tokens[sample] = (toks, flags, text, spans)
+        return self._tokens[sample]
+
+    def _text(self, sample, position):
+        """The text of a row: ``tokens`` (the tokenizer's pieces), ``highlight``, ``start``,
+        ``special`` and the characters: ``context`` (the window's original text),
+        ``span`` (the row's token in it) and ``token_spans`` (every window token's)."""
+        toks, flags, text, spans = self._sample(sample)
+        a, b = (0, len(toks)) if position < 0 else (max(0, position - self.context),
+                                                     min(len(toks), position + self.context + 1))
+        window = spans[a:b]
+        lo, hi = (int(window[:, 0].min()), int(window[:, 1].max())) if b > a else (0, 0)
         if position < 0:
-            return {"tokens": toks, "highlight": None, "start": 0}
-        a, b = max(0, position - self.context), min(len(toks), position + self.context + 1)
-        out = {"tokens": toks[a:b], "highlight": position - a, "start": a}
+            lo, hi = 0, len(text)
+        out = {"tokens": toks[a:b], "highlight": None if position < 0 else position - a, "start": a,
+               "context": text[lo:hi], "span": None if position < 0 else [int(x) - lo for x in spans[position]],
+               "token_spans": (window - lo).tolist()}
         if flags is not None:
             out["special"] = flags[a:b]
         return out
@@ -99,6 +123,30 @@ class Renderer:
         return {"sample": sample, "box": [r * H / gh, c * W / gw, (r + 1) * H / gh, (c + 1) * W / gw],
                 "cell": [int(r), int(c)]}
 
+    def cell_key(self, position) -> int:
+        """Images: the key a row's position is counted under in a unit's top tokens: its patch
+        ``r * gw + c``, -1 the whole image (a pooled row), -2 a token that is no patch (CLS)."""
+        if position < 0:
+            return -1
+        extra, gh, _ = self.grid
+        if gh == 0:
+            return int(position)
+        return -2 if position < extra else int(position - extra)
+
+    def key_name(self, key) -> str:
+        """The readable name of a top-token key: the token's string (text), ``patch (r, c)``,
+        ``CLS token`` or ``whole image`` (images), ``whole input`` for a pooled text row."""
+        key = int(key)
+        if self.kind == "image":
+            if key < 0:
+                return "whole image" if key == -1 else "CLS token"
+            extra, gh, gw = self.grid
+            return f"position {key}" if gh == 0 else f"patch ({key // gw}, {key % gw})"
+        if key < 0:
+            return "whole input"
+        vocab = getattr(self.inputs, "vocab", None)
+        return str(vocab[key]) if vocab is not None and key < len(vocab) else f"#{key}"
+
     def example(self, row, value, sample, position):
         """One example's dict (see :class:`actkit.units.UnitReport`)."""
         ex = {"row": int(row), "value": float(value), "sample": int(sample), "position": int(position)}
@@ -115,4 +163,5 @@ class Renderer:
             out["images"] = {str(s): uri for s, uri in sorted(self.images.items())}
         if self.kind == "text":
             out["tokenizer"] = dict(getattr(self.inputs, "tokenizer", None) or {})
+            out["text"] = self.text_source
         return out

@@ -17,7 +17,7 @@ SCHEMA = "actkit-units/1"
 
 #: the columns of :meth:`UnitReport.to_frame`, in order
 COLUMNS = ("unit", "rank", "mean", "sd", "variance", "skewness", "kurtosis", "active_share", "dead", "flipped",
-           "top_value", "label", "label_auroc", "label_mi", "match", "match_corr", "match_p", "shared")
+           "top_value", "top_token", "top_token_share", "label", "label_auroc", "label_mi", "match", "match_corr", "match_p", "shared")
 
 
 def _clean(x):
@@ -35,6 +35,40 @@ def _clean(x):
     if isinstance(x, np.bool_):
         return bool(x)
     return x
+
+
+def _top_token(tops) -> dict:
+    """The ``to_frame`` columns of a unit's ``top_tokens``: its first token and that token's share."""
+    if not tops:
+        return {"top_token": None, "top_token_share": float("nan")}
+    return {"top_token": tops["tokens"][0].get("token"), "top_token_share": tops["share"]}
+
+
+_SHOWN = {"\n": "\u21b5", "\r": "\u21b5", "\u2028": "\u21b5", "\u2029": "\u21b5", "\t": "\u2192"}
+
+
+def _visible(text: str) -> str:
+    """Text for one terminal line: line breaks as ``↵``, tabs as ``→``, other control
+    characters escaped (``\\x1b``); every other character as it is."""
+    return "".join(_SHOWN.get(c) or (c if c.isprintable() else repr(c)[1:-1]) for c in text)
+
+
+def context_line(text: dict, width: int = 60) -> str:
+    """A text example as one line: its context's characters with the example's token in
+    brackets (``said [“hi”] to``), cut to about ``width`` characters around the token."""
+    ctx, span = text.get("context"), text.get("span")
+    if ctx is None:
+        return "(no text)"
+    if span is None:
+        return _visible(ctx[:width] + ("\u2026" if len(ctx) > width else ""))
+    a, b = span
+    left, mid, right = ctx[:a], ctx[a:b], ctx[b:]
+    room = max(0, (width - len(mid)) // 2)
+    left = ("\u2026" + left[-room:]) if len(left) > room else left
+    right = (right[:room] + "\u2026") if len(right) > room else right
+    if not mid:  # a token without characters of its own (a special token): its piece
+        mid = text["tokens"][text["highlight"]]
+    return _visible(left) + "[" + _visible(mid) + "]" + _visible(right)
 
 
 class UnitReport:
@@ -105,6 +139,7 @@ class UnitReport:
                          "variance": u["variance"], "skewness": u["skewness"], "kurtosis": u["kurtosis"],
                          "active_share": u["active_share"], "dead": u["dead"], "flipped": u["flipped"],
                          "top_value": u["top"][0]["value"] if u["top"] else float("nan"),
+                         **_top_token(u.get("top_tokens")),
                          "label": lab.get("name"), "label_auroc": lab.get("auroc", float("nan")),
                          "label_mi": lab.get("mutual_information", float("nan")),
                          "match": match.get("unit"), "match_corr": match.get("corr", float("nan")),
@@ -141,15 +176,19 @@ class UnitReport:
             what = ""
             if top is not None and "text" in top:
                 t = top["text"]
-                # repr shows whitespace; a partial byte-level token is recorded as its escaped bytes
-                # (r"\xe2\x80"), shown once escaped, not twice
-                what = (repr(t["tokens"][t["highlight"]]).replace("\\\\", "\\")
-                        if t["highlight"] is not None else "(whole input)")
+                what = context_line(t) if t["highlight"] is not None else "(whole input) " + context_line(t)
             elif top is not None and top.get("image", {}).get("cell") is not None:
                 what = f"image {top['sample']} patch {tuple(top['image']['cell'])}"
             elif top is not None:
                 what = f"sample {top['sample']} pos {top['position']}"
             lab = f"  label {u['label']['name']!r} AUROC {u['label']['auroc']:.2f}" if u.get("label") else ""
+            tops = u.get("top_tokens")
+            if tops:
+                first = tops["tokens"][0]
+                # a partial byte-level token is recorded as its escaped bytes (r"\xe2\x80"): shown
+                # once escaped, not twice
+                lab = (f"  tokens {repr(first.get('token')).replace(chr(92) * 2, chr(92))} "
+                       f"{first['count']}/{tops['rows']}") + lab
             lines.append(f"  unit {u['unit']:>5d}  skew {u['skewness']:+7.2f}  active {u['active_share']:6.1%}"
                          f"  top {top['value'] if top else float('nan'):+.3g} {what}{lab}")
         if len(d["units"]) > 10:
