@@ -11,13 +11,15 @@ of samples). Nothing is written: the result is attached to the open store
 
 from __future__ import annotations
 
+import numpy as np
+
 from actkit.errors import ActkitError
 from actkit.store import RecordedInputs
 
 from . import registry
 from .inputs import read_inputs
 
-__all__ = ["record_inputs"]
+__all__ = ["decoded_text", "record_inputs"]
 
 
 def _extraction_provenance(store) -> dict:
@@ -94,3 +96,58 @@ def record_inputs(store, inputs, *, model: str | None = None, revision: str | No
     if attach is not None:
         attach(out)
     return out
+
+
+class DecodedText:
+    """The recorded text inputs of an older store (``actkit-store/4``: token ids, no text),
+    with each sample's text decoded from its ids by the recorded tokenizer and re-tokenized
+    with offsets (:func:`decoded_text`); everything else is the recorded inputs'."""
+
+    text_source = "decoded"
+    has_text = True
+
+    def __init__(self, recorded, tokenizer):
+        self._recorded, self._tokenizer, self._done = recorded, tokenizer, {}
+
+    def __getattr__(self, name):
+        return getattr(self._recorded, name)
+
+    def _decode(self, sample):
+        if sample not in self._done:
+            from ._spans import place_special  # the stores' rule for special tokens' spans
+
+            ids = self._recorded.token_ids(sample)
+            keep = ~self._recorded.special[ids]
+            tok = self._tokenizer
+            text = tok.decode(ids[keep].tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            spans = np.zeros((ids.size, 2), np.int64)
+            if enc["input_ids"] == ids[keep].tolist():
+                spans[keep] = np.asarray(enc["offset_mapping"], np.int64).reshape(-1, 2)
+            else:  # the decoded text tokenizes otherwise: each token's own decoding, one after another
+                pieces = [tok.decode([int(i)], skip_special_tokens=False) for i in ids[keep]]
+                ends = np.cumsum([len(p) for p in pieces], dtype=np.int64)
+                spans[keep] = np.stack([ends - [len(p) for p in pieces], ends], axis=1) if pieces else spans[keep]
+                text = "".join(pieces)
+            self._done[sample] = (text, place_special(spans, ids, np.flatnonzero(self._recorded.special)))
+        return self._done[sample]
+
+    def text(self, sample) -> str:
+        return self._decode(int(sample))[0]
+
+    def token_spans(self, sample) -> np.ndarray:
+        return self._decode(int(sample))[1]
+
+
+def decoded_text(recorded):
+    """``recorded`` text inputs with each sample's text: as they are when they record it, else
+    (an ``actkit-store/4`` store) decoded from the token ids by the recorded tokenizer
+    (:class:`DecodedText`; read from a local folder or the local Hugging Face cache only);
+    unchanged when that tokenizer cannot be loaded or has no offset mapping."""
+    if recorded is None or recorded.kind != "text" or getattr(recorded, "has_text", False):
+        return recorded
+    name = (getattr(recorded, "tokenizer", None) or {}).get("name_or_path")
+    loaded = registry.load_tokenizer(name, revision=recorded.tokenizer.get("revision")) if name else None
+    if loaded is None or not getattr(loaded[0], "is_fast", False):
+        return recorded
+    return DecodedText(recorded, loaded[0])

@@ -59,6 +59,10 @@ def _inputs(store, inputs):
             raise InputError(f"{store.path} does not record its inputs (an older store or an embedding file); "
                              "pass inputs=PATH (--inputs) to re-attach them, or inputs=False (--no-inputs) "
                              "for statistics without examples")
+        if rec.kind == "text" and not rec.has_text:  # an older store: its text decoded from its ids
+            from actkit.extractors import decoded_text  # the recorded tokenizer (jobs floor; local files only)
+
+            rec = decoded_text(rec)
         return rec
     if hasattr(inputs, "kind") and hasattr(inputs, "n_samples"):
         return inputs
@@ -68,21 +72,41 @@ def _inputs(store, inputs):
 
 
 def _labels(labels, layer_obj, n):
-    """``(codes (n,) int64, names)`` or ``(None, None)``; one line for a wrong length."""
+    """``(codes (n,) int64, names, note)`` or ``(None, None, None)``; labels per input sample are
+    spread over their rows (:func:`per_row_labels`)."""
     if labels is None:
-        return None, None
+        return None, None, None
     if isinstance(labels, (str, os.PathLike)):
         from actkit.evaluation import read_labels  # the label files of actkit evaluate
 
         labels = read_labels(labels, layer=layer_obj)
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.shape[0] != n:
-        raise InputError(f"labels: {labels.shape[0] if labels.ndim else 0} labels for {n} rows; "
-                         "give one label per row of the layer")
+    labels, note = per_row_labels(np.asarray(labels), layer_obj, n)
     names, codes = np.unique(labels.astype(str), return_inverse=True)
     if names.size > MAX_CLASSES:
         raise InputError(f"labels: {names.size} distinct labels; at most {MAX_CLASSES} are scored per unit")
-    return codes.astype(np.int64).ravel(), [str(x) for x in names]
+    return codes.astype(np.int64).ravel(), [str(x) for x in names], note
+
+
+def per_row_labels(labels, layer_obj, n):
+    """``(labels (n,), note)``: one label per row as given, or one per input sample of a layer
+    with several rows per sample (per token, per patch) spread over the rows of its sample
+    (``note`` says so; None otherwise). One line for any other length, and for labels per
+    sample of rows without a sample index."""
+    m = labels.shape[0] if labels.ndim else 0
+    if labels.ndim == 1 and m == n:
+        return labels, None
+    index = getattr(layer_obj, "index", None) if labels.ndim == 1 else None
+    if index is None:
+        raise InputError(f"labels: {m} labels for {n} rows; give one label per row of the layer"
+                         + ("" if labels.ndim != 1 else " (its rows carry no sample index, so labels per input "
+                            "sample cannot be spread over them)"))
+    samples = np.asarray(index)[:, 0]
+    n_samples = int(samples.max()) + 1 if samples.size else 0
+    if m != n_samples:
+        raise InputError(f"labels: {m} labels for {n} rows of {n_samples} input samples; give one label per row "
+                         "or one per input sample")
+    return labels[samples], (f"{m} labels, one per input sample, spread over the {n:,} rows of their samples "
+                             f"({n / max(m, 1):.1f} rows per sample)")
 
 
 def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
@@ -254,9 +278,11 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         Top (and bottom) examples per unit; ties broken by row order.
     context : int, default=8
         Tokens shown either side of a text example's token.
-    labels : array-like of shape (n_rows,) or str, optional
+    labels : array-like of shape (n_rows,) or (n_samples,), or str, optional
         One label per row (or a label file / column as ``actkit evaluate`` reads it): per
         unit the label it is most selective for (one-vs-rest AUROC, mutual information).
+        One label per input sample of a per-token or per-patch layer is given to every row of
+        its sample (the report's ``labels["note"]`` says so).
     order : {"skewness", "frequency", "variance", "kurtosis", "index"} or list of int, optional
         The units' order (default: skewness for ICA, frequency for SAE / dictionary codes,
         variance for neurons and PCA; dead units last).
@@ -291,17 +317,18 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         b = resolve_basis(basis, store, layer, device=device)
         if order is not None and isinstance(order, str) and order not in ORDERS:
             raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of unit indices, got {order!r}")
-        codes, names = _labels(labels, store[layer], int(store[layer].shape[0]))
+        codes, names, label_note = _labels(labels, store[layer], int(store[layer].shape[0]))
         rec = _inputs(store, inputs)
         acc = _run_pass(b, max(k, k_tokens), codes, 1 if names is None else len(names), random_state, scheduler,
                         progress)
-        return _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state, k_tokens)
+        return _report(store, layer, b, acc, k, context, order, max_units, rec, (names, label_note), random_state,
+                       k_tokens)
     finally:
         if opened and hasattr(store, "close"):
             store.close()
 
 
-def _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state, k_tokens=K_TOKENS):
+def _report(store, layer, b, acc, k, context, order, max_units, rec, labels, random_state, k_tokens=K_TOKENS):
     table = _moments_table(acc, b)
     flip = _orient(acc, table, b)
     deep = acc["top"]  # the max(k, k_tokens) highest rows: the top tokens; k of them are shown
@@ -317,7 +344,9 @@ def _report(store, layer, b, acc, k, context, order, max_units, rec, names, rand
     if renderer.kind == "text":
         add_window_acts(unit_dicts, b, flip, RowLookup(index))
     lens = _add_lens(unit_dicts, b, store, layer, flip, rec)
-    label_summary = _add_labels(unit_dicts, acc, names, flip)
+    label_summary = _add_labels(unit_dicts, acc, labels[0], flip)
+    if label_summary is not None and labels[1] is not None:
+        label_summary["note"] = labels[1]
     data = {"schema": SCHEMA, "store": str(getattr(store, "path", "")), "layer": layer,
             "basis": {"kind": b.kind, "source": b.source, "n_units": b.n_units}, "n_rows": table["n"],
             "n_samples": int(getattr(store, "n_samples", 0) or 0), "k": k, "context": context,
