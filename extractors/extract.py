@@ -323,9 +323,12 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
     adapter = adapter.for_inputs(data.kind)
     names, extra, modules_of, aliases_of, final_hidden, random_init = _resolve_layers(adapter, layers, final_hidden)
-    params = {}
+    params, final_norm = {}, None
     if unembedding:
         params["unembedding"] = adapter.unembedding()
+        final_norm = getattr(adapter, "final_norm", lambda: None)()  # what the logit lens folds in
+        if final_norm is not None:
+            params["final_norm_gain"] = final_norm.pop("gain")
 
     if context_length is not None:
         adapter.prepare_windows(data, context_length, max_tokens, progress=progress)
@@ -365,7 +368,8 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     provenance = provenance_record(adapter, data, specs, request, dtype, store_dtype_name, pool, n, fingerprint,
                                     preprocessing, max_length, batch_size, device_name, final_hidden, unembedding)
     extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
-                        "packing": packing, "device_map": device_map, "label_names": label_names}
+                        "packing": packing, "device_map": device_map, "label_names": label_names,
+                        "final_norm": final_norm}
     provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
     recorded = adapter.record_inputs(data)  # what each sample was: the store's /inputs
     if world is not None:

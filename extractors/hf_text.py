@@ -216,6 +216,26 @@ class TextAdapter(Adapter):
             return super().unembedding()
         return head.weight.detach().to("cpu", torch.float32).numpy().copy()
 
+    def final_norm(self) -> dict | None:
+        """The norm a causal LM applies before its unembedding, which the logit lens folds in:
+        ``{"module": dotted name, "kind": "layernorm" | "rmsnorm", "gain": (D,) float32}`` (the
+        last norm child of the decoder: GPT-NeoX's ``final_layer_norm``, GPT-2's ``ln_f``,
+        Llama's ``norm``; a Gemma norm's gain is ``1 + weight``), or None."""
+        if not self.causal:
+            return None
+        decoder = self.final_module()
+        norms = [m for _, m in decoder.named_children() if "norm" in type(m).__name__.lower()
+                 and isinstance(getattr(m, "weight", None), torch.Tensor) and m.weight.ndim == 1]
+        if not norms:
+            return None
+        norm = norms[-1]
+        name = next(n for n, m in self.model.named_modules() if m is norm)
+        gain = norm.weight.detach().to("cpu", torch.float32).numpy().copy()
+        if "gemma" in type(norm).__name__.lower():
+            gain = gain + 1.0
+        kind = "layernorm" if isinstance(norm, torch.nn.LayerNorm) else "rmsnorm"
+        return {"module": name, "kind": kind, "gain": gain}
+
 
 def _byte_alphabet() -> dict[str, int]:
     """The byte-level BPE alphabet (GPT-2, GPT-NeoX, Pythia): the printable character that

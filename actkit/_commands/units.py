@@ -25,6 +25,10 @@ def register(sub) -> None:
                         "from STORE, an SAE folder, or an actkit-codes/1 file of STORE's layer")
     p.add_argument("-k", "--k", dest="k", type=int, default=20, help="top examples per unit")
     p.add_argument("--context", type=int, default=8, help="tokens shown either side of a text example's token")
+    p.add_argument("--k-tokens", type=int, default=200, metavar="N",
+                   help="rows per unit its top tokens are counted over (its N highest)")
+    p.add_argument("--lens-raw", action="store_true",
+                   help="the logit lens as direction @ W_U, without the final LayerNorm's gain folded in")
     p.add_argument("--labels", metavar="SPEC",
                    help="one label per row, as actkit evaluate reads them (labels.npy, labels.txt, FILE:COLUMN, "
                         "a recorded label column): each unit's most selective label")
@@ -54,7 +58,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    for name in ("context", "max_units", "permutations"):
+    for name in ("context", "max_units", "permutations", "k_tokens"):
         value = getattr(args, name)
         if value is not None and value < (0 if name == "context" else 1):
             raise InputError(f"--{name.replace('_', '-')} must be a {'non-negative' if name == 'context' else 'positive'} "
@@ -68,7 +72,8 @@ def run(args) -> int:
                                  basis=args.basis, basis_b=args.basis_b)
     report = actkit.units(args.store, args.layer, basis=args.basis, k=args.k, context=args.context,
                           labels=args.labels, order=args.order, max_units=args.max_units, random_state=args.seed,
-                          device=args.device, progress=progress, inputs=inputs, scheduler=args.scheduler)
+                          device=args.device, progress=progress, inputs=inputs, scheduler=args.scheduler,
+                          k_tokens=args.k_tokens, lens_raw=args.lens_raw)
     if args.match:
         match = actkit.match_units(report, args.match, layer_b=args.layer_b, basis_b=args.basis_b,
                                    permutations=args.permutations, random_state=args.seed, device=args.device,

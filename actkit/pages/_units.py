@@ -8,11 +8,18 @@ indices into it, numbers to 6 significant digits, and an example as a small dict
 
 ``{"v": value, "s": sample, "p": position, "r": row}`` and, for text, ``"t": [string
 indices], "h": highlight (index into "t", or null: the whole input), "o": start (tokens left
-out before "t"), "x": [indices of special tokens]``; for images ``"img": {"sample", "box",
-"cell"}`` (the picture is ``inputs.images[sample]``, a PNG data URI, once per sample).
+out before "t"), "x": [indices of special tokens]``, the context's characters cut at the
+tokens' spans, ``"g": [[text, token index, ...] or [text]]`` (a piece of the context and the
+tokens whose characters it is: several where tokens share a character, none for the text
+between tokens; an empty text for a token without characters, a special token), and ``"a":
+[activation of each token, 4 significant digits, null where none]``; for images ``"img":
+{"sample", "box", "cell"}`` (the picture is ``inputs.images[sample]``, a PNG data URI, once
+per sample).
 
-Logit tables are ``[[token id, string index or null, logit]]``. Everything else keeps the
-report's own names (docs in :class:`actkit.units.UnitReport`).
+Logit tables are ``[[token id, string index or null, logit]]``; top tokens ``[[string index,
+count, mean]]`` (the first :data:`TOP_TOKENS`, with ``"rows"``, ``"share"`` and ``"more"``:
+how many are left out). Everything else keeps the report's own names (docs in
+:class:`actkit.units.UnitReport`).
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ from actkit.pages._render import check_page_path, render_page, write_page
 __all__ = ["units_data", "units_page", "units_preview"]
 
 #: the page's data schema (its script reads this form)
-PAGE_SCHEMA = "actkit-units-page/1"
+PAGE_SCHEMA = "actkit-units-page/2"
+#: top tokens per unit the page lists
+TOP_TOKENS = 12
 
 
 def _num(x):
@@ -62,9 +71,53 @@ def _example(e, strings):
         special = [i for i, s in enumerate(text.get("special") or ()) if s]
         if special:
             out["x"] = special
+        if text.get("context") is not None and text.get("token_spans") is not None:
+            out["g"] = pieces(text["context"], text["token_spans"])
+        if text.get("acts") is not None:
+            out["a"] = [None if a is None else float(f"{a:.4g}") for a in text["acts"]]
     if e.get("image") is not None:
         out["img"] = e["image"]
     return out
+
+
+def pieces(context, spans):
+    """The context cut at its tokens' spans, in order: ``[text, token, ...]`` for the
+    characters of one or more tokens (tokens whose spans overlap, such as the bytes of one
+    emoji, share one piece; a token without characters has an empty piece) and ``[text]`` for
+    characters between tokens (WordPiece's spaces)."""
+    out, group, cursor, lo, hi = [], [], 0, 0, 0
+
+    def flush():
+        nonlocal cursor, group
+        if group:
+            out.append([context[lo:hi], *group])
+            cursor, group = hi, []
+
+    for i, (a, b) in enumerate(spans):
+        if group and b > a and a < hi:
+            group.append(i)
+            hi = max(hi, b)
+            continue
+        flush()
+        if a > cursor:
+            out.append([context[cursor:a]])
+            cursor = a
+        if b <= a:
+            out.append(["", i])
+            continue
+        group, lo, hi = [i], max(a, cursor), b
+    flush()
+    if cursor < len(context):
+        out.append([context[cursor:]])
+    return out
+
+
+def _top_tokens(tops, strings):
+    if not tops:
+        return None
+    listed = tops["tokens"][:TOP_TOKENS]
+    return {"rows": tops["rows"], "share": _num(tops["share"]), "more": len(tops["tokens"]) - len(listed),
+            "tokens": [[strings.index(t.get("token")), t["count"], _num(t["mean"])] for t in listed]}
 
 
 def _logits(table, strings):
@@ -75,7 +128,7 @@ def _logits(table, strings):
 
 
 def _unit(u, strings):
-    skip = {"top", "bottom", "bands", "hist", "logits"}
+    skip = {"top", "bottom", "bands", "hist", "logits", "top_tokens"}
     out = {k: _num(v) if not isinstance(v, dict) else {a: _num(b) for a, b in v.items()}
            for k, v in u.items() if k not in skip}
     out["top"] = [_example(e, strings) for e in u.get("top") or ()]
@@ -85,6 +138,7 @@ def _unit(u, strings):
     hist = u.get("hist") or {}
     out["hist"] = {"counts": list(hist.get("counts") or ()), "edges": [_num(float(x)) for x in hist.get("edges") or ()]}
     out["logits"] = _logits(u.get("logits"), strings)
+    out["top_tokens"] = _top_tokens(u.get("top_tokens"), strings)
     return out
 
 

@@ -11,7 +11,7 @@ from actkit.units._acts import RowLookup, add_window_acts
 from actkit.units._basis import DEFAULT_ORDER, resolve_basis
 from actkit.units._examples import Renderer
 from actkit.units._hist import trimmed
-from actkit.units._lens import logit_lens
+from actkit.units._lens import add_lens
 from actkit.units._pass import finish, unit_pass
 from actkit.units._report import SCHEMA, UnitReport
 from actkit.units._select import SELECTIVE_AUROC, selectivity
@@ -221,25 +221,6 @@ def _unit_dicts(acc, table, basis, ids, flip, k, index, renderer):
     return out
 
 
-def _add_lens(unit_dicts, basis, store, layer, flip, inputs):
-    W = store.params.get("unembedding") if hasattr(store, "params") else None
-    if W is None or int(np.asarray(W).shape[1]) != int(store[layer].shape[1]):
-        return False
-    dirs = basis.directions()
-    if dirs is not None:
-        dirs = np.where(flip[:, None], -dirs, dirs)
-    elif basis.kind != "neuron":
-        return False
-    vocab = getattr(inputs, "vocab", None) if inputs is not None else None
-    lens = logit_lens(dirs, W, [u["unit"] for u in unit_dicts])
-    for u in unit_dicts:
-        up, lp, down, ld = lens[u["unit"]]
-        name = (lambda i: str(vocab[i]) if vocab is not None and i < len(vocab) else None)
-        u["logits"] = {"promoted": [[int(i), name(i), float(v)] for i, v in zip(up, lp)],
-                       "suppressed": [[int(i), name(i), float(v)] for i, v in zip(down, ld)]}
-    return True
-
-
 def _add_labels(unit_dicts, acc, names, flip):
     if names is None:
         return None
@@ -259,7 +240,7 @@ def _add_labels(unit_dicts, acc, names, flip):
 
 def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=None, max_units=None,
           random_state=0, device="cpu", progress=None, inputs=None, scheduler=None,
-          k_tokens=K_TOKENS) -> UnitReport:
+          k_tokens=K_TOKENS, lens_raw=False) -> UnitReport:
     """What each unit of a layer responds to: top-``k`` examples, quantile bands, histogram,
     moments, logit lens and label selectivity, from one streaming pass over the rows.
 
@@ -302,6 +283,10 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
     k_tokens : int, default=200
         Rows per unit its ``top_tokens`` are counted over (its ``k_tokens`` highest: the same
         pass keeps ``max(k, k_tokens)`` top rows; :func:`actkit.units._tokens.top_tokens`).
+    lens_raw : bool, default=False
+        The logit lens without the final norm folded in (``direction @ W_U``); by default a
+        residual layer's directions are read through the final LayerNorm's gain (and its
+        centring), as sae_vis does (:mod:`actkit.units._lens`).
 
     Returns
     -------
@@ -322,13 +307,14 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         acc = _run_pass(b, max(k, k_tokens), codes, 1 if names is None else len(names), random_state, scheduler,
                         progress)
         return _report(store, layer, b, acc, k, context, order, max_units, rec, (names, label_note), random_state,
-                       k_tokens)
+                       k_tokens, lens_raw)
     finally:
         if opened and hasattr(store, "close"):
             store.close()
 
 
-def _report(store, layer, b, acc, k, context, order, max_units, rec, labels, random_state, k_tokens=K_TOKENS):
+def _report(store, layer, b, acc, k, context, order, max_units, rec, labels, random_state, k_tokens=K_TOKENS,
+            lens_raw=False):
     table = _moments_table(acc, b)
     flip = _orient(acc, table, b)
     deep = acc["top"]  # the max(k, k_tokens) highest rows: the top tokens; k of them are shown
@@ -343,7 +329,7 @@ def _report(store, layer, b, acc, k, context, order, max_units, rec, labels, ran
     add_top_tokens(unit_dicts, deep, k_tokens, b.sparse, index, renderer)
     if renderer.kind == "text":
         add_window_acts(unit_dicts, b, flip, RowLookup(index))
-    lens = _add_lens(unit_dicts, b, store, layer, flip, rec)
+    lens = add_lens(unit_dicts, b, store, layer, flip, rec, raw=lens_raw)
     label_summary = _add_labels(unit_dicts, acc, labels[0], flip)
     if label_summary is not None and labels[1] is not None:
         label_summary["note"] = labels[1]
@@ -352,5 +338,5 @@ def _report(store, layer, b, acc, k, context, order, max_units, rec, labels, ran
             "n_samples": int(getattr(store, "n_samples", 0) or 0), "k": k, "context": context,
             "order": order_name, "random_state": int(random_state), "k_tokens": k_tokens,
             "flipped": [int(j) for j in np.flatnonzero(flip)], "dead": dead, "inputs": renderer.payload(),
-            "logit_lens": lens, "labels": label_summary, "matches": None, "units": unit_dicts}
+            "logit_lens": lens is not None, "lens": lens, "labels": label_summary, "matches": None, "units": unit_dicts}
     return UnitReport(data)

@@ -12,12 +12,22 @@ actkit.start(function (data, main) {
   function show(token) {                 /* a tokenizer's piece, readable: its space and newline marks */
     return String(token).replace(/^[\u0120\u2581]/, " ").replace(/\u010a/g, "\u21b5");
   }
-  function visible(text) {               /* a token alone (the index): its spaces seen */
-    return text.replace(/ /g, "\u2423");
+  function lines(text) {                 /* one line per example: line breaks shown as \u21b5 */
+    return String(text).replace(/\r\n|[\n\r\u2028\u2029]/g, "\u21b5");
+  }
+  function visible(text) {               /* a token alone (the index, a space token): its whitespace seen */
+    return lines(text).replace(/\t/g, "\u2192").replace(/[^\S\u21b5\u2192]/g, "\u2423");
+  }
+  function topToken(u) {                 /* the most frequent token of the unit's highest rows */
+    var tt = u.top_tokens;
+    if (!tt || !tt.tokens.length) return "";
+    var first = tt.tokens[0];
+    return visible(show(S[first[0]])) + " (" + first[1] + "/" + tt.rows + ")";
   }
   units.forEach(function (u) {
     var top = u.top[0];
-    u.top_token = top && top.t && top.h !== null && top.h !== undefined ? visible(show(S[top.t[top.h]])) : "";
+    u.top_token = topToken(u);
+    u.top_token_share = u.top_tokens ? u.top_tokens.share : null;
     u.top_value = top ? top.v : null;
     u.label_name = u.label ? u.label.name : null;
     u.label_auroc = u.label ? u.label.auroc : null;
@@ -29,32 +39,33 @@ actkit.start(function (data, main) {
     u.is_shared = !!(u.match && u.match.shared);
   });
 
-  /* the search: a unit matches when one of the token strings of its examples or logit tables
-     (or its label) contains the text; each unit's strings are gathered once, as indices */
-  var unitIds = null, lowered = null;
+  /* the search: a unit matches when the text of one of its examples (a word over several
+     tokens too), one of its top tokens, logit tokens or its label contains the query, case
+     aside; each unit's text is gathered once, lower-cased, its parts apart (\u0000) */
+  var unitText = null;
   function prepareSearch() {
-    if (unitIds) return;
-    lowered = S.map(function (s) { return (show(s) + "\u0000" + s).toLowerCase(); });
-    unitIds = units.map(function (u) {
-      var seen = new Set();
-      var take = function (e) { if (e.t) e.t.forEach(function (i) { seen.add(i); }); };
+    if (unitText) return;
+    unitText = units.map(function (u) {
+      var parts = [], ids = new Set();
+      var take = function (e) {
+        if (e.g) parts.push(e.g.map(function (p) { return p[0]; }).join(""));
+        if (e.t) e.t.forEach(function (i) { ids.add(i); });
+      };
       u.top.forEach(take);
       u.bottom.forEach(take);
       u.bands.forEach(function (b) { b.examples.forEach(take); });
       if (u.logits) ["promoted", "suppressed"].forEach(function (side) {
-        u.logits[side].forEach(function (t) { if (t[1] !== null) seen.add(t[1]); });
+        u.logits[side].forEach(function (t) { if (t[1] !== null) ids.add(t[1]); });
       });
-      return Array.from(seen);
+      if (u.top_tokens) u.top_tokens.tokens.forEach(function (t) { if (t[0] !== null) ids.add(t[0]); });
+      ids.forEach(function (i) { parts.push(show(S[i]), S[i]); });
+      if (u.label_name !== null) parts.push(String(u.label_name));
+      return parts.join("\u0000").toLowerCase();
     });
   }
   function matching(q) {
     prepareSearch();
-    var hit = new Uint8Array(S.length);
-    for (var i = 0; i < lowered.length; i++) if (lowered[i].indexOf(q) >= 0) hit[i] = 1;
-    return units.map(function (u, k) {
-      return unitIds[k].some(function (id) { return hit[id] === 1; }) ||
-        (u.label_name !== null && String(u.label_name).toLowerCase().indexOf(q) >= 0);
-    });
+    return unitText.map(function (t) { return t.indexOf(q) >= 0; });
   }
 
   /* ---------------------------------------------------------------- the summary */
@@ -72,7 +83,7 @@ actkit.start(function (data, main) {
 
   /* ---------------------------------------------------------------- the index */
   var index = A.section("Units", "index");
-  var search = el("input", {attrs: {type: "search", id: "unit-search", placeholder: "search example text or logit tokens",
+  var search = el("input", {attrs: {type: "search", id: "unit-search", placeholder: "search example text, top or logit tokens",
                                     "aria-label": "search units"}});
   var filters = {};
   function filter(key, text, count) {
@@ -89,7 +100,8 @@ actkit.start(function (data, main) {
     R.flipped && R.flipped.length ? filter("flipped", "flipped", count(function (u) { return u.flipped; })) : null);
   var counter = el("p", {cls: "muted", attrs: {id: "unit-count"}});
   var cols = [{key: "unit", label: "unit"}, {key: "rank", label: "rank"},
-              {key: "top_token", label: "top token", title: "the highlighted token of the top example"},
+              {key: "top_token", label: "top token", title: "the most frequent token (image: patch) of the unit's " +
+                 (R.k_tokens || "") + " highest rows, with its count", value: function (u) { return u.top_token_share; }},
               {key: "top_value", label: "top", digits: 3}, {key: "mean", label: "mean", digits: 3},
               {key: "sd", label: "sd", digits: 3}, {key: "skewness", label: "skew", digits: 2},
               {key: "kurtosis", label: "kurt", digits: 2},
@@ -101,7 +113,7 @@ actkit.start(function (data, main) {
                                    {key: "match_p", label: "p", digits: 3}]);
   var shownUnits = units, ready = false;
   var table = A.table(cols, units, {cls: "index", onRow: focus, onDraw: function (rows) { shownUnits = rows; if (ready) restartCards(); },
-    descending: ["top_value", "mean", "sd", "skewness", "kurtosis", "active_share", "label_auroc", "label_mi", "match_corr"]});
+    descending: ["top_token", "top_value", "mean", "sd", "skewness", "kurtosis", "active_share", "label_auroc", "label_mi", "match_corr"]});
   index.appendChild(controls);
   index.appendChild(counter);
   index.appendChild(el("div", {cls: "scroll index-scroll"}, table));
@@ -169,12 +181,44 @@ actkit.start(function (data, main) {
     focusSlot.scrollIntoView();
   }
 
+  /* a token's shade: orange for positive values, blue for negative, as deep as the value is
+     large against the unit's own scale (its top value; its lowest for negatives) */
+  function shade(node, v, scale) {
+    if (!A.isNum(v) || v === 0) return;
+    var s = v > 0 ? scale.pos : scale.neg, t = s > 0 ? Math.min(1, Math.abs(v) / s) : 0;
+    if (t < 0.02) return;
+    node.style.backgroundColor = v > 0 ? "rgba(255, 140, 0, " + (0.8 * t).toFixed(3) + ")" :
+      "rgba(40, 110, 255, " + (0.6 * t).toFixed(3) + ")";
+  }
+  function piece(e, p, scale) {          /* one piece of a context: text between tokens, or tokens */
+    if (p.length === 1) return el("span", {cls: "gap", text: lines(p[0])});
+    var ids = p.slice(1), acts = e.a || [], best = null, title = [];
+    ids.forEach(function (i) {
+      var v = acts[i];
+      title.push(S[e.t[i]] + " = " + (A.isNum(v) ? fmt(v, 4) : "(no row)"));
+      if (A.isNum(v) && (best === null || Math.abs(v) > Math.abs(best))) best = v;
+    });
+    var text = p[0], cls = "tok" + (ids.indexOf(e.h) >= 0 ? " hi" : "");
+    if (text === "") { text = show(S[e.t[ids[0]]]); cls += " sp"; }       /* a special token: its piece */
+    else if (/^\s+$/.test(text)) { text = visible(text); cls += " ws"; }  /* a space token: seen */
+    else text = lines(text);
+    if ((e.x || []).indexOf(ids[0]) >= 0) cls += " sp";
+    var node = el("span", {cls: cls, text: text, title: title.join("\n")});
+    shade(node, best, scale);
+    return node;
+  }
+
   function example(e, scale) {
     var row = el("div", {cls: "ex"});
     var val = el("span", {cls: "val", text: fmt(e.v, 3), title: "sample " + e.s + ", position " + e.p + ", row " + e.r});
-    val.style.setProperty("--w", Math.max(0, Math.min(100, scale > 0 ? 100 * e.v / scale : 0)).toFixed(1) + "%");
+    val.style.setProperty("--w", Math.max(0, Math.min(100, scale.pos > 0 ? 100 * e.v / scale.pos : 0)).toFixed(1) + "%");
     row.appendChild(val);
-    if (e.t) {
+    if (e.g) {
+      var text = el("span", {cls: "ctx" + (e.h === null || e.h === undefined ? " whole" : "")});
+      if (e.o > 0) text.appendChild(el("span", {cls: "more", text: "\u2026"}));
+      e.g.forEach(function (p) { text.appendChild(piece(e, p, scale)); });
+      row.appendChild(text);
+    } else if (e.t) {
       var ctx = el("span", {cls: "ctx" + (e.h === null || e.h === undefined ? " whole" : "")});
       if (e.o > 0) ctx.appendChild(el("span", {cls: "more", text: "\u2026"}));
       var special = e.x || [];
@@ -214,9 +258,26 @@ actkit.start(function (data, main) {
     return box;
   }
 
+  function thumb(e) {                    /* an image example: the picture, its patch boxed, its value */
+    return el("figure", {cls: "thumb"}, picture(e), el("figcaption", {text: fmt(e.v, 3),
+      title: "sample " + e.s + ", position " + e.p + ", row " + e.r}));
+  }
   function examples(title, list, scale) {
     if (!list || !list.length) return null;
+    if (list[0].img) return el("div", {cls: "examples grid"}, el("h4", {text: title}),
+                               el("div", {cls: "thumbs"}, list.map(thumb)));
     return el("div", {cls: "examples"}, el("h4", {text: title}), list.map(function (e) { return example(e, scale); }));
+  }
+
+  function tokenTable(u) {
+    var tt = u.top_tokens;
+    if (!tt || !tt.tokens.length) return null;
+    var rows = tt.tokens.map(function (t) { return {token: t[0] === null ? "" : visible(show(S[t[0]])), count: t[1], mean: t[2]}; });
+    return el("div", {cls: "toptokens"},
+      el("h4", {text: "Top tokens (" + tt.rows + " highest rows)"}),
+      A.table([{key: "token", label: inputs.kind === "image" ? "patch" : "token", cls: "tokcell"},
+               {key: "count", label: "rows"}, {key: "mean", label: "mean", digits: 3}], rows),
+      tt.more > 0 ? el("p", {cls: "muted", text: "and " + tt.more + " more"}) : null);
   }
 
   function logitTable(u) {
@@ -254,12 +315,14 @@ actkit.start(function (data, main) {
         el("p", {text: "correlation " + fmt(u.match.corr, 3) + ", p = " + fmt(u.match.p_value, 3) +
                        (u.is_shared ? ": a shared unit" : ": not above the null")})));
     }
+    box.appendChild(tokenTable(u) || el("span"));
     box.appendChild(logitTable(u) || el("span"));
     return box;
   }
 
   function card(u) {
-    var scale = u.top.length ? Math.abs(u.top[0].v) || 1 : 1;
+    var scale = {pos: u.top.length && u.top[0].v > 0 ? u.top[0].v : 1,
+                 neg: u.bottom.length && u.bottom[0].v < 0 ? -u.bottom[0].v : (u.top.length ? Math.abs(u.top[0].v) || 1 : 1)};
     var badges = [u.dead ? "dead" : null, u.flipped ? "flipped" : null, u.is_shared ? "shared" : null,
                   u.is_selective ? "label-selective" : null].filter(Boolean);
     var head = el("div", {cls: "cardhead"}, el("h3", {text: "Unit " + u.unit}),
@@ -267,7 +330,8 @@ actkit.start(function (data, main) {
         " \u00b7 skew " + fmt(u.skewness, 2) + " \u00b7 kurt " + fmt(u.kurtosis, 2) + " \u00b7 active " +
         (A.isNum(u.active_share) ? (100 * u.active_share).toFixed(1) + "%" : "")}),
       badges.map(function (b) { return el("span", {cls: "badge " + b, text: b}); }));
-    var body = el("div", {cls: "main"},
+    var body = u.dead ? el("div", {cls: "main"}, el("p", {cls: "muted never", text: "never active: zero on every row"})) :
+      el("div", {cls: "main" + (u.top.length && u.top[0].img ? " pictures" : "")},
       examples("Top examples", u.top, scale),
       u.bands.map(function (b) {
         return examples("Band " + fmt(b.quantiles[0], 2) + "\u2013" + fmt(b.quantiles[1], 2) + " of active rows (" +
