@@ -3,9 +3,9 @@
 A text store records every sample's original text and each token's ``[start, end)`` in it
 (characters; :func:`actkit.store.text_record`), so that an example is shown as the text
 itself, never rebuilt from token pieces. The spans are the fast tokenizer's
-``offset_mapping``, with one rule of our own: a special token (``[CLS]``, ``[SEP]``, BOS, EOS),
-which the tokenizer maps to ``(0, 0)`` wherever it stands, gets an empty span where it stands
-(at the end of the token before it). A byte-level token that covers part of a character (one
+``offset_mapping``, with one rule of our own: a token without characters (``[CLS]``, ``[SEP]``,
+BOS, EOS), which the tokenizer maps to ``(0, 0)`` wherever it stands, gets an empty span where
+it stands (at the end of the token before it). A byte-level token that covers part of a character (one
 byte of an emoji) is mapped by the tokenizer to the whole character, so two tokens may share
 it.
 
@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["encode", "place_special", "window_texts"]
+__all__ = ["encode", "place_empty", "window_texts"]
 
 
-def place_special(spans, ids, special) -> np.ndarray:
-    """(T, 2) int64 spans with each special token's span made empty where it stands: at the
-    end of the token before it (0 for the first)."""
+def place_empty(spans) -> np.ndarray:
+    """(T, 2) int64 spans with each empty span (a token without characters of its own: the
+    tokenizer maps ``[CLS]``, ``[SEP]``, BOS, EOS to ``(0, 0)`` wherever they stand) moved
+    where the token stands: to the end of the token before it (0 for the first). A token with
+    characters keeps them, special or not (BERT's ``[UNK]`` covers the emoji it stands for)."""
     out = np.asarray(spans, np.int64).reshape(-1, 2).copy()
-    flags = np.isin(np.asarray(ids, np.int64), special)
+    flags = out[:, 1] <= out[:, 0]
     if flags.any():
         end = 0
         for t in range(out.shape[0]):
@@ -36,17 +38,16 @@ def place_special(spans, ids, special) -> np.ndarray:
     return out
 
 
-def encode(tokenizer, texts, *, special=(), **kwargs):
+def encode(tokenizer, texts, **kwargs):
     """``(ids, spans)`` of ``texts`` (``tokenizer(texts, **kwargs)``): the token ids and, for a
-    fast tokenizer, each token's character span (:func:`place_special`); ``spans`` is None for
+    fast tokenizer, each token's character span (:func:`place_empty`); ``spans`` is None for
     a tokenizer without an offset mapping (a slow, Python tokenizer)."""
     fast = bool(getattr(tokenizer, "is_fast", False))
     enc = tokenizer(list(texts), return_offsets_mapping=fast, **kwargs)
     ids = enc["input_ids"]
     if not fast:
         return ids, None
-    special = np.asarray(sorted(set(int(i) for i in special)), np.int64)
-    return ids, [place_special(o, i, special) for i, o in zip(ids, enc["offset_mapping"])]
+    return ids, [place_empty(o) for o in enc["offset_mapping"]]
 
 
 def window_texts(texts, doc, spans, count, body, bos):

@@ -34,10 +34,9 @@ def tokenize(tokenizer, texts, step: int = 1024):
     and each token's character span (:func:`actkit.extractors._spans.encode`; None for a slow
     tokenizer), with a bar."""
     ids, spans = [], []
-    special = special_ids(tokenizer)
     with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
         for start in range(0, len(texts), step):
-            i, s = encode(tokenizer, texts[start : start + step], special=special, add_special_tokens=True)
+            i, s = encode(tokenizer, texts[start : start + step], add_special_tokens=True)
             ids.extend(i)
             spans = None if s is None else spans + s
             bar.update(min(step, len(texts) - start))
@@ -104,8 +103,8 @@ class TextAdapter(Adapter):
             ids = list(ids)
             long = [i for i, seq in enumerate(ids) if limit is not None and len(seq) > limit]
             if long:
-                enc, cut = encode(self.tokenizer, [texts[i] for i in long], special=self._special,
-                                  add_special_tokens=True, truncation=True, max_length=limit)
+                enc, cut = encode(self.tokenizer, [texts[i] for i in long], add_special_tokens=True,
+                                  truncation=True, max_length=limit)
                 for n, i in enumerate(long):
                     ids[i] = enc[n]
                     if spans is not None:

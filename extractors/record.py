@@ -114,7 +114,7 @@ class DecodedText:
 
     def _decode(self, sample):
         if sample not in self._done:
-            from ._spans import place_special  # the stores' rule for special tokens' spans
+            from ._spans import place_empty  # the stores' rule for the spans of tokens without characters
 
             ids = self._recorded.token_ids(sample)
             keep = ~self._recorded.special[ids]
@@ -129,7 +129,7 @@ class DecodedText:
                 ends = np.cumsum([len(p) for p in pieces], dtype=np.int64)
                 spans[keep] = np.stack([ends - [len(p) for p in pieces], ends], axis=1) if pieces else spans[keep]
                 text = "".join(pieces)
-            self._done[sample] = (text, place_special(spans, ids, np.flatnonzero(self._recorded.special)))
+            self._done[sample] = (text, place_empty(spans))
         return self._done[sample]
 
     def text(self, sample) -> str:

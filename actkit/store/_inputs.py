@@ -87,8 +87,8 @@ def text_record(token_ids: Sequence[Sequence[int]], *, tokenizer: Mapping[str, A
         :func:`actkit.extractors.windows.pack_windows`); given with ``spans``.
     spans : sequence of (T_i, 2) int arrays, optional
         Each token's ``[start, end)`` in its sample's text, in characters (code points), as
-        the tokenizer's offset mapping gives it; a token without characters of its own (a
-        special token) has an empty span where it stands.
+        the tokenizer's offset mapping gives it; a token without characters of its own (most
+        special tokens) has an empty span where it stands.
     """
     offsets, ids = ragged(token_ids)
     special = np.asarray(special, dtype=bool)
@@ -323,7 +323,7 @@ class RecordedInputs:
 
     def token_spans(self, sample: int) -> np.ndarray:
         """(T, 2) int64: ``[start, end)`` of each token of ``sample`` in :meth:`text`
-        (characters; empty where a special token stands)."""
+        (characters; empty where a token without characters, a special token, stands)."""
         self._require("text", "token_spans")
         i = self._check_sample(sample)
         off = self._get("offsets")
