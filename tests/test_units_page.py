@@ -212,3 +212,196 @@ def test_cli_units_html_and_the_notebook_view(report, chromium, tmp_path, capsys
     assert frame.locator("#index tbody tr").count() == 6            # the first six units
     assert frame.locator("article.card[data-unit]").count() >= 1 and errors == []
     ctx.close()
+
+
+# ---------------------------------------------------------------------------- real text
+WS_SHOWN = {"\t": "\u2192"}
+
+
+def _lines(text):
+    import re
+
+    return re.sub(r"\r\n|[\n\r\u2028\u2029]", "\u21b5", text)
+
+
+def _visible(text):
+    return "".join("\u21b5" if c in "\n\r\u2028\u2029" else WS_SHOWN.get(c, "\u2423") for c in text)
+
+
+def _drawn(text):
+    """What the page draws of a text example (docs/pages.md): the context's characters, line
+    breaks as ↵, a space token as ␣, a token without characters as its piece."""
+    from actkit.pages._units import pieces
+
+    out = "\u2026" if text["start"] > 0 else ""
+    for p in pieces(text["context"], text["token_spans"]):
+        if len(p) == 1:
+            out += _lines(p[0])
+        elif p[0] == "":
+            out += text["tokens"][p[1]]
+        elif not p[0].strip():
+            out += _visible(p[0])
+        else:
+            out += _lines(p[0])
+    return out
+
+
+@pytest.fixture(scope="module")
+def real_text(tmp_path_factory):
+    """Pythia-tiny (the zoo's, a byte-level BPE) on lines with quotes, emoji, CJK, Arabic,
+    markup and U+2028; a second store of the same rows where unit 0 fires on space tokens and
+    unit 1 inside the word InterpolationSyntaxError."""
+    import actkit
+    from actkit.store import LayerSpec, create_store
+    from tests.test_units_text import LINES, ZOO
+
+    tmp = tmp_path_factory.mktemp("units-text")
+    corpus = tmp / "lines.txt"
+    corpus.write_text("\n".join(LINES * 2) + "\n", encoding="utf-8")
+    path = actkit.extract(str(ZOO / "pythia-tiny-seed0"), str(corpus), tmp / "p.h5", layers=["gpt_neox.layers.1"],
+                          unembedding=True, progress=False)
+    s = actkit.open_store(path)
+    layer = s["gpt_neox.layers.1"]
+    X, index = np.asarray(layer[:]), layer.index
+    rec = s.inputs
+    ids = np.array([rec.token_ids(int(a))[int(p)] for a, p in index])
+    space = np.array([not rec.vocab[i].strip() for i in ids])
+    assert space.sum() >= 5
+    X[:, 0] = np.where(space, 10.0, 0.0) + 0.01 * X[:, 0]
+    word = [i for i, line in enumerate(LINES * 2) if line.startswith("InterpolationSyntaxError")]
+    X[:, 1] = np.where(np.isin(index[:, 0], word) & np.isin(index[:, 1], [6, 7]), 10.0, 0.0) + 0.01 * X[:, 1]
+    spaced = tmp / "spaces.h5"
+    w = create_store(spaced, [LayerSpec("h", X.shape[0], X.shape[1], index=index)], n_samples=s.n_samples,
+                     request={"p": "spaces"}, inputs_fingerprint=s.inputs_fingerprint, inputs=rec.as_record())
+    w.append("h", X.astype(np.float32))
+    w.checkpoint(s.n_samples)
+    w.finalize()
+    return path, spaced
+
+
+def _unit_text(u):
+    """A unit's searchable text as the page gathers it: its examples' contexts, the token
+    strings of its examples, top tokens and logit tables."""
+    exs = u["top"] + u["bottom"] + [e for b in u["bands"] for e in b["examples"]]
+    parts = [e["text"]["context"] for e in exs] + [t for e in exs for t in e["text"]["tokens"]]
+    parts += [t["token"] for t in (u["top_tokens"] or {}).get("tokens", [])]
+    parts += [t[1] for side in ("promoted", "suppressed") for t in (u["logits"] or {}).get(side, []) if t[1]]
+    return "\u0000".join(parts).lower()
+
+
+def test_real_text_draws_its_characters_shaded_and_searchable(real_text, chromium, tmp_path):
+    """The page draws each context as its characters (quotes, emoji, CJK, Arabic as they are),
+    each token shaded by the unit's value (the value on hover); a word over several tokens is
+    found, case aside; markup in the corpus is text; nothing runs, with the CSP off too."""
+    path, _ = real_text
+    r = units(path, k=5, context=4, k_tokens=50, progress=False)
+    d = r.to_dict()
+    page_path = r.to_html(tmp_path / "text.html")
+    for bypass in (False, True):
+        v = Visit(chromium, page_path, bypass_csp=bypass)
+        assert v.errors() == [] and v.foreign_requests() == [] and v.ran() == []
+        page = v.page
+        # the index's top token: the most frequent token of the unit's highest rows, with its count
+        tops = page.eval_on_selector_all("#index tbody tr", "rs => rs.map(r => r.children[2].textContent)")
+        want_tops = []
+        for u in d["units"]:
+            t = u["top_tokens"]["tokens"][0]
+            seen = "".join("\u21b5" if c in "\n\r\u2028\u2029" else "\u2192" if c == "\t" else "\u2423" if c.isspace()
+                           else c for c in t["token"])
+            want_tops.append(f"{seen} ({t['count']}/{u['top_tokens']['rows']})")
+        assert tops == want_tops
+        page.fill("#unit-search", "<script>")
+        hostile = {str(u["unit"]) for u in d["units"] if "<script>" in _unit_text(u)}
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(hostile)}")
+        assert hostile and set(_rows(page)) == hostile
+        page.fill("#unit-search", "")
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(d['units'])}")
+        # a card: every example drawn as its characters
+        u = next(u for u in d["units"] if str(u["unit"]) in hostile)
+        page.click(f"#index tbody tr:nth-child({[x['unit'] for x in d['units']].index(u['unit']) + 1})")
+        card = f"#card-focus article.card[data-unit='{u['unit']}']"
+        page.wait_for_selector(card)
+        drawn = page.eval_on_selector_all(f"{card} .ex .ctx", "x => x.map(c => c.textContent)")
+        exs = u["top"] + [e for b in u["bands"] for e in b["examples"]] + u["bottom"]
+        assert drawn == [_drawn(e["text"]) for e in exs]
+        assert any("<script>" in t for t in drawn)
+        titles = page.eval_on_selector_all(f"{card} .ex .tok", "x => x.map(t => t.title)")
+        values = [a for e in exs for a in e["text"]["acts"]]
+        assert len(titles) >= len(exs) and all(" = " in t for t in titles)
+        shaded = page.eval_on_selector_all(f"{card} .ex .tok", "x => x.filter(t => t.style.backgroundColor).length")
+        assert shaded > len(exs) and max(map(abs, values)) > 0
+        assert page.eval_on_selector_all(f"{card} .toptokens tbody tr", "x => x.length") == \
+            min(8, len(u["top_tokens"]["tokens"]))
+        v.close()
+    # every context reached the page's data as its characters, whatever they are
+    want = [[e["text"]["context"] for e in u["top"] + [x for b in u["bands"] for x in b["examples"]] + u["bottom"]]
+            for u in d["units"]]
+    v = Visit(chromium, page_path)
+    got = v.page.evaluate("() => JSON.parse(document.getElementById('actkit-data').textContent).units.map(u => "
+                          "u.top.concat([].concat(...u.bands.map(b => b.examples)), u.bottom)"
+                          ".map(e => e.g.map(p => p[0]).join('')))")
+    assert got == want
+    flat = "".join(c for u in want for c in u)
+    assert sum(char in flat for char in "\u201c\U0001F600\u4e2d\u0627<") >= 3
+    v.close()
+
+
+def test_a_word_over_tokens_is_found_and_a_space_token_is_visible(real_text, chromium, tmp_path):
+    """Unit 1 of the planted store fires inside InterpolationSyntaxError, a word of several
+    tokens: the search finds it, case aside. Unit 0 fires on space tokens only: each top
+    example's highlighted token is drawn as ␣ (not an invisible sliver), a character wide."""
+    _, spaced = real_text
+    r = units(spaced, k=6, context=8, order="index", max_units=3, progress=False)
+    d = r.to_dict()
+    word = "interpolationSYNTAXerror"
+    want = {str(u["unit"]) for u in d["units"] if word.lower() in _unit_text(u)}
+    assert "1" in want
+    assert not any(word.lower() in t.lower() for u in d["units"] for e in u["top"] for t in e["text"]["tokens"])
+    u = r.unit(0)
+    assert all(not e["text"]["context"][slice(*e["text"]["span"])].strip() for e in u["top"])
+    v = Visit(chromium, r.to_html(tmp_path / "spaces.html"))
+    v.page.fill("#unit-search", word)
+    v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(want)}")
+    assert set(_rows(v.page)) == want
+    card = "#card-list article.card[data-unit='0'] .examples:first-of-type"
+    hi = v.page.eval_on_selector_all(f"{card} .tok.hi", "x => x.map(t => [t.textContent, t.getBoundingClientRect().width])")
+    assert len(hi) == len(u["top"])
+    for text, width in hi:
+        assert set(text) <= {"\u2423", "\u21b5", "\u2192"} and text and width >= 6
+    v.close()
+
+
+def test_32_vit_units_at_k8_fit_in_20000_pixels(chromium, tmp_path):
+    """ViT-tiny (zoo, seed 0), its last layer on 64 shapes images, 32 ICA sources at k = 8:
+    image examples are a grid of thumbnails (top, bands, lowest), each with its patch boxed;
+    the page with every card drawn is under 20,000 px tall (measured in chromium)."""
+    import actkit
+    from actkit import zoo
+
+    v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), tmp_path / "v.h5",
+                       layers=["encoder.layer.3"], max_samples=64, progress=False)
+    ica = actkit.FastICA(n_components=32, random_state=0).fit(actkit.open_store(v)["encoder.layer.3"])
+    r = units(v, basis=ica, k=8, progress=False)
+    d = r.to_dict()
+    assert len(d["units"]) == 32
+    assert d["units"][0]["top_tokens"]["tokens"][0]["token"].startswith(("patch (", "CLS"))
+    visit = Visit(chromium, r.to_html(tmp_path / "vit.html"))
+    page = visit.page
+    for _ in range(40):
+        if page.eval_on_selector_all("#card-list article.card", "x => x.length") == 32:
+            break
+        page.eval_on_selector("#cards .sentinel", "s => s.scrollIntoView()")
+        page.wait_for_timeout(100)
+    assert page.eval_on_selector_all("#card-list article.card", "x => x.length") == 32
+    visit.wait("() => Array.from(document.images).every(i => i.complete)")
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    assert height < 20000, height
+    thumbs = page.eval_on_selector_all("#card-list article.card:first-child figure.thumb", "x => x.length")
+    u = d["units"][0]
+    assert thumbs == len(u["top"]) + len(u["bottom"]) + sum(len(b["examples"]) for b in u["bands"])
+    boxes = page.eval_on_selector_all("#card-list article.card:first-child .thumbs .patch", "x => x.length")
+    assert boxes == sum(1 for e in u["top"] + u["bottom"] + [x for b in u["bands"] for x in b["examples"]]
+                        if e["image"]["box"] is not None)
+    assert visit.errors() == []
+    visit.close()
+    print(f"32 ViT units at k = 8: {height} px")

@@ -35,7 +35,7 @@ __all__ = ["units_data", "units_page", "units_preview"]
 #: the page's data schema (its script reads this form)
 PAGE_SCHEMA = "actkit-units-page/2"
 #: top tokens per unit the page lists
-TOP_TOKENS = 12
+TOP_TOKENS = 8
 
 
 def _num(x):

@@ -22,7 +22,7 @@ actkit.start(function (data, main) {
     var tt = u.top_tokens;
     if (!tt || !tt.tokens.length) return "";
     var first = tt.tokens[0];
-    return visible(show(S[first[0]])) + " (" + first[1] + "/" + tt.rows + ")";
+    return (inputs.kind === "image" ? S[first[0]] : visible(show(S[first[0]]))) + " (" + first[1] + "/" + tt.rows + ")";
   }
   units.forEach(function (u) {
     var top = u.top[0];
@@ -262,9 +262,9 @@ actkit.start(function (data, main) {
     return el("figure", {cls: "thumb"}, picture(e), el("figcaption", {text: fmt(e.v, 3),
       title: "sample " + e.s + ", position " + e.p + ", row " + e.r}));
   }
-  function examples(title, list, scale) {
+  function examples(title, list, scale, hint) {
     if (!list || !list.length) return null;
-    if (list[0].img) return el("div", {cls: "examples grid"}, el("h4", {text: title}),
+    if (list[0].img) return el("div", {cls: "examples grid"}, el("h4", {text: title, title: hint || ""}),
                                el("div", {cls: "thumbs"}, list.map(thumb)));
     return el("div", {cls: "examples"}, el("h4", {text: title}), list.map(function (e) { return example(e, scale); }));
   }
@@ -272,7 +272,9 @@ actkit.start(function (data, main) {
   function tokenTable(u) {
     var tt = u.top_tokens;
     if (!tt || !tt.tokens.length) return null;
-    var rows = tt.tokens.map(function (t) { return {token: t[0] === null ? "" : visible(show(S[t[0]])), count: t[1], mean: t[2]}; });
+    var rows = tt.tokens.map(function (t) {
+      return {token: t[0] === null ? "" : (inputs.kind === "image" ? S[t[0]] : visible(show(S[t[0]]))), count: t[1], mean: t[2]};
+    });
     return el("div", {cls: "toptokens"},
       el("h4", {text: "Top tokens (" + tt.rows + " highest rows)"}),
       A.table([{key: "token", label: inputs.kind === "image" ? "patch" : "token", cls: "tokcell"},
@@ -296,7 +298,7 @@ actkit.start(function (data, main) {
   function side(u) {
     var box = el("div", {cls: "side"});
     box.appendChild(el("h4", {text: "Activation histogram (all rows, log count)"}));
-    box.appendChild(A.histogram(u.hist.counts, u.hist.edges, {log: true, width: 300, height: 90,
+    box.appendChild(A.histogram(u.hist.counts, u.hist.edges, {log: true, width: inputs.kind === "image" ? 250 : 300, height: 90,
       title: "unit " + u.unit + ": activations over all rows"}));
     if (u.label) {
       box.appendChild(el("h4", {text: "Label selectivity"}));
@@ -334,12 +336,17 @@ actkit.start(function (data, main) {
       el("div", {cls: "main" + (u.top.length && u.top[0].img ? " pictures" : "")},
       examples("Top examples", u.top, scale),
       u.bands.map(function (b) {
+        var range = fmt(b.lo, 3) + " to " + fmt(b.hi, 3);
+        if (inputs.kind === "image") {       /* short, so that two bands of thumbnails share a line */
+          return examples("Band " + Math.round(100 * b.quantiles[0]) + "\u2013" + Math.round(100 * b.quantiles[1]) + " %",
+                          b.examples, scale, "quantiles of the active rows; values " + range);
+        }
         return examples("Band " + fmt(b.quantiles[0], 2) + "\u2013" + fmt(b.quantiles[1], 2) + " of active rows (" +
-                        fmt(b.lo, 3) + " to " + fmt(b.hi, 3) + ")", b.examples, scale);
+                        range + ")", b.examples, scale);
       }),
       examples("Lowest examples", u.bottom, scale));
     var node = el("article", {cls: "card", attrs: {"data-unit": u.unit}}, head,
-                  el("div", {cls: "cardbody"}, body, side(u)));
+                  el("div", {cls: "cardbody" + (inputs.kind === "image" ? " pictures" : "")}, body, side(u)));
     return node;
   }
 });
