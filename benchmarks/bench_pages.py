@@ -38,9 +38,11 @@ sys.path.insert(0, str(REPO))
 
 class CorpusInputs:
     """Recorded text inputs (the RecordedInputs interface) from word pieces of the shipped
-    texts: every sample is ``length`` consecutive words, GPT-2 style (a leading ``Ġ``)."""
+    texts: every sample is ``length`` consecutive words, GPT-2 style (a leading ``Ġ``), its
+    text the words each after a space (each token's span: the space and the word)."""
 
     kind = "text"
+    has_text = True
 
     def __init__(self, n_samples, length):
         words = (REPO / "data/zoo/inputs/text.txt").read_text().split()
@@ -59,6 +61,13 @@ class CorpusInputs:
 
     def tokens(self, sample):
         return [self.vocab[i] for i in self.ids[sample]]
+
+    def text(self, sample):
+        return "".join(" " + self.vocab[i][1:] for i in self.ids[sample])
+
+    def token_spans(self, sample):
+        ends = np.cumsum([len(self.vocab[i]) for i in self.ids[sample]])
+        return np.stack([ends - [len(self.vocab[i]) for i in self.ids[sample]], ends], 1)
 
 
 def make_report(folder, units, k, samples, length, seed=0):

@@ -8,11 +8,15 @@ indices into it, numbers to 6 significant digits, and an example as a small dict
 
 ``{"v": value, "s": sample, "p": position, "r": row}`` and, for text, ``"t": [string
 indices], "h": highlight (index into "t", or null: the whole input), "o": start (tokens left
-out before "t"), "x": [indices of special tokens]``, the context's characters cut at the
-tokens' spans, ``"g": [[text, token index, ...] or [text]]`` (a piece of the context and the
-tokens whose characters it is: several where tokens share a character, none for the text
-between tokens; an empty text for a token without characters, a special token), and ``"a":
-[activation of each token, 4 significant digits, null where none]``; for images ``"img":
+out before "t"), "x": [indices of special tokens]``, ``"c"``: the context's characters,
+``"k": [length, ...]`` and ``"q": [token, ...]``, the context cut at the tokens' spans
+(:func:`pieces`): piece j is the next ``length`` UTF-16 code units of ``c`` (as JavaScript
+counts them) and holds the characters of tokens ``q[j]`` up to the next piece's first token
+(several where tokens share a character; an empty piece for a token without characters, a
+special token), or of no token where ``q[j] = -1`` (text between tokens); ``q`` is left out
+where piece j is token j for every j (a byte-level BPE's usual case); and ``"a"``: the unit's
+activation at each token in thousandths of the unit's ``acts_scale`` (the largest |value| of
+its windows), rounded (null where none); for images ``"img":
 {"sample", "box", "cell"}`` (the picture is ``inputs.images[sample]``, a PNG data URI, once
 per sample).
 
@@ -61,7 +65,16 @@ class _Strings:
         return at
 
 
-def _example(e, strings):
+def _acts_scale(u) -> float:
+    """The largest |activation| in a unit's example windows (the unit of its page ``"a"``)."""
+    exs = [*(u.get("top") or ()), *(u.get("bottom") or ()),
+           *(x for b in u.get("bands") or () for x in b.get("examples") or ())]
+    acts = [abs(a) for e in exs for a in ((e.get("text") or {}).get("acts") or ())
+            if a is not None and math.isfinite(a)]
+    return max(acts, default=0.0)
+
+
+def _example(e, strings, scale=0.0):
     out = {"v": _num(e.get("value")), "s": e.get("sample"), "p": e.get("position"), "r": e.get("row")}
     text = e.get("text")
     if text is not None:
@@ -72,9 +85,10 @@ def _example(e, strings):
         if special:
             out["x"] = special
         if text.get("context") is not None and text.get("token_spans") is not None:
-            out["g"] = pieces(text["context"], text["token_spans"])
-        if text.get("acts") is not None:
-            out["a"] = [None if a is None else float(f"{a:.4g}") for a in text["acts"]]
+            out["c"] = text["context"]
+            out.update(_cuts(pieces(text["context"], text["token_spans"])))
+        if text.get("acts") is not None and scale:
+            out["a"] = [None if a is None else int(round(1000 * a / scale)) for a in text["acts"]]
     if e.get("image") is not None:
         out["img"] = e["image"]
     return out
@@ -112,6 +126,15 @@ def pieces(context, spans):
     return out
 
 
+def _cuts(parts) -> dict:
+    """:func:`pieces` as the page holds them: ``{"k": lengths in UTF-16 code units (a character
+    beyond U+FFFF counts two, as in a JavaScript string), "q": first token of each piece or
+    -1}``, ``q`` left out where piece j is token j throughout."""
+    k = [len(p[0].encode("utf-16-le")) // 2 for p in parts]
+    q = [p[1] if len(p) > 1 else -1 for p in parts]
+    return {"k": k} if q == list(range(len(q))) and all(len(p) == 2 for p in parts) else {"k": k, "q": q}
+
+
 def _top_tokens(tops, strings):
     if not tops:
         return None
@@ -131,10 +154,12 @@ def _unit(u, strings):
     skip = {"top", "bottom", "bands", "hist", "logits", "top_tokens"}
     out = {k: _num(v) if not isinstance(v, dict) else {a: _num(b) for a, b in v.items()}
            for k, v in u.items() if k not in skip}
-    out["top"] = [_example(e, strings) for e in u.get("top") or ()]
-    out["bottom"] = [_example(e, strings) for e in u.get("bottom") or ()]
+    scale = out["acts_scale"] = _num(_acts_scale(u))
+    out["top"] = [_example(e, strings, scale) for e in u.get("top") or ()]
+    out["bottom"] = [_example(e, strings, scale) for e in u.get("bottom") or ()]
     out["bands"] = [{"quantiles": b.get("quantiles"), "lo": _num(b.get("lo")), "hi": _num(b.get("hi")),
-                     "examples": [_example(e, strings) for e in b.get("examples") or ()]} for b in u.get("bands") or ()]
+                     "examples": [_example(e, strings, scale) for e in b.get("examples") or ()]}
+                    for b in u.get("bands") or ()]
     hist = u.get("hist") or {}
     out["hist"] = {"counts": list(hist.get("counts") or ()), "edges": [_num(float(x)) for x in hist.get("edges") or ()]}
     out["logits"] = _logits(u.get("logits"), strings)

@@ -304,7 +304,8 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
             raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of unit indices, got {order!r}")
         codes, names, label_note = _labels(labels, store[layer], int(store[layer].shape[0]))
         rec = _inputs(store, inputs)
-        acc = _run_pass(b, max(k, k_tokens), codes, 1 if names is None else len(names), random_state, scheduler,
+        deep = k if rec is None else max(k, k_tokens)  # top tokens need inputs: no deeper top-k without
+        acc = _run_pass(b, deep, codes, 1 if names is None else len(names), random_state, scheduler,
                         progress)
         return _report(store, layer, b, acc, k, context, order, max_units, rec, (names, label_note), random_state,
                        k_tokens, lens_raw)

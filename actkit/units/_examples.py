@@ -70,19 +70,27 @@ class Renderer:
         self.inputs, self.context = inputs, int(context)
         self.kind = None if inputs is None else str(inputs.kind)
         self.images = {}
-        self._tokens = {}
+        self._tokens, self._vocab, self._special = {}, None, None
         self.grid = _grid(inputs, int(n_positions), layer_attrs or {}) if self.kind == "image" else None
         #: where a text example's characters come from: "recorded" (the input's own text),
         #: "decoded" (an older store: decoded from its token ids) or "pieces" (token pieces)
         self.text_source = None if self.kind != "text" else (
             "pieces" if not getattr(inputs, "has_text", False) else getattr(inputs, "text_source", "recorded"))
 
+    def _load_vocab(self):
+        """The vocabulary and special flags, read once (the inputs' properties check their kind
+        at every call)."""
+        if self._vocab is None:
+            self._vocab = list(getattr(self.inputs, "vocab", None) or [])
+            special = getattr(self.inputs, "special", None)
+            self._special = None if special is None else np.asarray(special, bool)
+
     def _sample(self, sample):
         if sample not in self._tokens:
-            toks = list(self.inputs.tokens(sample))
-            special = getattr(self.inputs, "special", None)
+            self._load_vocab()
             ids = np.asarray(self.inputs.token_ids(sample))
-            flags = [bool(special[i]) for i in ids] if special is not None and len(ids) == len(toks) else None
+            toks = [self._vocab[i] for i in ids.tolist()]
+            flags = self._special[ids].tolist() if self._special is not None else None
             if self.text_source == "pieces":
                 text, spans = joined_pieces(toks)
             else:
@@ -144,8 +152,8 @@ class Renderer:
             return f"position {key}" if gh == 0 else f"patch ({key // gw}, {key % gw})"
         if key < 0:
             return "whole input"
-        vocab = getattr(self.inputs, "vocab", None)
-        return str(vocab[key]) if vocab is not None and key < len(vocab) else f"#{key}"
+        self._load_vocab()
+        return str(self._vocab[key]) if key < len(self._vocab) else f"#{key}"
 
     def example(self, row, value, sample, position):
         """One example's dict (see :class:`actkit.units.UnitReport`)."""

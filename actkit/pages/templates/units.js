@@ -48,7 +48,7 @@ actkit.start(function (data, main) {
     unitText = units.map(function (u) {
       var parts = [], ids = new Set();
       var take = function (e) {
-        if (e.g) parts.push(e.g.map(function (p) { return p[0]; }).join(""));
+        if (e.c) parts.push(e.c);
         if (e.t) e.t.forEach(function (i) { ids.add(i); });
       };
       u.top.forEach(take);
@@ -100,7 +100,7 @@ actkit.start(function (data, main) {
     R.flipped && R.flipped.length ? filter("flipped", "flipped", count(function (u) { return u.flipped; })) : null);
   var counter = el("p", {cls: "muted", attrs: {id: "unit-count"}});
   var cols = [{key: "unit", label: "unit"}, {key: "rank", label: "rank"},
-              {key: "top_token", label: "top token", title: "the most frequent token (image: patch) of the unit's " +
+              {key: "top_token", label: "top token", cls: "tokcell", title: "the most frequent token (image: patch) of the unit's " +
                  (R.k_tokens || "") + " highest rows, with its count", value: function (u) { return u.top_token_share; }},
               {key: "top_value", label: "top", digits: 3}, {key: "mean", label: "mean", digits: 3},
               {key: "sd", label: "sd", digits: 3}, {key: "skewness", label: "skew", digits: 2},
@@ -190,12 +190,31 @@ actkit.start(function (data, main) {
     node.style.backgroundColor = v > 0 ? "rgba(255, 140, 0, " + (0.8 * t).toFixed(3) + ")" :
       "rgba(40, 110, 255, " + (0.6 * t).toFixed(3) + ")";
   }
+  function pieces(e) {                   /* the context cut at its tokens: [text, token, token, ...] or [text] */
+    var out = [], start = 0, k = e.k || [], q = e.q;
+    for (var j = 0; j < k.length; j++) {
+      var text = e.c.slice(start, start + k[j]), first = q ? q[j] : j;
+      start += k[j];
+      if (first < 0) { out.push([text]); continue; }
+      var next = e.t.length;
+      if (q) { for (var m = j + 1; m < q.length; m++) if (q[m] >= 0) { next = q[m]; break; } }
+      else next = j + 1;
+      var p = [text];
+      for (var i = first; i < next; i++) p.push(i);
+      out.push(p);
+    }
+    return out;
+  }
+  function actOf(e, i, scale) {          /* a token's activation: thousandths of the unit's scale */
+    var a = (e.a || [])[i];
+    return A.isNum(a) && A.isNum(scale.acts) ? a * scale.acts / 1000 : null;
+  }
   function piece(e, p, scale) {          /* one piece of a context: text between tokens, or tokens */
     if (p.length === 1) return el("span", {cls: "gap", text: lines(p[0])});
-    var ids = p.slice(1), acts = e.a || [], best = null, title = [];
+    var ids = p.slice(1), best = null, title = [];
     ids.forEach(function (i) {
-      var v = acts[i];
-      title.push(S[e.t[i]] + " = " + (A.isNum(v) ? fmt(v, 4) : "(no row)"));
+      var v = actOf(e, i, scale);
+      title.push(S[e.t[i]] + " = " + (A.isNum(v) ? fmt(v, 3) : "(no row)"));
       if (A.isNum(v) && (best === null || Math.abs(v) > Math.abs(best))) best = v;
     });
     var text = p[0], cls = "tok" + (ids.indexOf(e.h) >= 0 ? " hi" : "");
@@ -213,10 +232,10 @@ actkit.start(function (data, main) {
     var val = el("span", {cls: "val", text: fmt(e.v, 3), title: "sample " + e.s + ", position " + e.p + ", row " + e.r});
     val.style.setProperty("--w", Math.max(0, Math.min(100, scale.pos > 0 ? 100 * e.v / scale.pos : 0)).toFixed(1) + "%");
     row.appendChild(val);
-    if (e.g) {
+    if (typeof e.c === "string") {
       var text = el("span", {cls: "ctx" + (e.h === null || e.h === undefined ? " whole" : "")});
       if (e.o > 0) text.appendChild(el("span", {cls: "more", text: "\u2026"}));
-      e.g.forEach(function (p) { text.appendChild(piece(e, p, scale)); });
+      pieces(e).forEach(function (p) { text.appendChild(piece(e, p, scale)); });
       row.appendChild(text);
     } else if (e.t) {
       var ctx = el("span", {cls: "ctx" + (e.h === null || e.h === undefined ? " whole" : "")});
@@ -323,7 +342,7 @@ actkit.start(function (data, main) {
   }
 
   function card(u) {
-    var scale = {pos: u.top.length && u.top[0].v > 0 ? u.top[0].v : 1,
+    var scale = {acts: u.acts_scale, pos: u.top.length && u.top[0].v > 0 ? u.top[0].v : 1,
                  neg: u.bottom.length && u.bottom[0].v < 0 ? -u.bottom[0].v : (u.top.length ? Math.abs(u.top[0].v) || 1 : 1)};
     var badges = [u.dead ? "dead" : null, u.flipped ? "flipped" : null, u.is_shared ? "shared" : null,
                   u.is_selective ? "label-selective" : null].filter(Boolean);
