@@ -295,3 +295,18 @@ def test_the_report_line_prints_the_context_text(text_store):
         assert "[" + token.replace("\n", "\u21b5").replace("\u2028", "\u21b5").replace("\t", "\u2192") + "]" in line
         assert f"/{u['top_tokens']['rows']}" in line
         assert "\\x" not in line.split("  tokens ")[0]     # characters, never byte escapes
+
+
+def test_txt_and_jsonl_lines_break_only_at_newlines(tmp_path):
+    """U+2028, U+2029, form feeds and the other breaks of ``str.splitlines`` stay inside their
+    sample; ``\\n``, ``\\r\\n`` and ``\\r`` end it (a JSON string may hold a raw U+2028 too)."""
+    import json
+
+    from actkit.extractors.inputs import read_inputs
+
+    inside = ["one\u2028two", "three\u2029four", "five\x0csix", "seven\x85eight", "nine\x1ctail"]
+    (tmp_path / "t.txt").write_bytes(("\n".join(inside) + "\r\nlast\rend\n").encode("utf-8"))
+    assert read_inputs(tmp_path / "t.txt").texts == [*inside, "last", "end"]
+    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in inside) + "\n",
+                                      encoding="utf-8")
+    assert read_inputs(tmp_path / "t.jsonl").texts == inside
