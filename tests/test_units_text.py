@@ -310,3 +310,27 @@ def test_txt_and_jsonl_lines_break_only_at_newlines(tmp_path):
     (tmp_path / "t.jsonl").write_text("\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in inside) + "\n",
                                       encoding="utf-8")
     assert read_inputs(tmp_path / "t.jsonl").texts == inside
+
+
+def test_tokens_without_rows_have_no_activation(corpus, tmp_path):
+    """--skip-special-tokens leaves the special tokens ([CLS], [SEP], and [UNK], which stands for
+    an emoji or a rare character) out of the rows: a window that reaches them shows them with no
+    activation (None); every other token's activation is its row's value."""
+    out = actkit.extract(str(_minilm()), str(corpus), tmp_path / "skip.h5", layers=["encoder.layer.1"],
+                         skip_special_tokens=True, progress=False)
+    s = actkit.open_store(out)
+    X, rows = np.asarray(s["encoder.layer.1"][:], np.float64), _rows(s["encoder.layer.1"].index)
+    special = s.inputs.special
+    r = units(out, k=3, context=40, max_units=6, progress=False)
+    seen = 0
+    for u in r.to_dict()["units"]:
+        for e in _examples(u):
+            ids = s.inputs.token_ids(e["sample"])
+            for i, a in enumerate(e["text"]["acts"]):
+                p = e["text"]["start"] + i
+                if special[ids[p]]:  # [CLS], [SEP] (empty spans) and [UNK] (its character) have no row
+                    assert a is None and (e["sample"], p) not in rows
+                    seen += 1
+                else:
+                    assert a == X[rows[(e["sample"], p)], u["unit"]]
+    assert seen > 0

@@ -3,9 +3,10 @@ components, ICA sources, dictionary atoms and SAE latents (docs/units.md).
 
 * :func:`units` -- one streaming pass over the layer (top-k and bottom-k rows, a uniform
   sample of active rows for quantile bands, histograms, moments, share active: a mergeable
-  reduction, so it runs on Dask too), the example rows turned back into their inputs (text
-  tokens in context, image patches), the logit lens through a stored unembedding and the
-  label selectivity; a :class:`UnitReport`.
+  reduction, so it runs on Dask too), the example rows turned back into their inputs (the
+  text itself with the unit's activation at every token of the window, image patches), the
+  tokens each unit fires on, the logit lens through a stored unembedding and final norm and
+  the label selectivity; a :class:`UnitReport`.
 * :func:`match_units` -- the units of two stores over the same inputs correlated over all rows
   (streamed cross moments), matched one-to-one (Hungarian on |correlation|) with a
   permutation p-value by input sample.

@@ -77,16 +77,19 @@ class UnitReport:
     Every view (:meth:`to_frame`, :meth:`to_json`, the text ``repr``, the page) reads the one
     dictionary :meth:`to_dict` returns; its schema (``"schema": "actkit-units/1"``):
 
-    * ``store``, ``layer``, ``n_rows``, ``n_samples``, ``k``, ``context``, ``order`` (str),
-      ``random_state``;
+    * ``store``, ``layer``, ``n_rows``, ``n_samples``, ``k``, ``k_tokens``, ``context``,
+      ``order`` (str), ``random_state``;
     * ``basis``: ``{"kind": "neuron"|"pca"|"ica"|"dictionary"|"sae", "source": str,
       "n_units": int}``;
     * ``flipped``: ICA units whose sign was flipped to make their skewness non-negative;
       ``dead``: units never active (non-zero) on any row (listed apart, at the end);
     * ``inputs``: ``{"kind": "text"|"image"|None, "images": {sample: PNG data URI} (images),
-      "tokenizer": {...} (text)}``;
-    * ``logit_lens``: whether units carry logit tables; ``labels``: None or ``{"names": [...],
-      "with_own_unit": [label names], "count": int, "threshold": AUROC}``;
+      "tokenizer": {...}, "text": "recorded"|"decoded"|"pieces" (text: the input's own
+      characters, an older store's decoded from its ids, or token pieces joined by spaces)}``;
+    * ``logit_lens``: whether units carry logit tables; ``lens``: None or ``{"folded": bool,
+      "norm": module, "kind": "layernorm"|"rmsnorm"}`` (:mod:`actkit.units._lens`); ``labels``:
+      None or ``{"names": [...], "with_own_unit": [label names], "count": int, "threshold":
+      AUROC, "note": labels per input sample spread over their rows}``;
     * ``matches``: None, or what :func:`actkit.match_units` found (``other``, ``pairs``,
       ``shared``, ``null_max``, ``permutations``);
     * ``units``: one dict per shown unit, in the report's order:
@@ -95,14 +98,21 @@ class UnitReport:
       ``dead``, ``flipped``; ``hist``: ``{"counts": [m], "edges": [m+1]}`` over all rows;
       ``top`` and ``bottom`` (``bottom`` empty for SAE / dictionary codes): examples, highest
       (lowest) first; ``bands``: ``[{"lo", "hi", "examples": [...]}]`` quantile bands of the
-      active rows below the top, highest band first; ``logits``: None or ``{"promoted":
+      active rows below the top, highest band first; ``top_tokens``: None (no inputs) or
+      ``{"rows", "share", "tokens": [{"id", "token", "count", "mean"}]}`` over the unit's
+      ``k_tokens`` highest rows (:func:`actkit.units._tokens.top_tokens`; images: the patch
+      cells); ``logits``: None or ``{"promoted":
       [[token id, token, logit]], "suppressed": [...]}``; ``label``: None or ``{"name",
       "auroc", "mutual_information"}`` (bits); ``match``: None or ``{"unit", "corr",
       "p_value", "shared"}``.
 
     An example: ``{"row", "value", "sample", "position"}`` (position -1: a pooled row) and,
-    with recorded inputs, ``"text": {"tokens": [str], "highlight": int|None, "start": int,
-    "special": [bool]}`` (the token at ``highlight`` is the row's; None: the whole input) or
+    with recorded inputs, ``"text": {"context": str, "span": [start, end], "token_spans":
+    [[start, end]], "acts": [float|None], "tokens": [str], "highlight": int|None, "start": int,
+    "special": [bool]}``: the window's original characters, the row's token's characters in
+    it, every window token's, the unit's activation at every window token (oriented as the
+    report; None where a token has no row), the tokenizer's pieces of the window (the token
+    at ``highlight`` is the row's; None: the whole input), the window's first position; or
     ``"image": {"sample", "box": [y0, x0, y1, x1] in pixels or None, "cell": [row, col]}``.
     Strings from the inputs and labels are data: no view turns them into markup.
     """
