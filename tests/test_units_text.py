@@ -214,10 +214,12 @@ def test_an_older_store_shows_its_text_decoded_from_its_ids(corpus, tmp_path, mo
         return rec
 
     monkeypatch.setattr(TextAdapter, "record_inputs", older)
+    monkeypatch.setattr("actkit.store._create.FORMAT", "actkit-store/4")   # written as actkit 4 wrote it
     old = actkit.extract(str(ZOO / "pythia-tiny-seed0"), str(corpus), tmp_path / "old.h5",
                          layers=["gpt_neox.layers.1"], progress=False)
     monkeypatch.undo()
-    assert not actkit.open_store(old).inputs.has_text
+    assert actkit.open_store(old).attrs["actkit_format"] == "actkit-store/4"
+    assert not actkit.open_store(old).inputs.has_text and actkit.open_store(old).verify()
     new = actkit.extract(str(ZOO / "pythia-tiny-seed0"), str(corpus), tmp_path / "new.h5",
                          layers=["gpt_neox.layers.1"], progress=False)
     a, b = (units(p, k=3, context=3, max_units=8, progress=False).to_dict() for p in (old, new))
