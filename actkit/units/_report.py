@@ -16,7 +16,8 @@ __all__ = ["SCHEMA", "UnitReport"]
 SCHEMA = "actkit-units/1"
 
 #: the columns of :meth:`UnitReport.to_frame`, in order
-COLUMNS = ("unit", "rank", "mean", "sd", "variance", "skewness", "kurtosis", "active_share", "dead", "flipped",
+COLUMNS = ("unit", "rank", "mean", "sd", "variance", "skewness", "kurtosis", "active_share", "beyond_3sd",
+           "share_shown", "dead", "flipped",
            "top_value", "top_token", "top_token_share", "label", "label_auroc", "label_mi", "match", "match_corr", "match_p", "shared")
 
 
@@ -71,6 +72,15 @@ def context_line(text: dict, width: int = 60) -> str:
     return _visible(left) + "[" + _visible(mid) + "]" + _visible(right)
 
 
+def _share(u) -> str:
+    """The share a unit's line shows: rows beyond 3 SD of its mean (a dense unit) or active rows."""
+    if u.get("dead"):
+        return "never active  "
+    if u.get("share_shown") == "beyond_3sd":
+        return f">3sd {u['beyond_3sd']:6.1%}"
+    return f"active {u['active_share']:6.1%}"
+
+
 class UnitReport:
     """What each unit of a layer responds to (:func:`actkit.units`).
 
@@ -95,6 +105,8 @@ class UnitReport:
     * ``units``: one dict per shown unit, in the report's order:
       ``unit`` (index in the basis), ``rank``, ``mean``, ``sd``, ``variance``, ``skewness``,
       ``kurtosis`` (excess), ``active_share`` (share of rows with a non-zero activation),
+      ``beyond_3sd`` (share of rows beyond 3 SD of the mean), ``share_shown`` (which of the two
+      the views show: ``"beyond_3sd"`` for dense units, ``"active"`` for sparse ones),
       ``dead``, ``flipped``; ``hist``: ``{"counts": [m], "edges": [m+1]}`` over all rows;
       ``top`` and ``bottom`` (``bottom`` empty for SAE / dictionary codes): examples, highest
       (lowest) first; ``bands``: ``[{"lo", "hi", "examples": [...]}]`` quantile bands of the
@@ -147,7 +159,8 @@ class UnitReport:
             lab, match = u.get("label") or {}, u.get("match") or {}
             rows.append({"unit": u["unit"], "rank": u["rank"], "mean": u["mean"], "sd": u["sd"],
                          "variance": u["variance"], "skewness": u["skewness"], "kurtosis": u["kurtosis"],
-                         "active_share": u["active_share"], "dead": u["dead"], "flipped": u["flipped"],
+                         "active_share": u["active_share"], "beyond_3sd": u.get("beyond_3sd", float("nan")),
+                         "share_shown": u.get("share_shown"), "dead": u["dead"], "flipped": u["flipped"],
                          "top_value": u["top"][0]["value"] if u["top"] else float("nan"),
                          **_top_token(u.get("top_tokens")),
                          "label": lab.get("name"), "label_auroc": lab.get("auroc", float("nan")),
@@ -199,7 +212,7 @@ class UnitReport:
                 # once escaped, not twice
                 lab = (f"  tokens {repr(first.get('token')).replace(chr(92) * 2, chr(92))} "
                        f"{first['count']}/{tops['rows']}") + lab
-            lines.append(f"  unit {u['unit']:>5d}  skew {u['skewness']:+7.2f}  active {u['active_share']:6.1%}"
+            lines.append(f"  unit {u['unit']:>5d}  skew {u['skewness']:+7.2f}  {_share(u)}"
                          f"  top {top['value'] if top else float('nan'):+.3g} {what}{lab}")
         if len(d["units"]) > 10:
             lines.append(f"  ... {len(d['units']) - 10} more")

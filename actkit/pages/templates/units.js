@@ -24,6 +24,14 @@ actkit.start(function (data, main) {
     var first = tt.tokens[0];
     return (inputs.kind === "image" ? S[first[0]] : visible(show(S[first[0]]))) + " (" + first[1] + "/" + tt.rows + ")";
   }
+  function shareOf(u) {                 /* the share a unit shows: beyond 3 SD (dense) or active (sparse) */
+    return u.share_shown === "beyond_3sd" ? u.beyond_3sd : u.active_share;
+  }
+  function shareText(u) {
+    var v = shareOf(u);
+    if (u.dead) return "never active";
+    return A.isNum(v) ? (100 * v).toFixed(1) + "%" + (u.share_shown === "beyond_3sd" ? " >3 SD" : " active") : "";
+  }
   units.forEach(function (u) {
     var top = u.top[0];
     u.top_token = topToken(u);
@@ -105,8 +113,9 @@ actkit.start(function (data, main) {
               {key: "top_value", label: "top", digits: 3}, {key: "mean", label: "mean", digits: 3},
               {key: "sd", label: "sd", digits: 3}, {key: "skewness", label: "skew", digits: 2},
               {key: "kurtosis", label: "kurt", digits: 2},
-              {key: "active_share", label: "active", format: function (u) { return A.isNum(u.active_share) ? (100 * u.active_share).toFixed(1) + "%" : ""; },
-               value: function (u) { return u.active_share; }}];
+              {key: "active_share", label: "share", format: shareText, value: shareOf,
+               title: "dense units: the share of rows beyond 3 SD of the unit's mean; sparse units: the share of " +
+                      "rows where it is active (non-zero)"}];
   if (labels) cols = cols.concat([{key: "label_name", label: "label"}, {key: "label_auroc", label: "AUROC", digits: 3},
                                   {key: "label_mi", label: "MI (bits)", digits: 3}]);
   if (matches) cols = cols.concat([{key: "match_unit", label: "match"}, {key: "match_corr", label: "corr", digits: 3},
@@ -348,8 +357,9 @@ actkit.start(function (data, main) {
                   u.is_selective ? "label-selective" : null].filter(Boolean);
     var head = el("div", {cls: "cardhead"}, el("h3", {text: "Unit " + u.unit}),
       el("span", {cls: "muted", text: "rank " + u.rank + " \u00b7 mean " + fmt(u.mean, 3) + " \u00b7 sd " + fmt(u.sd, 3) +
-        " \u00b7 skew " + fmt(u.skewness, 2) + " \u00b7 kurt " + fmt(u.kurtosis, 2) + " \u00b7 active " +
-        (A.isNum(u.active_share) ? (100 * u.active_share).toFixed(1) + "%" : "")}),
+        " \u00b7 skew " + fmt(u.skewness, 2) + " \u00b7 kurt " + fmt(u.kurtosis, 2) + " \u00b7 " +
+        (u.share_shown === "beyond_3sd" ? "beyond 3 SD of the mean " : "active ") +
+        (A.isNum(shareOf(u)) ? (100 * shareOf(u)).toFixed(1) + "%" : "")}),
       badges.map(function (b) { return el("span", {cls: "badge " + b, text: b}); }));
     var body = u.dead ? el("div", {cls: "main"}, el("p", {cls: "muted never", text: "never active: zero on every row"})) :
       el("div", {cls: "main" + (u.top.length && u.top[0].img ? " pictures" : "")},
