@@ -85,8 +85,9 @@ def add_window_acts(unit_dicts, basis, flip, lookup) -> int:
     have = rows >= 0
     values[have] = unit_values(basis, rows[have], units[have])
     values = np.where(np.asarray(flip, bool)[units], -values, values)
+    values = np.where(np.isfinite(values), values, np.nan).tolist()
     at = 0
     for (_, ex), n in zip(found, lengths.tolist()):
-        ex["text"]["acts"] = [None if not np.isfinite(v) else float(v) for v in values[at:at + n]]
+        ex["text"]["acts"] = [None if v != v else v for v in values[at:at + n]]  # NaN: no row
         at += n
     return int(np.unique(rows[have]).size)

@@ -95,7 +95,7 @@ class Renderer:
                 text, spans = joined_pieces(toks)
             else:
                 text, spans = self.inputs.text(sample), np.asarray(self.inputs.token_spans(sample), np.int64)
-            self._tokens[sample] = (toks, flags, text, spans)
+            self._tokens[sample] = (toks, flags, text, spans.tolist())  # Python lists: sliced per example
         return self._tokens[sample]
 
     def _text(self, sample, position):
@@ -106,12 +106,12 @@ class Renderer:
         a, b = (0, len(toks)) if position < 0 else (max(0, position - self.context),
                                                      min(len(toks), position + self.context + 1))
         window = spans[a:b]
-        lo, hi = (int(window[:, 0].min()), int(window[:, 1].max())) if b > a else (0, 0)
+        lo, hi = (min(w[0] for w in window), max(w[1] for w in window)) if b > a else (0, 0)
         if position < 0:
             lo, hi = 0, len(text)
         out = {"tokens": toks[a:b], "highlight": None if position < 0 else position - a, "start": a,
-               "context": text[lo:hi], "span": None if position < 0 else [int(x) - lo for x in spans[position]],
-               "token_spans": (window - lo).tolist()}
+               "context": text[lo:hi], "span": None if position < 0 else [x - lo for x in spans[position]],
+               "token_spans": [[s - lo, e - lo] for s, e in window]}
         if flags is not None:
             out["special"] = flags[a:b]
         return out
