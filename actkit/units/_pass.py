@@ -50,8 +50,9 @@ SAMPLE = 256
 TAIL = 64
 #: the tail's threshold: this quantile of the unit's active values in the first rows
 TAIL_QUANTILE = 0.95
-#: values (rows x units) of the first rows read for the tails' thresholds
-PREFIX_VALUES = 1 << 22
+#: values (rows x units) of the first rows read for the tails' thresholds (at least PREFIX_ROWS rows)
+PREFIX_VALUES = 1 << 18
+PREFIX_ROWS = 4096
 #: a threshold needs at least this many active values in the first rows (else every active row is eligible)
 MIN_PREFIX = 20
 
@@ -76,11 +77,12 @@ def rotated(p, c):
     return t - (t >= 1.0)
 
 
-def _below(p, c, bound):
+def _below(p, c, bound, order=None):
     """``(positions, units)`` of the entries whose rotated priority ``frac(p[i] + c[j])`` is
     below ``bound[j]`` (every entry of a unit whose bound is 1 or more): the candidates of
-    each unit's sample, found by a binary search of the sorted ``p`` per unit."""
-    order = np.argsort(p, kind="stable")
+    each unit's sample, found by a binary search of the sorted ``p`` per unit (``order``:
+    ``np.argsort(p)``, when known)."""
+    order = np.argsort(p, kind="stable") if order is None else order
     ps = p[order]
     start = 1.0 - c
     start = np.where(start >= 1.0, start - 1.0, start)  # q = 0 at p = start (mod 1)
@@ -118,30 +120,43 @@ class Setup(NamedTuple):
         return max(2 * self.k, 16384 // max(1, self.n_units))
 
 
-def _prefix(basis):
-    """The unit activations of the first rows, (m, U) float32."""
-    n = int(basis.rows.shape[0])
-    m = min(n, max(256, PREFIX_VALUES // max(1, basis.n_units)))
-    return np.asarray(basis.activations(np.asarray(basis.rows[:m]), 0), np.float32)
-
-
-def _threshold(values):
-    """:data:`TAIL_QUANTILE` of each column's non-zero values (NaN elsewhere); -inf for a
-    column with fewer than :data:`MIN_PREFIX`."""
-    ok = np.isfinite(values)
-    out = np.full(values.shape[1], -np.inf)
-    enough = ok.sum(axis=0) >= MIN_PREFIX
-    if enough.any():
-        out[enough] = np.nanquantile(values[:, enough], TAIL_QUANTILE, axis=0)
+def _threshold(u, v, n_units):
+    """:data:`TAIL_QUANTILE` of each unit's values ``v`` (entries of units ``u``), linear
+    between order statistics as ``np.quantile``; -inf for a unit with fewer than
+    :data:`MIN_PREFIX` values."""
+    order = np.argsort(v, kind="stable")  # by value, then (stable) by unit: lexsort's order, faster
+    order = order[np.argsort(u[order], kind="stable")]
+    u, v = u[order], v[order].astype(np.float64)
+    count = np.bincount(u, minlength=n_units)
+    start = np.cumsum(count) - count
+    pos = TAIL_QUANTILE * np.maximum(count - 1, 0)
+    i = np.floor(pos).astype(np.int64)
+    enough = count >= MIN_PREFIX
+    out = np.full(n_units, -np.inf)
+    a, b = start[enough] + i[enough], start[enough] + np.minimum(i[enough] + 1, count[enough] - 1)
+    out[enough] = v[a] + (v[b] - v[a]) * (pos[enough] - i[enough])
     return out
 
 
 def tail_thresholds(basis, flippable):
-    """``(tau, tau_neg)``: per unit, the :data:`TAIL_QUANTILE` of its active values in the
-    first rows (of the negated values for ``tau_neg``; None unless ``flippable``)."""
-    A = _prefix(basis).astype(np.float64)
-    A[A == 0] = np.nan
-    return _threshold(A), (_threshold(-A) if flippable else None)
+    """``(tau, tau_neg)``: per unit, the :data:`TAIL_QUANTILE` of its active (non-zero) values
+    in the first rows (of the negated values for ``tau_neg``; None unless ``flippable``)."""
+    n, U = int(basis.rows.shape[0]), basis.n_units
+    block = np.asarray(basis.rows[:min(n, max(PREFIX_ROWS, PREFIX_VALUES // max(1, U)))])
+    if basis.sparse:
+        _, _, u, v = basis.entries(block, 0)
+        return _threshold(u, v, U), (_threshold(u, -v, U) if flippable else None)
+    A = np.asarray(basis.activations(block, 0), np.float64)
+    zero = (A == 0).any(axis=0)  # most dense units have no zero: one quantile of every such column at once
+    out = []
+    for sign in (1.0, -1.0) if flippable else (1.0,):
+        tau = np.full(U, -np.inf)
+        if A.shape[0] >= MIN_PREFIX and (~zero).any():
+            tau[~zero] = np.quantile(sign * A[:, ~zero], TAIL_QUANTILE, axis=0)
+        r, u = np.nonzero(A[:, zero])
+        tau[zero] = _threshold(u, sign * A[:, zero][r, u], int(zero.sum()))
+        out.append(tau)
+    return out[0], (out[1] if flippable else None)
 
 
 def setup(basis, k, *, labels=None, classes=1, random_state=0, flippable=False) -> Setup:
@@ -168,6 +183,13 @@ class Block(NamedTuple):
     active: np.ndarray
     p: np.ndarray
     labels: np.ndarray | None
+    sorted: dict  # (lo, hi) -> argsort of p[lo:hi], shared by the samples of one chunk
+
+    def order(self, lo, hi):
+        """``np.argsort(p[lo:hi])``, computed once per chunk."""
+        if (lo, hi) not in self.sorted:
+            self.sorted[(lo, hi)] = np.argsort(self.p[lo:hi], kind="stable")
+        return self.sorted[(lo, hi)]
 
 
 def _active(A):
@@ -188,10 +210,11 @@ def _map(block, first_row, st: Setup) -> Block:
         np.fmax.at(vmax, u, v)
         if not np.isfinite(v).all():  # fmin / fmax skip NaN: the histogram's check must see it
             vmin[:] = np.nan
-        return Block(n, None, r, u, v, ColumnMoments(st.n_units).add_entries(n, u, v), vmin, vmax, active, p, lab)
+        return Block(n, None, r, u, v, ColumnMoments(st.n_units).add_entries(n, u, v), vmin, vmax, active, p, lab,
+                     {})
     A = np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
     return Block(A.shape[0], A, None, None, None, ColumnMoments().add(A), A.min(axis=0), A.max(axis=0),
-                 _active(A), p, lab)
+                 _active(A), p, lab, {})
 
 
 # ----------------------------------------------------------------------------- the states
@@ -231,7 +254,7 @@ def _fold_sample(t: Ranked, b: Block, first_row, st, tau=None, sign=1.0):
     ``sign * value >= tau``); scores ``1 - priority``, payloads the values."""
     for lo, hi in t.chunks(b.n, st.warm):
         if b.A is not None:
-            rows, u = _below(b.p[lo:hi], st.offsets, 1.0 - t.threshold)
+            rows, u = _below(b.p[lo:hi], st.offsets, 1.0 - t.threshold, b.order(lo, hi))
             v = b.A[lo:hi][rows, u]
         else:
             a, z = np.searchsorted(b.r, [lo, hi])
