@@ -822,3 +822,37 @@ def test_dense_units_show_the_share_beyond_3_sd(tmp_path):
         assert u["share_shown"] == ("beyond_3sd" if u["unit"] < 2 else "active")
     assert d["units"][0]["beyond_3sd"] > 0.005 and d["units"][2]["active_share"] == pytest.approx(
         np.count_nonzero(X[:, 2]) / n)
+
+
+def test_a_layer_is_its_store_and_layer_and_an_array_is_refused_in_one_line(planted):
+    path, X, *_ = planted
+    layer = actkit.open_store(path)["h"]
+    assert units(layer, k=3, inputs=False).to_dict()["units"] == units(path, "h", k=3, inputs=False).to_dict()["units"]
+    assert actkit.units(layer, k=3, inputs=False).units == units(path, k=3, inputs=False).units
+    with pytest.raises(actkit.errors.InputError, match="not an array in memory"):
+        units(X, k=3, inputs=False)
+    with pytest.raises(actkit.errors.LayerError, match="layer='g', but the layer given is 'h'"):
+        units(layer, "g", k=3, inputs=False)
+
+
+def test_one_label_per_input_sample_is_given_to_every_row_of_it(planted):
+    path, X, *_ = planted
+    per_sample = np.array([f"s{i % 4}" for i in range(300)])
+    with pytest.warns(UserWarning, match="300 labels, one per input sample"):
+        by_sample = units(path, k=3, inputs=False, labels=per_sample).to_dict()
+    by_row = units(path, k=3, inputs=False, labels=np.repeat(per_sample, 10)).to_dict()
+    assert by_sample["units"] == by_row["units"] and by_sample["labels"] == by_row["labels"]
+    with pytest.raises(actkit.errors.InputError, match="7 labels for 3000 rows of 300 input samples"):
+        units(path, k=3, inputs=False, labels=np.arange(7))
+
+
+def test_a_bad_device_is_refused_before_any_work(planted, capsys, monkeypatch):
+    path, *_ = planted
+    import actkit.units._api as api
+
+    monkeypatch.setattr(api, "_run_pass", lambda *a, **k: pytest.fail("the pass ran"))
+    import torch
+
+    for device in ("bogus", "mps:x") + (() if torch.cuda.is_available() else ("cuda",)):
+        line = _error(capsys, "units", path, "--no-inputs", "--device", device)
+        assert "device" in line

@@ -6,7 +6,9 @@ import os
 
 import numpy as np
 
+from actkit._device import check_device
 from actkit._rows import block_rows
+from actkit._warn import warn_user
 from actkit.errors import InputError, LayerError
 from actkit.units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
 from actkit.units._basis import DEFAULT_ORDER, resolve_basis
@@ -31,8 +33,28 @@ def _int(name, value, low):
     return int(value)
 
 
+def _from_layer(store, layer):
+    """``(store, layer)`` of a store's layer given as ``store`` (a layer knows its store); one
+    line for an array in memory, which has no store."""
+    if hasattr(store, "store") and hasattr(store, "name") and hasattr(store, "index"):  # a Layer, a MatrixLayer
+        if getattr(store, "selected_rows", None) is not None:
+            raise InputError("a selection of a layer's rows (select_rows) is not a layer: pass the store and the layer "
+                             "name, and give the rows to match_units as rows=")
+        if layer is not None and layer != store.name:
+            raise LayerError(f"layer={layer!r}, but the layer given is {store.name!r}; give one of them")
+        return store.store, store.name
+    if isinstance(store, np.ndarray) or hasattr(store, "detach") or (hasattr(store, "__array__")
+                                                                   and not hasattr(store, "layers")):
+        raise InputError(f"units reads a store (a path, an open store or one of its layers), not an array in memory "
+                         f"({type(store).__name__}): save it (np.save('x.npy', X)) and pass 'x.npy', which reads as "
+                         "a one-layer store")
+    return store, layer
+
+
 def open_units_store(store, layer):
-    """``(store, layer name, opened here)`` of a path or an open store; one line for a missing layer."""
+    """``(store, layer name, opened here)`` of a path, an open store or a store's layer; one
+    line for a missing layer or an array in memory."""
+    store, layer = _from_layer(store, layer)
     opened = isinstance(store, (str, os.PathLike))
     if opened:
         from actkit.matrix_files import open_source  # stores and embedding files: the analysis commands' one door
@@ -67,18 +89,35 @@ def _inputs(store, inputs):
     return record_inputs(store, inputs)
 
 
+def _per_row(labels, layer_obj, n):
+    """One label per row: ``labels`` as given, or, with one label per input sample of a
+    per-token or per-patch layer, each sample's label on every row of it (with a note); one
+    line for a wrong length or samples the rows do not name."""
+    m = labels.shape[0] if labels.ndim else 0
+    if labels.ndim == 1 and m == n:
+        return labels
+    samples = int(getattr(getattr(layer_obj, "store", None), "n_samples", 0) or 0)
+    if labels.ndim != 1 or m != samples or samples == n:
+        raise InputError(f"labels: {m} labels for {n} rows" + (f" of {samples} input samples" if samples else "")
+                         + "; give one label per row of the layer" + (" or one per input sample" if samples else ""))
+    groups = np.asarray(layer_obj.index)[:, 0]
+    if groups.size and (groups.min() < 0 or groups.max() >= m):
+        raise InputError(f"labels: {m} labels, one per input sample, but the rows of layer {layer_obj.name} do not "
+                         f"carry sample numbers in [0, {m}) to give them to; give one label per row")
+    warn_user(f"labels: {m} labels, one per input sample: each sample's label is given to every row of it "
+              f"({n} rows, {n / max(m, 1):.3g} per sample on average)")
+    return labels[groups]
+
+
 def _labels(labels, layer_obj, n):
     """``(codes (n,) int64, names)`` or ``(None, None)``; one line for a wrong length."""
     if labels is None:
         return None, None
     if isinstance(labels, (str, os.PathLike)):
-        from actkit.evaluation import read_labels  # the label files of actkit evaluate
+        from actkit.evaluation import read_labels  # hand-off: the label files of actkit evaluate
 
         labels = read_labels(labels, layer=layer_obj)
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.shape[0] != n:
-        raise InputError(f"labels: {labels.shape[0] if labels.ndim else 0} labels for {n} rows; "
-                         "give one label per row of the layer")
+    labels = _per_row(np.asarray(labels), layer_obj, n)
     names, codes = np.unique(labels.astype(str), return_inverse=True)
     if names.size > MAX_CLASSES:
         raise InputError(f"labels: {names.size} distinct labels; at most {MAX_CLASSES} are scored per unit")
@@ -238,6 +277,7 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
     -------
     UnitReport
     """
+    check_device(device)  # a bad device is refused before any work
     k = _int("k", k, 1)
     context = _int("context", context, 0)
     if max_units is not None:
