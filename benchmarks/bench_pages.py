@@ -90,7 +90,7 @@ def make_report(folder, units, k, samples, length, seed=0):
     labels = np.array(["news", "fiction", "code", "<b>other</b>"])[rng.integers(0, 4, samples)].repeat(length)
     t = time.perf_counter()
     report = unit_report(a, k=k, inputs=inputs, labels=labels, context=8, progress=False)
-    match_units(report, b, permutations=49, progress=False)
+    report = match_units(report, b, permutations=49, progress=False).report
     return report, time.perf_counter() - t
 
 

@@ -79,7 +79,7 @@ def units_page(paths, folder, out):
         ica = actkit.FastICA(random_state=0).fit(np.asarray(layer))
         icas.append(actkit.transform_store(ica, layer, folder / f"ica-{Path(p).stem}.h5", overwrite=True))
     r = units(paths[0], "final_hidden", basis=icas[0], k=12, progress=False)
-    match_units(r, paths[1], layer_b="final_hidden", basis_b=icas[1], permutations=99, progress=False)
+    r = match_units(r, paths[1], layer_b="final_hidden", basis_b=icas[1], permutations=99, progress=False).report
     return r.to_html(out, overwrite=True), r
 
 

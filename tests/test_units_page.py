@@ -57,7 +57,7 @@ def report(tmp_path_factory):
     labels = names[rng.integers(1, 3, n_samples)].repeat(length)
     labels[flat == 0] = "alpha"
     r = units(a, k=8, inputs=TextInputs(list(ids), vocab), labels=labels, context=4, progress=False)
-    match_units(r, b, permutations=39, progress=False)
+    r = match_units(r, b, permutations=39, progress=False).report  # a new report, with each unit's match
     return tmp, r, a, b
 
 

@@ -13,10 +13,10 @@ components, ICA sources, dictionary atoms and SAE latents (docs/units.md).
 
 from actkit.units._api import ORDERS
 from actkit.units._api import units as _api_units
-from actkit.units._match import UnitMatch, check_match, match_units
+from actkit.units._match import UnitMatch, check_match, check_options, match_units
 from actkit.units._report import SCHEMA, UnitReport
 
-__all__ = ["ORDERS", "SCHEMA", "UnitMatch", "UnitReport", "check_match", "match_units", "units"]
+__all__ = ["ORDERS", "SCHEMA", "UnitMatch", "UnitReport", "check_match", "check_options", "match_units", "units"]
 
 
 class _CallableModule(__import__("types").ModuleType):

@@ -51,9 +51,9 @@ def _from_layer(store, layer):
     return store, layer
 
 
-def open_units_store(store, layer):
+def open_units_store(store, layer, flag="--layer"):
     """``(store, layer name, opened here)`` of a path, an open store or a store's layer; one
-    line for a missing layer or an array in memory."""
+    line for a missing layer (naming ``flag``) or an array in memory."""
     store, layer = _from_layer(store, layer)
     opened = isinstance(store, (str, os.PathLike))
     if opened:
@@ -61,13 +61,16 @@ def open_units_store(store, layer):
 
         store = open_source(store)
     names = list(store.layers)
-    if layer is None:
-        if len(names) != 1:
-            raise LayerError(f"{store.path} has {len(names)} layers ({', '.join(names[:12])}); pick one with --layer")
-        layer = names[0]
-    if layer not in names:
-        raise LayerError(f"{store.path} has no layer {layer!r} (it has {', '.join(names[:12])}); pick one with --layer")
-    return store, layer, opened
+    bad = None
+    if layer is None and len(names) != 1:
+        bad = f"{store.path} has {len(names)} layers ({', '.join(names[:12])}); pick one with {flag}"
+    elif layer is not None and layer not in names:
+        bad = f"{store.path} has no layer {layer!r} (it has {', '.join(names[:12])}); pick one with {flag}"
+    if bad:
+        if opened:
+            store.close()
+        raise LayerError(bad)
+    return store, layer or names[0], opened
 
 
 def _inputs(store, inputs):

@@ -1,54 +1,66 @@
 """``match_units``: the units of two stores over the same inputs, matched one to one.
 
 The correlation of every unit of A with every unit of B over all rows comes from one streamed
-pass of cross moments (:class:`actkit.stats.CrossMoments`); the matching maximises the summed
-|correlation| (Hungarian, ``scipy.optimize.linear_sum_assignment``). Each pair's p-value comes
-from re-pairing whole input samples (``actkit.inference``'s permutations: a sample of A with
-another sample of B of the same length, row by row), on up to ``max_rows`` rows of whole
-samples that can be re-paired (samples whose length no other sample has are left out: they
-would keep their pairing). Every pair's |correlation| is standardised by its own null mean and
-SD (a unit that depends on the position alone keeps part of its correlation under any
-re-pairing), and the null of the largest standardised value over *all* pairs (Westfall-Young
-max-T) gives each pair a p-value that accounts for the choice of partner and the number of
-pairs. Pairs with ``p < alpha`` are the shared units; a Gaussian control has none (in
-1 - alpha of runs).
+pass of cross moments (:mod:`actkit.units._match_pass`, :meth:`actkit.stats.CrossMoments.correlation`);
+the matching maximises the summed |correlation| (Hungarian, ``scipy.optimize.linear_sum_assignment``).
+Each pair's p-value comes from re-pairing whole input samples (a sample of A with another
+sample of B of the same length, row by row), on up to ``max_rows`` rows of whole samples that
+can be re-paired (:mod:`actkit.units._match_null`): every pair's |correlation| is standardised
+by its own null mean and SD and the null of the largest standardised value over *all* pairs
+(Westfall-Young max-T) gives each pair a p-value that accounts for the choice of partner and
+the number of pairs. The same rows, resampled by input sample, give each pair's |correlation|
+a bootstrap interval. A pair is *shared* when ``p < alpha`` and ``|corr| >= min_corr``: beyond
+chance, and strong enough to call the two units the same unit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import numpy as np
 
-from actkit._data import iter_blocks
-from actkit._progress import progress_bar
+from actkit._frames import frame_html
 from actkit.errors import InputError, ValidationError
-from actkit.inference import Samples, permutation_draws
-from actkit.stats import CrossMoments
 from actkit.units._api import open_units_store
 from actkit.units._basis import resolve_basis
+from actkit.units._match_null import abs_corr_intervals, max_t_null, null_rows
+from actkit.units._match_pass import PairedRows, match_pass
 from actkit.units._report import UnitReport
 
-__all__ = ["UnitMatch", "match_units"]
+__all__ = ["COLUMNS", "UnitMatch", "check_match", "match_units", "min_permutations"]
+
+#: the columns of :meth:`UnitMatch.to_frame` (and the keys of each pair)
+COLUMNS = ("a", "b", "corr", "abs_corr", "ci_low", "ci_high", "p_value", "shared")
 
 
 class UnitMatch:
-    """Matched units of A and B.
+    """Matched units of A and B (:func:`actkit.match_units`).
 
     Attributes
     ----------
     pairs : list of dict
-        ``{"a", "b", "corr", "p_value", "shared"}``, largest |corr| first.
+        ``{"a", "b", "corr", "abs_corr", "ci_low", "ci_high", "p_value", "shared"}``, largest
+        |corr| first: the correlation over the rows (signed), its absolute value, the
+        bootstrap interval of the absolute value by input sample, the max-T p-value and
+        whether ``p_value < alpha and abs_corr >= min_corr``.
     corr : ndarray of shape (units of A, units of B)
         Correlation over all rows, or over ``rows=`` (sign as stored; A's flipped ICA units
         flipped when a report was given).
-    null_max : ndarray of shape (permutations,)
+    null_max : ndarray of shape (re-pairings,)
         The largest standardised |correlation| of any pair under each re-pairing of the samples.
+    info : dict
+        The other store, layers, ``alpha``, ``min_corr``, ``rule``, ``permutations``,
+        ``exact`` (every re-pairing enumerated), ``bootstrap``, ``confidence`` and the rows used.
+    report : UnitReport or None
+        A's report (when one was given) with each unit's match: a new report, the one given is
+        not changed.
     """
 
-    def __init__(self, pairs, corr, null_max, info):
+    def __init__(self, pairs, corr, null_max, info, report=None):
         self.pairs, self.corr, self.null_max, self.info = pairs, corr, null_max, info
+        self.report = None if report is None else _with_matches(report, self)
 
     @property
     def shared(self) -> list:
@@ -60,16 +72,22 @@ class UnitMatch:
                 "null_max": [float(x) for x in self.null_max]}
 
     def to_frame(self):
+        """A pandas DataFrame, one row per pair (columns :data:`COLUMNS`), largest |corr| first."""
         import pandas as pd  # pandas: only for a DataFrame
 
-        return pd.DataFrame(self.pairs, columns=["a", "b", "corr", "p_value", "shared"])
+        return pd.DataFrame(self.pairs, columns=list(COLUMNS))
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the first pairs of :meth:`to_frame` under the summary line."""
+        return frame_html(self.to_frame().head(20), caption=repr(self))
 
     def __repr__(self):
-        return (f"UnitMatch: {len(self.pairs)} pairs, {len(self.shared)} shared (p < {self.info['alpha']}), "
-                f"{self.info['permutations']} re-pairings of {self.info['null_samples']} samples")
+        i = self.info
+        return (f"UnitMatch: {len(self.pairs)} pairs, {len(self.shared)} shared ({i['rule']}); "
+                f"{'all ' if i['exact'] else ''}{i['permutations']} re-pairings of {i['null_samples']} samples")
 
 
-def _side(x, layer, basis, device):
+def _side(x, layer, basis, device, side):
     flip = None
     if isinstance(x, UnitReport):
         d = x._data
@@ -82,8 +100,14 @@ def _side(x, layer, basis, device):
         flip = np.zeros(d["basis"]["n_units"], bool)
         flip[d["flipped"]] = True
         x = d["store"]
-    store, layer, opened = open_units_store(x, layer)
-    return store, layer, opened, resolve_basis(basis, store, layer, device=device), flip
+    flag = "--layer" if side == "a" else "--layer-b"
+    store, layer, opened = open_units_store(x, layer, flag=flag)
+    try:
+        return store, layer, opened, resolve_basis(basis, store, layer, device=device, side=side), flip
+    except BaseException:
+        if opened:
+            store.close()
+        raise
 
 
 @contextlib.contextmanager
@@ -91,10 +115,10 @@ def _pair(store_a, layer, basis, store_b, layer_b, basis_b, device):
     """Both sides (:func:`_side`: store, layer, opened, basis, flips), each store opened here
     closed again on leaving, in any case."""
     with contextlib.ExitStack() as stack:
-        a = _side(store_a, layer, basis, device)
+        a = _side(store_a, layer, basis, device, "a")
         if a[2]:
             stack.callback(a[0].close)
-        b = _side(store_b, layer_b or a[1], basis_b, device)
+        b = _side(store_b, layer_b or a[1], basis_b, device, "b")
         if b[2]:
             stack.callback(b[0].close)
         yield a, b
@@ -107,52 +131,9 @@ def _check_pair(sa, la, sb, lb):
                          f"(inputs fingerprints {fa or 'none'} and {fb or 'none'})")
     ia, ib = np.asarray(sa[la].index), np.asarray(sb[lb].index)
     if ia.shape != ib.shape or not np.array_equal(ia, ib):
-        raise InputError(f"match_units: layers {la} and {lb} do not hold the same rows (samples and positions)")
+        raise InputError(f"match_units: layers {la} and {lb} (--layer-b) do not hold the same rows "
+                         "(samples and positions)")
     return ia
-
-
-def _null_rows(index, max_rows, random_state):
-    """Rows of whole samples that can be re-paired (another sample of the same length is among
-    them), at most ``max_rows`` (sorted global row numbers). Rows of a sample that cannot move
-    would keep their pairing under every re-pairing and make the null as large as the data."""
-    groups = index[:, 0]
-    ids, counts = np.unique(groups, return_counts=True)
-    lengths, per_length = np.unique(counts, return_counts=True)
-    movable = np.isin(counts, lengths[per_length >= 2])
-    ids, counts = ids[movable], counts[movable]
-    rng = np.random.default_rng([int(random_state), 3])
-    order = rng.permutation(ids.size)
-    keep = order[np.cumsum(counts[order]) <= max_rows]
-    lengths, per_length = np.unique(counts[keep], return_counts=True)
-    keep = keep[np.isin(counts[keep], lengths[per_length >= 2])]
-    return np.flatnonzero(np.isin(groups, ids[keep]))
-
-
-def _stream(ba, bb, picks, progress, keep=None):
-    """Cross moments of the two sides' unit activations (over ``keep``, sorted row numbers;
-    None: all rows) and the rows ``picks`` of each."""
-
-    n = int(ba.rows.shape[0])
-    rows = int(max(64, min(16384, (16 << 20) // (4 * max(ba.n_units, bb.n_units, 1)))))
-    cm = CrossMoments(debiased_terms=False)
-    got_a, got_b = [], []
-    s = 0
-    with progress_bar(n, "match units", progress) as bar:
-        for xa, xb in zip(iter_blocks(ba.rows, rows), iter_blocks(bb.rows, rows)):
-            a = np.asarray(ba.activations(xa, s), np.float64)
-            b = np.asarray(bb.activations(xb, s), np.float64)
-            if keep is None:
-                cm.add(a, b)
-            else:
-                lo, hi = np.searchsorted(keep, [s, s + len(a)])
-                if hi > lo:
-                    cm.add(a[keep[lo:hi] - s], b[keep[lo:hi] - s])
-            lo, hi = np.searchsorted(picks, [s, s + len(a)])
-            got_a.append(a[picks[lo:hi] - s])
-            got_b.append(b[picks[lo:hi] - s])
-            s += len(a)
-            bar.update(len(a))
-    return cm, np.concatenate(got_a), np.concatenate(got_b)
 
 
 def _rows(rows, n):
@@ -174,125 +155,140 @@ def _rows(rows, n):
     return r
 
 
-def _corr(cm):
-    n = cm.n
-    sx, sy = cm.sx / n, cm.sy / n
-    cov = cm.xy / n - np.outer(sx, sy)
-    vx = np.diag(cm.xx) / n - sx ** 2
-    vy = np.diag(cm.yy) / n - sy ** 2
-    den = np.sqrt(np.outer(np.clip(vx, 0, None), np.clip(vy, 0, None)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, cov / den, 0.0)
+def min_permutations(alpha) -> int:
+    """The fewest re-pairings with which a pair can be shared at ``alpha``: the smallest ``N``
+    with ``1 / (N + 1) < alpha`` (20 at 0.05)."""
+    return int(math.floor(round(1.0 / float(alpha), 9)))
 
 
-def _null(A, B, groups, permutations, random_state):
-    """Westfall-Young max-T over all pairs of units under re-pairings of whole samples.
-
-    Each pair's |correlation| is standardised by its own null mean and SD (a unit that depends
-    on the position alone, such as one firing on every [CLS], keeps part of its correlation
-    under any re-pairing); the null of the largest standardised value over all pairs gives
-    every pair a p-value that accounts for the choice of partner and the number of pairs.
-    Returns ``(p-value matrix (Ua, Ub), null max (permutations,), share movable, samples)``."""
-    S = Samples(A, B, groups, norms=False)
-    sd_a, sd_b = S.A.std(axis=0), S.B.std(axis=0)
-    sd_a[sd_a == 0] = np.inf
-    sd_b[sd_b == 0] = np.inf
-    Az, Bz = S.A / sd_a, S.B / sd_b
-    observed = np.abs(Az.T @ Bz) / S.n
-    perms, movable = permutation_draws(S.n_s, permutations, random_state)
-
-    def permuted(perm):
-        return np.abs(Az.T @ Bz[S.offsets[perm[S.sample_of_row]] + S.position]) / S.n
-
-    total, total2 = np.zeros_like(observed), np.zeros_like(observed)
-    for perm in perms:  # each pair's null mean and SD
-        c = permuted(perm)
-        total += c
-        total2 += c * c
-    mu = total / len(perms)
-    sd = np.sqrt(np.clip(total2 / len(perms) - mu * mu, 0, None))
-    sd = np.maximum(sd, 1e-12 + 1e-9 * mu)
-    null = np.array([((permuted(perm) - mu) / sd).max() for perm in perms])  # the same draws again
-    t = (observed - mu) / sd
-    at_least = null.size - np.searchsorted(np.sort(null), t - 1e-9, side="left")  # nulls >= t, per pair
-    p = (1 + at_least) / (1 + null.size)
-    return p, null, movable, S.G
+def check_options(permutations, alpha, min_corr, bootstrap, confidence, flags=False) -> None:
+    """One-line errors for match_units' numbers (``flags``: name them as the command line does)."""
+    name = (lambda s: "--" + s.replace("_", "-")) if flags else (lambda s: s)
+    for key, v in (("permutations", permutations), ("bootstrap", bootstrap)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InputError(f"{name(key)} must be a positive integer, got {v!r}")
+    if not 0 < float(alpha) < 1:
+        raise InputError(f"{name('alpha')} must be in (0, 1), got {alpha!r}")
+    if not 0 <= float(min_corr) <= 1:
+        raise InputError(f"{name('min_corr')} must be in [0, 1] (a |correlation|), got {min_corr!r}")
+    if not 0 < float(confidence) < 1:
+        raise InputError(f"{name('confidence')} must be in (0, 1), got {confidence!r}")
+    need = min_permutations(alpha)
+    if permutations < need:
+        raise InputError(f"{name('permutations')} {permutations} cannot make any pair shared at alpha {alpha:g}: the "
+                         f"smallest p-value is 1 / ({permutations} + 1); ask for at least {need}")
 
 
 def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None,
-                permutations=200, max_rows=20000, alpha=0.05, random_state=0, rows=None, device="cpu",
-                progress=None) -> UnitMatch:
+                permutations=200, max_rows=20000, alpha=0.05, min_corr=0.5, bootstrap=200, confidence=0.95,
+                random_state=0, rows=None, device="cpu", progress=None, scheduler=None) -> UnitMatch:
     """Match the units of A (a :class:`UnitReport` or a store) with those of ``store_b``.
 
     Parameters
     ----------
-    report_or_store_a : UnitReport, str or Store
-        A report (its store, layer and basis are reused, and its units get their matches) or
-        a store.
-    store_b : str or Store
+    report_or_store_a : UnitReport, str, Store or Layer
+        A report (its store, layer and basis are reused; the match carries a copy of it with
+        each unit's match, :attr:`UnitMatch.report`) or a store.
+    store_b : str, Store or Layer
         The other store, over the same inputs (equal inputs fingerprints and row index).
     layer, layer_b, basis, basis_b
         As :func:`actkit.units` (``layer_b`` defaults to ``layer``; ``basis_b`` to none).
     permutations : int, default=200
-        Re-pairings of whole input samples for the null.
+        Re-pairings of whole input samples for the null (every re-pairing when there are no
+        more than this many: an exact test). At least :func:`min_permutations` (20 at
+        ``alpha=0.05``): with fewer, no pair could be shared.
     max_rows : int, default=20000
-        Rows (of whole samples) the null is computed on.
+        Rows (of whole samples) the null and the bootstrap are computed on.
     alpha : float, default=0.05
-        Pairs with ``p_value < alpha`` are shared.
+    min_corr : float in [0, 1], default=0.5
+        A pair is shared when ``p_value < alpha`` and ``|corr| >= min_corr``.
+    bootstrap : int, default=200
+        Resamples of the input samples for each pair's interval of |corr| (percentile).
+    confidence : float, default=0.95
+        Of the intervals.
     rows : array of int or bool mask, optional
         Only these rows (row numbers of both layers) for the correlations and the null, e.g.
         ``CompareResult.heldout_rows``, the rows ``compare`` reports its source correlations on
         (docs/units.md, "From compare to match_units"). Default: every row.
+    scheduler : None, str or distributed.Client
+        Run the pass on Dask (``docs/dask.md``); the same result as here.
 
     Returns
     -------
     UnitMatch
     """
-    from scipy.optimize import linear_sum_assignment  # scipy: the Hungarian matching
-
-    if isinstance(permutations, bool) or not isinstance(permutations, (int, np.integer)) or permutations < 1:
-        raise InputError(f"permutations must be a positive integer, got {permutations!r}")
-    if not 0 < float(alpha) < 1:
-        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    check_options(permutations, alpha, min_corr, bootstrap, confidence)
     with _pair(report_or_store_a, layer, basis, store_b, layer_b, basis_b, device) as (a, b):
         (sa, la, _, ba, flip), (sb, lb, _, bb, _) = a, b
         index = _check_pair(sa, la, sb, lb)
         sel = _rows(rows, index.shape[0])
-        picks = (_null_rows(index, int(max_rows), random_state) if sel is None
-                 else sel[_null_rows(index[sel], int(max_rows), random_state)])
-        cm, A, B = _stream(ba, bb, picks, progress, sel)
-    corr = _corr(cm)
-    if flip is not None:
+        picks = (null_rows(index, int(max_rows), random_state) if sel is None
+                 else sel[null_rows(index[sel], int(max_rows), random_state)])
+        if picks.size == 0:
+            raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
+                                  "cannot be re-paired for the null")
+        cm, A, B = _stream(ba, bb, sel, picks, scheduler, progress)
+    info = {"other": str(getattr(sb, "path", "")), "layer": la, "layer_b": lb, "alpha": float(alpha),
+            "min_corr": float(min_corr), "rule": f"p < {alpha:g} and |corr| >= {min_corr:g}",
+            "bootstrap": int(bootstrap), "confidence": float(confidence), "null_rows": int(picks.size),
+            "rows": int(index.shape[0] if sel is None else sel.size)}
+    return _result(cm.correlation(), flip, A, B, index[picks, 0], permutations, random_state, info,
+                   report_or_store_a if isinstance(report_or_store_a, UnitReport) else None)
+
+
+def _stream(ba, bb, keep, picks, scheduler, progress):
+    """The pass (:func:`actkit.units._match_pass.match_pass`) on the runner ``scheduler`` names:
+    ``(CrossMoments, A rows of picks, B rows of picks)``."""
+    from actkit._rows import block_rows  # the row block of every pass
+    from actkit.runners import runner_for  # the runner decides where the pass runs
+
+    rows = block_rows(max(ba.n_units, bb.n_units, int(ba.rows.shape[1]) + int(bb.rows.shape[1])), itemsize=8,
+                      max_rows=16384)
+    threads = all(x.sae is None or str(getattr(x.sae, "device", "cpu")) == "cpu" for x in (ba, bb))
+    with runner_for(PairedRows(ba.rows, bb.rows), scheduler, block_rows=rows) as (X, runner):
+        cm, got_a, got_b = runner.run(X, match_pass(ba, bb, rows, keep, picks, threads=threads),
+                                      desc="match units", progress=progress)
+    return cm, np.concatenate(got_a), np.concatenate(got_b)
+
+
+def _result(corr, flip, A, B, groups, permutations, random_state, info, report):
+    """The :class:`UnitMatch` of the correlations ``corr`` and the rows ``A``, ``B`` of the null."""
+    from scipy.optimize import linear_sum_assignment  # scipy: the Hungarian matching
+
+    if flip is not None:  # |corr|, the null and the intervals do not see the sign
         corr = np.where(flip[:, None], -corr, corr)
     ia, ib = linear_sum_assignment(-np.abs(corr))
-    if picks.size == 0:
-        raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
-                              "cannot be re-paired for the null")
-    pv, null, movable, n_samples = _null(A, B, index[picks, 0], int(permutations), random_state)
+    pv, null, exact, movable, n_samples = max_t_null(A, B, groups, int(permutations), random_state)
     if movable == 0:
         raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
                               "cannot be re-paired for the null")
+    if null.size < min_permutations(info["alpha"]):
+        raise ValidationError(f"match_units: the {null.size} re-pairings of these samples cannot make any pair "
+                              f"shared at alpha {info['alpha']:g}; use more input samples or a larger alpha")
+    lo, hi = abs_corr_intervals(A, B, groups, ia, ib, info["bootstrap"], info["confidence"], random_state)
     pairs = []
-    for i, j in zip(ia, ib):
-        p = float(pv[i, j])
-        pairs.append({"a": int(i), "b": int(j), "corr": float(corr[i, j]), "p_value": p, "shared": bool(p < alpha)})
-    pairs.sort(key=lambda p: -abs(p["corr"]))
-    info = {"other": str(getattr(sb, "path", "")), "layer": la, "layer_b": lb, "permutations": int(permutations),
-            "alpha": float(alpha), "null_rows": int(picks.size), "null_samples": int(n_samples),
-            "movable": float(movable), "rows": int(index.shape[0] if sel is None else sel.size)}
-    match = UnitMatch(pairs, corr, null, info)
-    if not isinstance(report_or_store_a, (str,)) and hasattr(report_or_store_a, "_data"):
-        _attach(report_or_store_a, match)
-    return match
+    for i, j, low, high in zip(ia, ib, lo, hi):
+        c, p = float(corr[i, j]), float(pv[i, j])
+        pairs.append({"a": int(i), "b": int(j), "corr": c, "abs_corr": abs(c), "ci_low": float(low),
+                      "ci_high": float(high), "p_value": p,
+                      "shared": bool(p < info["alpha"] and abs(c) >= info["min_corr"])})
+    pairs.sort(key=lambda p: (-p["abs_corr"], p["a"]))
+    info = {**info, "permutations": int(null.size), "exact": bool(exact), "null_samples": int(n_samples),
+            "movable": float(movable)}
+    return UnitMatch(pairs, corr, null, info, report)
 
 
-def _attach(report, match):
+def _with_matches(report, match):
+    """A new :class:`UnitReport`: ``report``'s data with each unit's match and the match's data."""
     by_a = {p["a"]: p for p in match.pairs}
-    for u in report._data["units"]:
+    d = report._data
+    units = []
+    for u in d["units"]:
         p = by_a.get(u["unit"])
-        u["match"] = None if p is None else {"unit": p["b"], "corr": p["corr"], "p_value": p["p_value"],
-                                             "shared": p["shared"]}
-    report._data["matches"] = match.to_dict()
+        units.append({**u, "match": None if p is None else {
+            "unit": p["b"], "corr": p["corr"], "abs_corr": p["abs_corr"], "ci": [p["ci_low"], p["ci_high"]],
+            "p_value": p["p_value"], "shared": p["shared"]}})
+    return UnitReport({**d, "units": units, "matches": match.to_dict()})
 
 
 def check_match(store_a, store_b, *, layer=None, layer_b=None, basis=None, basis_b=None, device="cpu") -> None:
