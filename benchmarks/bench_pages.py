@@ -64,7 +64,7 @@ class CorpusInputs:
 def make_report(folder, units, k, samples, length, seed=0):
     """A unit report of ``units`` units (every piece of the page filled in)."""
     from actkit.store import LayerSpec, create_store
-    from actkit.units import match_units, units as unit_report
+    from actkit import match_units, units as unit_report
 
     rng = np.random.default_rng(seed)
     inputs = CorpusInputs(samples, length)

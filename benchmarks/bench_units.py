@@ -76,7 +76,7 @@ def _read_all(layer, rows, activations=None):
 
 
 def _unit_rows(width, n_units):
-    """The rows per block of ``units()``'s pass (``actkit.units._api._run_pass``)."""
+    """The rows per block of ``units()``'s pass (``actkit._units._api._run_pass``)."""
     return int(max(64, min(16384, (16 << 20) // (4 * max(width, n_units)))))
 
 

@@ -71,7 +71,7 @@ def evaluate_page(out):
 
 def units_page(paths, folder, out):
     import actkit
-    from actkit.units import match_units, units
+    from actkit import match_units, units
 
     icas = []
     for p in paths:
@@ -87,7 +87,7 @@ def vit_units_page(folder, out, n=128):
     """ViT-tiny (seed 0), last layer, per-token rows of ``n`` shapes images; 32 ICA sources."""
     import actkit
     from actkit import zoo
-    from actkit.units import units
+    from actkit import units
 
     v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), folder / "vit.h5",
                        layers=["encoder.layer.3"], max_samples=n, progress=False)

@@ -13,7 +13,7 @@ import pytest
 import scipy.stats
 
 import actkit
-from actkit.units import UnitReport, match_units, units
+from actkit import UnitReport, match_units, units
 from cli_helpers import cli_error as _error, run_cli as _run
 
 pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
@@ -114,7 +114,7 @@ def test_top_k_equals_numpy_brute_force_at_any_block_and_thread_count(planted, t
 def _pass_result(basis, X, k, rows, threads, flippable=False):
     from actkit._threads import use_threads
     from actkit.runners import LOCAL
-    from actkit.units._pass import finish, setup, unit_pass
+    from actkit._units._pass import finish, setup, unit_pass
 
     st = setup(basis, k, flippable=flippable)
     with use_threads(threads):
@@ -125,7 +125,7 @@ def _brute_sample(A, size, random_state=0, tau=None, sign=1.0):
     """Each column's sample by brute force: its ``size`` active rows (with ``tau``: those with
     ``sign * value >= tau``) of smallest priority ``frac(p_row + c_unit)`` (the pass's
     splitmix64 numbers of the row and the unit), ties by row."""
-    from actkit.units._pass import priority
+    from actkit._units._pass import priority
 
     p = priority(np.arange(A.shape[0]), random_state)
     c = priority(np.arange(A.shape[1]), random_state, salt=1)
@@ -141,8 +141,8 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
     """Many blocks: the running thresholds, the short first chunks and the queued rebuilds of
     the top-k, bottom-k and sample states give numpy's brute force (ties by row order, exact
     zeros, a dead unit), and the same bits at every block size and thread count."""
-    from actkit.units._basis import Basis
-    from actkit.units._pass import SAMPLE, TAIL
+    from actkit._units._basis import Basis
+    from actkit._units._pass import SAMPLE, TAIL
 
     rng = np.random.default_rng(7)
     A = np.round(rng.laplace(size=(6000, 9)), 1).astype(np.float32)  # ties and exact zeros
@@ -185,8 +185,8 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
 def test_sae_top_k_codes_give_the_pass_of_their_dense_codes(tmp_path):
     """An SAE basis is folded from its top-k codes as they are (never densified): the same
     examples, histograms and counts as the pass over the dense codes."""
-    from actkit.units._basis import Basis
-    from actkit.units._pass import SAMPLE
+    from actkit._units._basis import Basis
+    from actkit._units._pass import SAMPLE
 
     X = np.random.default_rng(5).normal(size=(3000, 6)).astype(np.float32)
     sd = actkit.SparseDictionary(12, k=3, code="topk", positive=True, random_state=0, max_iter=3).fit(X)
@@ -784,7 +784,7 @@ def test_bands_have_histogram_quantile_edges_and_their_own_rows_sorted_by_value(
     5 rows of the band (the top band too: its rows come from the unit's tail sample), the 5 of
     smallest priority by brute force, sorted by value; two units share band rows only by
     chance."""
-    from actkit.units._pass import priority
+    from actkit._units._pass import priority
 
     rng = np.random.default_rng(23)
     n, U = 20000, 12
@@ -858,7 +858,7 @@ def test_one_label_per_input_sample_is_given_to_every_row_of_it(planted):
 
 def test_a_bad_device_is_refused_before_any_work(planted, capsys, monkeypatch):
     path, *_ = planted
-    import actkit.units._api as api
+    import actkit._units._api as api
 
     monkeypatch.setattr(api, "_run_pass", lambda *a, **k: pytest.fail("the pass ran"))
     import torch
@@ -970,10 +970,10 @@ def test_match_bad_input_is_one_line_before_any_work(planted, tmp_path, capsys, 
         match_units(path, other, permutations=19)
     with pytest.raises(actkit.errors.InputError, match=r"min_corr must be in \[0, 1\]"):
         match_units(path, other, min_corr=1.5)
-    import actkit.units._match as m
+    import actkit._units._match as m
 
     monkeypatch.setattr(m, "_stream", lambda *a, **k: pytest.fail("the pass ran"))
-    import actkit.units._api as api
+    import actkit._units._api as api
 
     monkeypatch.setattr(api, "_run_pass", lambda *a, **k: pytest.fail("the pass ran"))
     (tmp_path / "old.json").write_text("{}")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from actkit.pages import units_data
-from actkit.units import match_units, units
+from actkit import match_units, units
 from tests._browser import Visit, chromium_fixture
 from tests.cli_helpers import cli_error, run_cli
 from tests.test_units import TextInputs, _index, _store

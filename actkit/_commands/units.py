@@ -81,7 +81,7 @@ def _check(args) -> None:
     if args.json and os.path.exists(args.json) and not args.overwrite:
         raise InputError(f"--json {args.json} exists; pass --overwrite to replace it (as for --html)")
     if args.match:
-        from actkit.units import check_match, check_options  # the package (actkit.units the attribute is the function)
+        from actkit._units import check_match, check_options  # the checks match_units makes, before any work
 
         check_options(args.permutations, 0.05, args.min_corr, 200, 0.95, flags=True)
         check_match(args.store, args.match, layer=args.layer, layer_b=args.layer_b, basis=args.basis,

@@ -12,7 +12,7 @@ out before "t"), "x": [indices of special tokens]``; for images ``"img": {"sampl
 "cell"}`` (the picture is ``inputs.images[sample]``, a PNG data URI, once per sample).
 
 Logit tables are ``[[token id, string index or null, logit]]``. Everything else keeps the
-report's own names (docs in :class:`actkit.units.UnitReport`).
+report's own names (docs in :class:`actkit.UnitReport`).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _title(report: dict) -> tuple[str, str]:
 
 
 def units_page(report, path, *, title: str | None = None, overwrite: bool = False) -> Path:
-    """Write the page of a :class:`~actkit.units.UnitReport` (or its ``to_dict()``): an index
+    """Write the page of a :class:`~actkit.UnitReport` (or its ``to_dict()``): an index
     of every unit (sortable by each score, searchable by the text of its examples and its logit
     tokens, filters for dead, shared and label-selective units) and one card per unit, drawn
     when it comes into view."""

@@ -1,11 +1,11 @@
 """``match_units``: the units of two stores over the same inputs, matched one to one.
 
 The correlation of every unit of A with every unit of B over all rows comes from one streamed
-pass of cross moments (:mod:`actkit.units._match_pass`, :meth:`actkit.stats.CrossMoments.correlation`);
+pass of cross moments (:mod:`actkit._units._match_pass`, :meth:`actkit.stats.CrossMoments.correlation`);
 the matching maximises the summed |correlation| (Hungarian, ``scipy.optimize.linear_sum_assignment``).
 Each pair's p-value comes from re-pairing whole input samples (a sample of A with another
 sample of B of the same length, row by row), on up to ``max_rows`` rows of whole samples that
-can be re-paired (:mod:`actkit.units._match_null`): every pair's |correlation| is standardised
+can be re-paired (:mod:`actkit._units._match_null`): every pair's |correlation| is standardised
 by its own null mean and SD and the null of the largest standardised value over *all* pairs
 (Westfall-Young max-T) gives each pair a p-value that accounts for the choice of partner and
 the number of pairs. The same rows, resampled by input sample, give each pair's |correlation|
@@ -23,11 +23,11 @@ import numpy as np
 
 from actkit._frames import frame_html
 from actkit.errors import InputError, ValidationError
-from actkit.units._api import open_units_store
-from actkit.units._basis import resolve_basis
-from actkit.units._match_null import abs_corr_intervals, max_t_null, null_rows
-from actkit.units._match_pass import PairedRows, match_pass
-from actkit.units._report import UnitReport
+from actkit._units._api import open_units_store
+from actkit._units._basis import resolve_basis
+from actkit._units._match_null import abs_corr_intervals, max_t_null, null_rows
+from actkit._units._match_pass import PairedRows, match_pass
+from actkit._units._report import UnitReport
 
 __all__ = ["COLUMNS", "UnitMatch", "check_match", "match_units", "min_permutations"]
 
@@ -237,7 +237,7 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
 
 
 def _stream(ba, bb, keep, picks, scheduler, progress):
-    """The pass (:func:`actkit.units._match_pass.match_pass`) on the runner ``scheduler`` names:
+    """The pass (:func:`actkit._units._match_pass.match_pass`) on the runner ``scheduler`` names:
     ``(CrossMoments, A rows of picks, B rows of picks)``."""
     from actkit._rows import block_rows  # the row block of every pass
     from actkit.runners import runner_for  # the runner decides where the pass runs

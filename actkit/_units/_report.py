@@ -9,7 +9,6 @@ import numpy as np
 
 from actkit._frames import frame_html
 from actkit.errors import InputError
-from actkit.pages import units_page, units_preview
 
 __all__ = ["SCHEMA", "UnitReport"]
 
@@ -114,11 +113,15 @@ class UnitReport:
     def to_html(self, path, *, overwrite: bool = False):
         """Write the report's page (:func:`actkit.pages.units_page`): one self-contained HTML
         file, an index of every unit and one card per unit; returns its path."""
+        from actkit.pages import units_page  # hand-off: the page is drawn by the room above
+
         return units_page(self, path, overwrite=overwrite)
 
     def _repr_html_(self) -> str:
         """A notebook's view: the first rows of :meth:`to_frame`, then the page of the first
         cards (escaped as the page is)."""
+        from actkit.pages import units_preview  # hand-off: the cards are drawn by the room above
+
         frame = self.to_frame().head(20).set_index("unit")
         return frame_html(frame.dropna(axis=1, how="all"), caption=repr(self).splitlines()[0]) + units_preview(self)
 

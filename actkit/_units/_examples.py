@@ -100,7 +100,7 @@ class Renderer:
                 "cell": [int(r), int(c)]}
 
     def example(self, row, value, sample, position):
-        """One example's dict (see :class:`actkit.units.UnitReport`)."""
+        """One example's dict (see :class:`actkit.UnitReport`)."""
         ex = {"row": int(row), "value": float(value), "sample": int(sample), "position": int(position)}
         if self.kind == "text":
             ex["text"] = self._text(int(sample), int(position))

@@ -10,14 +10,14 @@ from actkit._device import check_device
 from actkit._rows import block_rows
 from actkit._warn import warn_user
 from actkit.errors import InputError, LayerError
-from actkit.units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
-from actkit.units._basis import DEFAULT_ORDER, resolve_basis
-from actkit.units._examples import Renderer
-from actkit.units._hist import trimmed
-from actkit.units._lens import logit_lens
-from actkit.units._pass import finish, oriented, setup, unit_pass
-from actkit.units._report import SCHEMA, UnitReport
-from actkit.units._select import SELECTIVE_AUROC, selectivity
+from actkit._units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
+from actkit._units._basis import DEFAULT_ORDER, resolve_basis
+from actkit._units._examples import Renderer
+from actkit._units._hist import trimmed
+from actkit._units._lens import logit_lens
+from actkit._units._pass import finish, oriented, setup, unit_pass
+from actkit._units._report import SCHEMA, UnitReport
+from actkit._units._select import SELECTIVE_AUROC, selectivity
 
 __all__ = ["ORDERS", "open_units_store", "units"]
 
@@ -128,7 +128,7 @@ def _labels(labels, layer_obj, n):
 
 
 def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
-    """The pass over the basis's rows (:mod:`actkit.units._pass`): its :class:`UnitStats`."""
+    """The pass over the basis's rows (:mod:`actkit._units._pass`): its :class:`UnitStats`."""
     from actkit.runners import runner_for  # the runner decides where the pass runs
 
     rows = block_rows(max(basis.n_units, int(basis.rows.shape[1])), max_rows=MAX_BLOCK_ROWS)

@@ -4,7 +4,7 @@ the share of rows beyond 3 SD, the quantile bands' edges and their examples.
 The histogram of a unit counts every row exactly, in bins of width ``w``; its quantiles are
 those of the distribution that spreads each bin's rows evenly over the bin (linear between
 the bin's edges: the true quantile lies in the same bin, so an edge is off by less than one
-bin width). The bands' examples come from the unit's own samples (:mod:`actkit.units._pass`):
+bin width). The bands' examples come from the unit's own samples (:mod:`actkit._units._pass`):
 the upper band (99-100 %) from the sample of its tail when the tail's threshold lies at or
 below the band (a uniform sample of the band), else, as the lower bands, from the uniform
 sample of its active rows; each band shows up to :data:`PER_BAND` of them, the rows of

@@ -10,7 +10,7 @@ or on Dask (chunks folded on workers, merged in a tree) with the same result. Pe
 * ``moments`` -- count, mean and central moment sums in float64 (:class:`actkit.stats.ColumnMoments`);
 * ``extremes`` -- smallest and largest value; ``active`` -- rows with a non-zero value;
 * ``hist`` -- the histogram (by label with labels; with the counts on bin edges where the
-  unit may be flipped, :mod:`actkit.units._hist`);
+  unit may be flipped, :mod:`actkit._units._hist`);
 * ``top`` / ``bottom`` -- the k largest and smallest values and their rows (``bottom``: dense
   units only);
 * ``sample`` -- a uniform sample of :data:`SAMPLE` active rows: the rows of smallest
@@ -38,8 +38,8 @@ import numpy as np
 
 from actkit.runners import RowPass
 from actkit.stats import ColumnMoments
-from actkit.units._hist import add_hist, add_hist_entries, flipped, merge_hist, new_hist
-from actkit.units._topk import Ranked, dense_entries
+from actkit._units._hist import add_hist, add_hist_entries, flipped, merge_hist, new_hist
+from actkit._units._topk import Ranked, dense_entries
 
 __all__ = ["SAMPLE", "STATES", "TAIL", "Setup", "UnitStats", "finish", "oriented", "priority", "setup",
            "tail_thresholds", "unit_pass"]
@@ -116,7 +116,7 @@ class Setup(NamedTuple):
 
     @property
     def warm(self) -> int:
-        """Rows of the first chunk of a ranked state (:func:`~actkit.units._topk.growing_chunks`)."""
+        """Rows of the first chunk of a ranked state (:func:`~actkit._units._topk.growing_chunks`)."""
         return max(2 * self.k, 16384 // max(1, self.n_units))
 
 
@@ -322,7 +322,7 @@ class UnitStats:
     ``top`` / ``bottom``: ``(values, rows)`` each (k, U), highest (lowest) first, row -1 in an
     empty slot (``bottom`` None for codes); ``sample`` / ``tail``: ``(scores, rows, values)``
     each (size, U), score ``1 - priority``; ``tau``: the tail's threshold; ``hist``: the state of
-    :mod:`actkit.units._hist`; ``flipped``: the units negated by :func:`oriented`.
+    :mod:`actkit._units._hist`; ``flipped``: the units negated by :func:`oriented`.
     """
 
     n: int
