@@ -85,16 +85,19 @@ def band_edges(hist, n, active, vmax) -> np.ndarray:
     return out
 
 
-def _pick(scores_values_rows, lo, hi, closed, exclude, per_band):
+def _pick(rows, values, lo, hi, closed, exclude, per_band):
     """Up to ``per_band`` ``(row, value)`` of a sample column (in priority order) with ``lo <=
-    value < hi`` (``<= hi`` when ``closed``), rows in ``exclude`` left out; sorted by value,
-    highest first."""
-    rows, values = scores_values_rows
-    keep = (rows >= 0) & (values >= lo) & ((values <= hi) if closed else (values < hi))
-    keep &= ~np.isin(rows, exclude)
-    idx = np.flatnonzero(keep)[:per_band]
-    picked = sorted(zip(rows[idx].tolist(), values[idx].tolist()), key=lambda e: (-e[1], e[0]))
-    return [(int(r), float(v)) for r, v in picked]
+    value < hi`` (``<= hi`` when ``closed``), rows in the set ``exclude`` left out; sorted by
+    value, highest first."""
+    inside = (rows >= 0) & (values >= lo) & ((values <= hi) if closed else (values < hi))
+    picked = []
+    for i in np.flatnonzero(inside):
+        r = int(rows[i])
+        if r not in exclude:
+            picked.append((r, float(values[i])))
+            if len(picked) == per_band:
+                break
+    return sorted(picked, key=lambda e: (-e[1], e[0]))
 
 
 def band_examples(stats, edges, j, top_rows, per_band=PER_BAND) -> list:
@@ -103,13 +106,14 @@ def band_examples(stats, edges, j, top_rows, per_band=PER_BAND) -> list:
     ``"sample"`` (where the examples come from)."""
     if stats.active[j] == 0:
         return []
+    exclude = set(np.asarray(top_rows).tolist())
     out = []
     for b in reversed(range(len(BANDS))):
         lo, hi = float(edges[b, 0, j]), float(edges[b, 1, j])
         top_band = BANDS[b][1] == 1.0
-        from_tail = top_band and stats.tau[j] <= lo
+        from_tail = top_band and stats.tail_sign[j] > 0 and stats.tau[j] <= lo  # the tail holds all the band
         src = stats.tail if from_tail else stats.sample
-        ex = _pick((src[1][:, j], src[2][:, j]), lo, hi, top_band, top_rows, per_band)
+        ex = _pick(src[1][:, j], src[2][:, j], lo, hi, top_band, exclude, per_band)
         out.append({"quantiles": list(BANDS[b]), "lo": lo, "hi": hi, "source": "tail" if from_tail else "sample",
                     "examples": ex})
     return out

@@ -16,11 +16,13 @@ or on Dask (chunks folded on workers, merged in a tree) with the same result. Pe
 * ``sample`` -- a uniform sample of :data:`SAMPLE` active rows: the rows of smallest
   priority ``frac(p_row + c_unit)`` (``p_row``, ``c_unit``: splitmix64 numbers of the row,
   the unit and the seed), so two units share a row only by chance;
-* ``tail`` (and ``tail_neg`` for units that may be flipped) -- the :data:`TAIL` rows of
-  smallest priority among the active rows at or above ``tau`` (below ``-tau_neg``): a
-  uniform sample of the unit's upper (lower) tail, whatever the blocks. ``tau`` is fixed
-  before the pass from the first rows (:func:`tail_thresholds`), so the states are the same
-  at any block size, thread count or scheduler.
+* ``tail`` -- the :data:`TAIL` rows of smallest priority among the active rows whose value
+  times the unit's ``tail_sign`` is at least ``tau``: a uniform sample of the unit's heavy
+  tail, whatever the blocks. ``tau`` and ``tail_sign`` (the sign of the skewness of the first
+  rows for units that may be flipped, else +1) are fixed before the pass from the first rows
+  (:func:`tail_thresholds`), so the states are the same at any block size, thread count or
+  scheduler; a unit oriented against its ``tail_sign`` has no tail sample (its upper band
+  comes from the uniform sample).
 
 :func:`finish` turns the merged states into a frozen :class:`UnitStats`; :func:`oriented`
 returns the one of the oriented units (a new object; nothing is changed in place).
@@ -107,8 +109,9 @@ class Setup(NamedTuple):
     labels: np.ndarray | None
     random_state: int
     offsets: np.ndarray  # (U,) each unit's priority offset
-    tau: np.ndarray  # (U,) the upper tail's threshold (-inf: every active row)
-    tau_neg: np.ndarray | None  # (U,) the lower tail's (units that may be flipped), else None
+    tau: np.ndarray  # (U,) the tail's threshold of tail_sign * value (-inf: every active row)
+    tail_sign: np.ndarray  # (U,) +1.0 or -1.0: the side of the tail
+    flippable: bool  # units may be flipped (ICA): their histograms count values on bin edges
 
     @property
     def n_units(self) -> int:
@@ -139,31 +142,34 @@ def _threshold(u, v, n_units):
 
 
 def tail_thresholds(basis, flippable):
-    """``(tau, tau_neg)``: per unit, the :data:`TAIL_QUANTILE` of its active (non-zero) values
-    in the first rows (of the negated values for ``tau_neg``; None unless ``flippable``)."""
+    """``(tau, tail_sign)``: per unit, the side of its heavy tail (where ``flippable``, the sign
+    of the skewness of its active values in the first rows; else +1) and the
+    :data:`TAIL_QUANTILE` of its active values times that sign in the first rows."""
     n, U = int(basis.rows.shape[0]), basis.n_units
     block = np.asarray(basis.rows[:min(n, max(PREFIX_ROWS, PREFIX_VALUES // max(1, U)))])
-    if basis.sparse:
+    if basis.sparse:  # codes are never flipped
         _, _, u, v = basis.entries(block, 0)
-        return _threshold(u, v, U), (_threshold(u, -v, U) if flippable else None)
+        return _threshold(u, v, U), np.ones(U)
     A = np.asarray(basis.activations(block, 0), np.float64)
+    sign = np.ones(U)
+    if flippable:
+        d = A - A.mean(axis=0)
+        sign = np.where(np.einsum("ij,ij,ij->j", d, d, d) < 0, -1.0, 1.0)
+        A = A * sign
     zero = (A == 0).any(axis=0)  # most dense units have no zero: one quantile of every such column at once
-    out = []
-    for sign in (1.0, -1.0) if flippable else (1.0,):
-        tau = np.full(U, -np.inf)
-        if A.shape[0] >= MIN_PREFIX and (~zero).any():
-            tau[~zero] = np.quantile(sign * A[:, ~zero], TAIL_QUANTILE, axis=0)
-        r, u = np.nonzero(A[:, zero])
-        tau[zero] = _threshold(u, sign * A[:, zero][r, u], int(zero.sum()))
-        out.append(tau)
-    return out[0], (out[1] if flippable else None)
+    tau = np.full(U, -np.inf)
+    if A.shape[0] >= MIN_PREFIX and (~zero).any():
+        tau[~zero] = np.quantile(A[:, ~zero], TAIL_QUANTILE, axis=0)
+    r, u = np.nonzero(A[:, zero])
+    tau[zero] = _threshold(u, A[:, zero][r, u], int(zero.sum()))
+    return tau, sign
 
 
 def setup(basis, k, *, labels=None, classes=1, random_state=0, flippable=False) -> Setup:
     """The :class:`Setup` of a pass over ``basis`` (reads its first rows for the tails)."""
-    tau, tau_neg = tail_thresholds(basis, flippable)
+    tau, sign = tail_thresholds(basis, flippable)
     offsets = priority(np.arange(basis.n_units), random_state, salt=1)
-    return Setup(basis, int(k), int(classes), labels, int(random_state), offsets, tau, tau_neg)
+    return Setup(basis, int(k), int(classes), labels, int(random_state), offsets, tau, sign, bool(flippable))
 
 
 # ----------------------------------------------------------------------------- a block
@@ -186,10 +192,14 @@ class Block(NamedTuple):
     sorted: dict  # (lo, hi) -> argsort of p[lo:hi], shared by the samples of one chunk
 
     def order(self, lo, hi):
-        """``np.argsort(p[lo:hi])``, computed once per chunk."""
+        """``np.argsort(p[lo:hi])``, computed once per chunk (the whole block's in ``map``)."""
         if (lo, hi) not in self.sorted:
             self.sorted[(lo, hi)] = np.argsort(self.p[lo:hi], kind="stable")
         return self.sorted[(lo, hi)]
+
+    def values(self, lo, rows, units):
+        """The dense activations at block rows ``lo + rows`` of ``units`` (a flat gather)."""
+        return np.take(self.A.reshape(-1), (rows + lo) * self.A.shape[1] + units)
 
 
 def _active(A):
@@ -214,7 +224,7 @@ def _map(block, first_row, st: Setup) -> Block:
                      {})
     A = np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
     return Block(A.shape[0], A, None, None, None, ColumnMoments().add(A), A.min(axis=0), A.max(axis=0),
-                 _active(A), p, lab, {})
+                 _active(A), p, lab, {(0, A.shape[0]): np.argsort(p, kind="stable")})
 
 
 # ----------------------------------------------------------------------------- the states
@@ -249,19 +259,19 @@ def _fold_top(t: Ranked, b: Block, first_row, st, lower=False):
     return t
 
 
-def _fold_sample(t: Ranked, b: Block, first_row, st, tau=None, sign=1.0):
-    """The rows of smallest rotated priority among the active rows (with ``tau``: those whose
-    ``sign * value >= tau``); scores ``1 - priority``, payloads the values."""
+def _fold_sample(t: Ranked, b: Block, first_row, st, tail=False):
+    """The rows of smallest rotated priority among the active rows (``tail``: those whose value
+    times ``tail_sign`` is at least ``tau``); scores ``1 - priority``, payloads the values."""
     for lo, hi in t.chunks(b.n, st.warm):
         if b.A is not None:
             rows, u = _below(b.p[lo:hi], st.offsets, 1.0 - t.threshold, b.order(lo, hi))
-            v = b.A[lo:hi][rows, u]
+            v = b.values(lo, rows, u)
         else:
             a, z = np.searchsorted(b.r, [lo, hi])
             rows, u, v = b.r[a:z] - lo, b.u[a:z], b.v[a:z]
         keep = v != 0
-        if tau is not None:
-            keep &= sign * v >= tau[u]
+        if tail:
+            keep &= st.tail_sign[u] * v >= st.tau[u]
         rows, u, v = rows[keep], u[keep], v[keep]
         score = 1.0 - rotated(b.p[lo + rows], st.offsets[u])
         keep = score > t.threshold[u]
@@ -280,17 +290,13 @@ STATES = {
                       lambda e, b, r, st: (np.minimum(e[0], b.vmin), np.maximum(e[1], b.vmax)),
                       lambda a, b: (np.minimum(a[0], b[0]), np.maximum(a[1], b[1]))),
     "active": State(lambda st: np.zeros(st.n_units, np.int64), lambda a, b, r, st: a + b.active, np.add),
-    "hist": State(lambda st: new_hist(st.n_units, st.classes, edges=st.tau_neg is not None), _fold_hist,
-                  merge_hist),
+    "hist": State(lambda st: new_hist(st.n_units, st.classes, edges=st.flippable), _fold_hist, merge_hist),
     "top": State(lambda st: Ranked(st.k, st.n_units), _fold_top, Ranked.merged),
     "bottom": State(lambda st: Ranked(st.k, st.n_units), lambda t, b, r, st: _fold_top(t, b, r, st, lower=True),
                     Ranked.merged, lambda st: not st.basis.sparse),
     "sample": State(lambda st: Ranked(SAMPLE, st.n_units), _fold_sample, Ranked.merged),
-    "tail": State(lambda st: Ranked(TAIL, st.n_units), lambda t, b, r, st: _fold_sample(t, b, r, st, st.tau),
+    "tail": State(lambda st: Ranked(TAIL, st.n_units), lambda t, b, r, st: _fold_sample(t, b, r, st, tail=True),
                   Ranked.merged),
-    "tail_neg": State(lambda st: Ranked(TAIL, st.n_units),
-                      lambda t, b, r, st: _fold_sample(t, b, r, st, st.tau_neg, -1.0), Ranked.merged,
-                      lambda st: st.tau_neg is not None),
 }
 
 
@@ -321,7 +327,8 @@ class UnitStats:
 
     ``top`` / ``bottom``: ``(values, rows)`` each (k, U), highest (lowest) first, row -1 in an
     empty slot (``bottom`` None for codes); ``sample`` / ``tail``: ``(scores, rows, values)``
-    each (size, U), score ``1 - priority``; ``tau``: the tail's threshold; ``hist``: the state of
+    each (size, U), score ``1 - priority``; ``tau``: the tail sample holds the rows whose value
+    ``tau`` times ``tail_sign`` (-1: its lower tail, so no sample of the upper one); ``hist``: the state of
     :mod:`actkit._units._hist`; ``flipped``: the units negated by :func:`oriented`.
     """
 
@@ -338,9 +345,8 @@ class UnitStats:
     bottom: tuple | None
     sample: tuple
     tail: tuple
-    tail_neg: tuple | None
     tau: np.ndarray
-    tau_neg: np.ndarray | None
+    tail_sign: np.ndarray
     flipped: np.ndarray
 
     @property
@@ -362,8 +368,7 @@ def finish(acc: dict, st: Setup) -> UnitStats:
                      vmin=acc["extremes"][0], vmax=acc["extremes"][1], active=acc["active"], hist=acc["hist"],
                      top=(top[2], top[1]), bottom=None if bottom is None else (bottom[2], bottom[1]),
                      sample=acc["sample"].final(), tail=acc["tail"].final(),
-                     tail_neg=acc["tail_neg"].final() if "tail_neg" in acc else None,
-                     tau=st.tau, tau_neg=st.tau_neg, flipped=np.zeros(U, bool))
+                     tau=st.tau, tail_sign=st.tail_sign, flipped=np.zeros(U, bool))
 
 
 def _where(flip, a, b):
@@ -377,15 +382,13 @@ def oriented(s: UnitStats, flip) -> UnitStats:
     flip = np.asarray(flip, bool)
     if not flip.any():
         return s
-    if s.bottom is None or s.tail_neg is None:
-        raise ValueError("only dense units passed with a lower tail (setup(..., flippable=True)) can be flipped")
+    if s.bottom is None or s.hist["edges"] is None:
+        raise ValueError("only dense units of a flippable pass (setup(..., flippable=True)) can be flipped")
     (tv, tr), (bv, br) = s.top, s.bottom
     sign = np.where(flip, -1.0, 1.0)
-    sample = (s.sample[0], s.sample[1], s.sample[2] * sign)
-    tail = tuple(_where(flip, n, p) for n, p in zip(s.tail_neg, s.tail))
     return dataclasses.replace(
         s, mean=s.mean * sign, skewness=s.skewness * sign,
         vmin=_where(flip, -s.vmax, s.vmin), vmax=_where(flip, -s.vmin, s.vmax),
         top=(_where(flip, -bv, tv), _where(flip, br, tr)), bottom=(_where(flip, -tv, bv), _where(flip, tr, br)),
-        sample=sample, tail=(tail[0], tail[1], tail[2] * sign), tau=_where(flip, s.tau_neg, s.tau),
-        hist=flipped(s.hist, flip), flipped=flip | s.flipped)
+        sample=(s.sample[0], s.sample[1], s.sample[2] * sign), tail=(s.tail[0], s.tail[1], s.tail[2] * sign),
+        tail_sign=s.tail_sign * sign, hist=flipped(s.hist, flip), flipped=flip ^ s.flipped)

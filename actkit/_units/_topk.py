@@ -145,7 +145,7 @@ class Ranked:
         """Queue candidate entries ``(units, score, rows, payload)``."""
         if entries[0].size:
             self.pending.append(entries)
-        if sum(e[0].size for e in self.pending) >= self.state[0].size:
+        if sum(e[0].size for e in self.pending) >= 2 * self.state[0].size:
             self.flush()
 
     def flush(self) -> tuple:
