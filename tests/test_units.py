@@ -121,16 +121,16 @@ def _pass_result(basis, X, k, rows, threads, flippable=False):
         return finish(LOCAL.run(X, unit_pass(st, rows), progress=False), st)
 
 
-def _brute_sample(A, size, random_state=0, tau=None, sign=1.0):
-    """Each column's sample by brute force: its ``size`` active rows (with ``tau``: those with
-    ``sign * value >= tau``) of smallest priority ``frac(p_row + c_unit)`` (the pass's
-    splitmix64 numbers of the row and the unit), ties by row."""
+def _brute_sample(A, size, random_state=0, eligible=None):
+    """Each column's sample by brute force: its ``size`` active rows (and ``eligible``, where
+    given) of smallest priority ``frac(p_row + c_unit)`` (the pass's splitmix64 numbers of the
+    row and the unit), ties by row."""
     from actkit._units._pass import priority
 
     p = priority(np.arange(A.shape[0]), random_state)
     c = priority(np.arange(A.shape[1]), random_state, salt=1)
     q = (p[:, None] + c[None, :]) % 1.0
-    ok = A != 0 if tau is None else (A != 0) & (sign * A >= tau[None, :])
+    ok = A != 0 if eligible is None else (A != 0) & eligible
     score = np.where(ok, 1.0 - q, -np.inf)
     order = np.argsort(-score, axis=0, kind="stable")[:size]
     return np.where(np.take_along_axis(score, order, 0) > -np.inf, order, -1)
@@ -169,12 +169,16 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
     np.testing.assert_array_equal(acc.top[1], top)
     if not sparse:
         np.testing.assert_array_equal(acc.bottom[1], _brute_top(-A, 6))
-        skew = scipy.stats.skew(A.astype(np.float64))  # the prefix is every row here
-        np.testing.assert_array_equal(acc.tail_sign[[0, 1, 2, 3, 5, 6, 7, 8]],
-                                      np.where(skew < 0, -1.0, 1.0)[[0, 1, 2, 3, 5, 6, 7, 8]])
     np.testing.assert_array_equal(acc.sample[1], _brute_sample(A, SAMPLE))
-    assert np.isfinite(acc.tau[[0, 1, 2, 3, 5, 6, 7, 8]]).all() and acc.tau[4] == -np.inf
-    np.testing.assert_array_equal(acc.tail[1], _brute_sample(A * acc.tail_sign, TAIL, tau=acc.tau))
+    live = [0, 1, 2, 3, 5, 6, 7, 8]  # the thresholds: quantiles of the active values (here of every row)
+    hi = [np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.98) for j in live]
+    np.testing.assert_allclose(acc.tau_hi[live], hi, rtol=1e-12)
+    assert acc.tau_hi[4] == -np.inf and (acc.tau_lo == -np.inf).all() == sparse
+    if not sparse:
+        lo = [np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.02) for j in live]
+        np.testing.assert_allclose(acc.tau_lo[live], lo, rtol=1e-12)
+    eligible = (A >= acc.tau_hi) | (A <= acc.tau_lo)
+    np.testing.assert_array_equal(acc.tail[1], _brute_sample(A, TAIL, eligible=eligible))
     np.testing.assert_array_equal(acc.active, np.count_nonzero(A, axis=0))
     np.testing.assert_array_equal(acc.vmin, A.min(axis=0))
     np.testing.assert_array_equal(acc.vmax, A.max(axis=0))

@@ -111,7 +111,7 @@ def band_examples(stats, edges, j, top_rows, per_band=PER_BAND) -> list:
     for b in reversed(range(len(BANDS))):
         lo, hi = float(edges[b, 0, j]), float(edges[b, 1, j])
         top_band = BANDS[b][1] == 1.0
-        from_tail = top_band and stats.tail_sign[j] > 0 and stats.tau[j] <= lo  # the tail holds all the band
+        from_tail = top_band and stats.tau_hi[j] <= lo  # the tail sample holds every row of the band
         src = stats.tail if from_tail else stats.sample
         ex = _pick(src[1][:, j], src[2][:, j], lo, hi, top_band, exclude, per_band)
         out.append({"quantiles": list(BANDS[b]), "lo": lo, "hi": hi, "source": "tail" if from_tail else "sample",

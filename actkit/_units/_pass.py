@@ -16,13 +16,11 @@ or on Dask (chunks folded on workers, merged in a tree) with the same result. Pe
 * ``sample`` -- a uniform sample of :data:`SAMPLE` active rows: the rows of smallest
   priority ``frac(p_row + c_unit)`` (``p_row``, ``c_unit``: splitmix64 numbers of the row,
   the unit and the seed), so two units share a row only by chance;
-* ``tail`` -- the :data:`TAIL` rows of smallest priority among the active rows whose value
-  times the unit's ``tail_sign`` is at least ``tau``: a uniform sample of the unit's heavy
-  tail, whatever the blocks. ``tau`` and ``tail_sign`` (the sign of the skewness of the first
-  rows for units that may be flipped, else +1) are fixed before the pass from the first rows
-  (:func:`tail_thresholds`), so the states are the same at any block size, thread count or
-  scheduler; a unit oriented against its ``tail_sign`` has no tail sample (its upper band
-  comes from the uniform sample).
+* ``tail`` -- the :data:`TAIL` rows of smallest priority among the active rows at or above
+  ``tau_hi`` (or, for units that may be flipped, at or below ``tau_lo``): a uniform sample of
+  the unit's tails, whatever the blocks. The thresholds are fixed before the pass from rows
+  spread over the layer (:func:`tail_thresholds`), so the states are the same at any block
+  size, thread count or scheduler.
 
 :func:`finish` turns the merged states into a frozen :class:`UnitStats`; :func:`oriented`
 returns the one of the oriented units (a new object; nothing is changed in place).
@@ -50,11 +48,12 @@ __all__ = ["SAMPLE", "STATES", "TAIL", "Setup", "UnitStats", "finish", "oriented
 SAMPLE = 256
 #: rows kept per unit in the sample of its tail (the 99-100 % band)
 TAIL = 64
-#: the tail's threshold: this quantile of the unit's active values in the first rows
-TAIL_QUANTILE = 0.95
-#: values (rows x units) of the first rows read for the tails' thresholds (at least PREFIX_ROWS rows)
+#: the tail's threshold: this quantile of the unit's active values in rows spread over the layer
+TAIL_QUANTILE = 0.98
+#: values (rows x units) read for the tails' thresholds (at least PREFIX_ROWS rows), in SLICES runs of rows
 PREFIX_VALUES = 1 << 18
 PREFIX_ROWS = 4096
+SLICES = 64
 #: a threshold needs at least this many active values in the first rows (else every active row is eligible)
 MIN_PREFIX = 20
 
@@ -109,8 +108,8 @@ class Setup(NamedTuple):
     labels: np.ndarray | None
     random_state: int
     offsets: np.ndarray  # (U,) each unit's priority offset
-    tau: np.ndarray  # (U,) the tail's threshold of tail_sign * value (-inf: every active row)
-    tail_sign: np.ndarray  # (U,) +1.0 or -1.0: the side of the tail
+    tau_hi: np.ndarray  # (U,) the tail sample holds the active rows at or above tau_hi (-inf: every one) ...
+    tau_lo: np.ndarray  # (U,) ... or at or below tau_lo (-inf where the unit is never flipped)
     flippable: bool  # units may be flipped (ICA): their histograms count values on bin edges
 
     @property
@@ -123,53 +122,63 @@ class Setup(NamedTuple):
         return max(2 * self.k, 16384 // max(1, self.n_units))
 
 
-def _threshold(u, v, n_units):
-    """:data:`TAIL_QUANTILE` of each unit's values ``v`` (entries of units ``u``), linear
-    between order statistics as ``np.quantile``; -inf for a unit with fewer than
-    :data:`MIN_PREFIX` values."""
+def _threshold(u, v, n_units, q):
+    """The ``q`` quantile of each unit's values ``v`` (entries of units ``u``), linear between
+    order statistics as ``np.quantile``; NaN for a unit with fewer than :data:`MIN_PREFIX` values."""
     order = np.argsort(v, kind="stable")  # by value, then (stable) by unit: lexsort's order, faster
     order = order[np.argsort(u[order], kind="stable")]
     u, v = u[order], v[order].astype(np.float64)
     count = np.bincount(u, minlength=n_units)
     start = np.cumsum(count) - count
-    pos = TAIL_QUANTILE * np.maximum(count - 1, 0)
+    pos = q * np.maximum(count - 1, 0)
     i = np.floor(pos).astype(np.int64)
     enough = count >= MIN_PREFIX
-    out = np.full(n_units, -np.inf)
+    out = np.full(n_units, np.nan)
     a, b = start[enough] + i[enough], start[enough] + np.minimum(i[enough] + 1, count[enough] - 1)
     out[enough] = v[a] + (v[b] - v[a]) * (pos[enough] - i[enough])
     return out
 
 
-def tail_thresholds(basis, flippable):
-    """``(tau, tail_sign)``: per unit, the side of its heavy tail (where ``flippable``, the sign
-    of the skewness of its active values in the first rows; else +1) and the
-    :data:`TAIL_QUANTILE` of its active values times that sign in the first rows."""
+def _spread(basis):
+    """Entries ``(u, v)`` of the unit activations of :data:`SLICES` runs of rows spread evenly
+    over the layer (at least :data:`PREFIX_ROWS` rows in all, or :data:`PREFIX_VALUES` values)."""
     n, U = int(basis.rows.shape[0]), basis.n_units
-    block = np.asarray(basis.rows[:min(n, max(PREFIX_ROWS, PREFIX_VALUES // max(1, U)))])
-    if basis.sparse:  # codes are never flipped
-        _, _, u, v = basis.entries(block, 0)
-        return _threshold(u, v, U), np.ones(U)
-    A = np.asarray(basis.activations(block, 0), np.float64)
-    sign = np.ones(U)
-    if flippable:
-        d = A - A.mean(axis=0)
-        sign = np.where(np.einsum("ij,ij,ij->j", d, d, d) < 0, -1.0, 1.0)
-        A = A * sign
-    zero = (A == 0).any(axis=0)  # most dense units have no zero: one quantile of every such column at once
-    tau = np.full(U, -np.inf)
-    if A.shape[0] >= MIN_PREFIX and (~zero).any():
-        tau[~zero] = np.quantile(A[:, ~zero], TAIL_QUANTILE, axis=0)
-    r, u = np.nonzero(A[:, zero])
-    tau[zero] = _threshold(u, A[:, zero][r, u], int(zero.sum()))
-    return tau, sign
+    m = max(PREFIX_ROWS, PREFIX_VALUES // max(1, U))
+    per = n if m >= n else max(1, m // SLICES)  # every row of a small layer
+    starts = np.unique(np.linspace(0, max(n - per, 0), SLICES if m < n else 1).astype(np.int64))
+    us, vs = [], []
+    for s in starts.tolist():
+        block = np.asarray(basis.rows[s:min(n, s + per)])
+        if basis.sparse:
+            _, _, u, v = basis.entries(block, s)
+        else:
+            A = np.asarray(basis.activations(block, s), np.float32)
+            r, u = np.nonzero(A)
+            v = A[r, u]
+        us.append(u.astype(np.int64))
+        vs.append(v)
+    return np.concatenate(us), np.concatenate(vs)
+
+
+def tail_thresholds(basis, flippable):
+    """``(tau_hi, tau_lo)`` (U,) each: the tail sample holds the active rows at or above
+    ``tau_hi`` (the :data:`TAIL_QUANTILE` of the unit's active values in rows spread over the
+    layer) or, where the unit may be flipped, at or below ``tau_lo`` (the ``1 - TAIL_QUANTILE``
+    quantile; -inf otherwise). A unit with too few active values there takes every active row
+    (``tau_hi`` = -inf)."""
+    U = basis.n_units
+    u, v = _spread(basis)
+    hi = _threshold(u, v, U, TAIL_QUANTILE)
+    lo = _threshold(u, v, U, 1.0 - TAIL_QUANTILE) if flippable else np.full(U, -np.inf)
+    few = np.isnan(hi)
+    return np.where(few, -np.inf, hi), np.where(few, -np.inf, lo)
 
 
 def setup(basis, k, *, labels=None, classes=1, random_state=0, flippable=False) -> Setup:
-    """The :class:`Setup` of a pass over ``basis`` (reads its first rows for the tails)."""
-    tau, sign = tail_thresholds(basis, flippable)
+    """The :class:`Setup` of a pass over ``basis`` (reads rows spread over it for the tails)."""
+    tau_hi, tau_lo = tail_thresholds(basis, flippable)
     offsets = priority(np.arange(basis.n_units), random_state, salt=1)
-    return Setup(basis, int(k), int(classes), labels, int(random_state), offsets, tau, sign, bool(flippable))
+    return Setup(basis, int(k), int(classes), labels, int(random_state), offsets, tau_hi, tau_lo, bool(flippable))
 
 
 # ----------------------------------------------------------------------------- a block
@@ -260,8 +269,8 @@ def _fold_top(t: Ranked, b: Block, first_row, st, lower=False):
 
 
 def _fold_sample(t: Ranked, b: Block, first_row, st, tail=False):
-    """The rows of smallest rotated priority among the active rows (``tail``: those whose value
-    times ``tail_sign`` is at least ``tau``); scores ``1 - priority``, payloads the values."""
+    """The rows of smallest rotated priority among the active rows (``tail``: those at or above
+    ``tau_hi`` or at or below ``tau_lo``); scores ``1 - priority``, payloads the values."""
     for lo, hi in t.chunks(b.n, st.warm):
         if b.A is not None:
             rows, u = _below(b.p[lo:hi], st.offsets, 1.0 - t.threshold, b.order(lo, hi))
@@ -271,7 +280,7 @@ def _fold_sample(t: Ranked, b: Block, first_row, st, tail=False):
             rows, u, v = b.r[a:z] - lo, b.u[a:z], b.v[a:z]
         keep = v != 0
         if tail:
-            keep &= st.tail_sign[u] * v >= st.tau[u]
+            keep &= (v >= st.tau_hi[u]) | (v <= st.tau_lo[u])
         rows, u, v = rows[keep], u[keep], v[keep]
         score = 1.0 - rotated(b.p[lo + rows], st.offsets[u])
         keep = score > t.threshold[u]
@@ -327,8 +336,8 @@ class UnitStats:
 
     ``top`` / ``bottom``: ``(values, rows)`` each (k, U), highest (lowest) first, row -1 in an
     empty slot (``bottom`` None for codes); ``sample`` / ``tail``: ``(scores, rows, values)``
-    each (size, U), score ``1 - priority``; ``tau``: the tail sample holds the rows whose value
-    ``tau`` times ``tail_sign`` (-1: its lower tail, so no sample of the upper one); ``hist``: the state of
+    each (size, U), score ``1 - priority``; the tail sample holds the active rows at or above
+    ``tau_hi`` or at or below ``tau_lo``; ``hist``: the state of
     :mod:`actkit._units._hist`; ``flipped``: the units negated by :func:`oriented`.
     """
 
@@ -345,8 +354,8 @@ class UnitStats:
     bottom: tuple | None
     sample: tuple
     tail: tuple
-    tau: np.ndarray
-    tail_sign: np.ndarray
+    tau_hi: np.ndarray
+    tau_lo: np.ndarray
     flipped: np.ndarray
 
     @property
@@ -368,7 +377,7 @@ def finish(acc: dict, st: Setup) -> UnitStats:
                      vmin=acc["extremes"][0], vmax=acc["extremes"][1], active=acc["active"], hist=acc["hist"],
                      top=(top[2], top[1]), bottom=None if bottom is None else (bottom[2], bottom[1]),
                      sample=acc["sample"].final(), tail=acc["tail"].final(),
-                     tau=st.tau, tail_sign=st.tail_sign, flipped=np.zeros(U, bool))
+                     tau_hi=st.tau_hi, tau_lo=st.tau_lo, flipped=np.zeros(U, bool))
 
 
 def _where(flip, a, b):
@@ -391,4 +400,5 @@ def oriented(s: UnitStats, flip) -> UnitStats:
         vmin=_where(flip, -s.vmax, s.vmin), vmax=_where(flip, -s.vmin, s.vmax),
         top=(_where(flip, -bv, tv), _where(flip, br, tr)), bottom=(_where(flip, -tv, bv), _where(flip, tr, br)),
         sample=(s.sample[0], s.sample[1], s.sample[2] * sign), tail=(s.tail[0], s.tail[1], s.tail[2] * sign),
-        tail_sign=s.tail_sign * sign, hist=flipped(s.hist, flip), flipped=flip ^ s.flipped)
+        tau_hi=_where(flip, -s.tau_lo, s.tau_hi), tau_lo=_where(flip, -s.tau_hi, s.tau_lo),
+        hist=flipped(s.hist, flip), flipped=flip ^ s.flipped)
