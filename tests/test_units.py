@@ -171,12 +171,18 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
         np.testing.assert_array_equal(acc.bottom[1], _brute_top(-A, 6))
     np.testing.assert_array_equal(acc.sample[1], _brute_sample(A, SAMPLE))
     live = [0, 1, 2, 3, 5, 6, 7, 8]  # the thresholds: quantiles of the active values (here of every row)
-    hi = [np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.98) for j in live]
-    np.testing.assert_allclose(acc.tau_hi[live], hi, rtol=1e-12)
+    def up(q):  # the smallest float32 at or above q (the thresholds are float32 values)
+        return float(np.float32(q) if np.float32(q) >= q else np.nextafter(np.float32(q), np.float32(np.inf)))
+
+    def down(q):
+        return float(np.float32(q) if np.float32(q) <= q else np.nextafter(np.float32(q), np.float32(-np.inf)))
+
+    hi = [up(np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.98)) for j in live]
+    np.testing.assert_array_equal(acc.tau_hi[live], hi)
     assert acc.tau_hi[4] == -np.inf and (acc.tau_lo == -np.inf).all() == sparse
     if not sparse:
-        lo = [np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.02) for j in live]
-        np.testing.assert_allclose(acc.tau_lo[live], lo, rtol=1e-12)
+        lo = [down(np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.02)) for j in live]
+        np.testing.assert_array_equal(acc.tau_lo[live], lo)
     eligible = (A >= acc.tau_hi) | (A <= acc.tau_lo)
     np.testing.assert_array_equal(acc.tail[1], _brute_sample(A, TAIL, eligible=eligible))
     np.testing.assert_array_equal(acc.active, np.count_nonzero(A, axis=0))

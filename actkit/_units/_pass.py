@@ -53,7 +53,7 @@ TAIL_QUANTILE = 0.98
 #: values (rows x units) read for the tails' thresholds (at least PREFIX_ROWS rows), in SLICES runs of rows
 PREFIX_VALUES = 1 << 18
 PREFIX_ROWS = 4096
-SLICES = 64
+SLICES = 32
 #: a threshold needs at least this many active values in the first rows (else every active row is eligible)
 MIN_PREFIX = 20
 
@@ -140,24 +140,18 @@ def _threshold(u, v, n_units, q):
 
 
 def _spread(basis):
-    """Entries ``(u, v)`` of the unit activations of :data:`SLICES` runs of rows spread evenly
-    over the layer (at least :data:`PREFIX_ROWS` rows in all, or :data:`PREFIX_VALUES` values)."""
+    """The unit activations of :data:`SLICES` runs of rows spread evenly over the layer (at
+    least :data:`PREFIX_ROWS` rows in all, or :data:`PREFIX_VALUES` values; every row of a
+    smaller layer): ``(m, U)`` float32 for dense units, entries ``(u, v)`` for codes."""
     n, U = int(basis.rows.shape[0]), basis.n_units
     m = max(PREFIX_ROWS, PREFIX_VALUES // max(1, U))
-    per = n if m >= n else max(1, m // SLICES)  # every row of a small layer
-    starts = np.unique(np.linspace(0, max(n - per, 0), SLICES if m < n else 1).astype(np.int64))
-    us, vs = [], []
-    for s in starts.tolist():
-        block = np.asarray(basis.rows[s:min(n, s + per)])
-        if basis.sparse:
-            _, _, u, v = basis.entries(block, s)
-        else:
-            A = np.asarray(basis.activations(block, s), np.float32)
-            r, u = np.nonzero(A)
-            v = A[r, u]
-        us.append(u.astype(np.int64))
-        vs.append(v)
-    return np.concatenate(us), np.concatenate(vs)
+    per = n if m >= n else max(1, m // SLICES)
+    starts = np.unique(np.linspace(0, max(n - per, 0), SLICES if m < n else 1).astype(np.int64)).tolist()
+    blocks = [(s, np.asarray(basis.rows[s:min(n, s + per)])) for s in starts]
+    if not basis.sparse:
+        return np.concatenate([np.asarray(basis.activations(b, s), np.float32) for s, b in blocks])
+    entries = [basis.entries(b, s) for s, b in blocks]
+    return np.concatenate([e[2] for e in entries]), np.concatenate([e[3] for e in entries])
 
 
 def tail_thresholds(basis, flippable):
@@ -167,11 +161,29 @@ def tail_thresholds(basis, flippable):
     quantile; -inf otherwise). A unit with too few active values there takes every active row
     (``tau_hi`` = -inf)."""
     U = basis.n_units
-    u, v = _spread(basis)
-    hi = _threshold(u, v, U, TAIL_QUANTILE)
-    lo = _threshold(u, v, U, 1.0 - TAIL_QUANTILE) if flippable else np.full(U, -np.inf)
-    few = np.isnan(hi)
-    return np.where(few, -np.inf, hi), np.where(few, -np.inf, lo)
+    qs = (TAIL_QUANTILE, 1.0 - TAIL_QUANTILE) if flippable else (TAIL_QUANTILE,)
+    out = np.full((len(qs), U), np.nan)
+    got = _spread(basis)
+    if basis.sparse:
+        u, v = got
+    else:
+        zero = (got == 0).any(axis=0)  # most dense units have no zero: their quantiles at once
+        if got.shape[0] >= MIN_PREFIX and (~zero).any():
+            out[:, ~zero] = np.quantile(got[:, ~zero].astype(np.float64), qs, axis=0)
+        r, c = np.nonzero(got[:, zero])
+        u, v = np.flatnonzero(zero)[c], got[:, zero][r, c]
+    for i, q in enumerate(qs):
+        if v.size:
+            part = _threshold(u, v, U, q)
+            out[i] = np.where(np.isnan(out[i]), part, out[i])
+    few = np.isnan(out[0])
+    hi = np.where(few, -np.inf, out[0]).astype(np.float32)  # float32 values: block comparisons are exact
+    hi = np.where(hi < out[0], np.nextafter(hi, np.float32(np.inf)), hi)
+    if not flippable:
+        return hi.astype(np.float64), np.full(U, -np.inf)
+    lo = np.where(few, -np.inf, out[1]).astype(np.float32)
+    lo = np.where(lo > out[1], np.nextafter(lo, np.float32(-np.inf)), lo)
+    return hi.astype(np.float64), lo.astype(np.float64)
 
 
 def setup(basis, k, *, labels=None, classes=1, random_state=0, flippable=False) -> Setup:
@@ -185,7 +197,8 @@ def setup(basis, k, *, labels=None, classes=1, random_state=0, flippable=False) 
 class Block(NamedTuple):
     """``map``'s result for one block: its unit activations (dense ``A`` (n, U) float32, or the
     non-zero entries ``r``, ``u``, ``v`` of mostly-zero codes) and what needs no running
-    state: moments, extremes, non-zero counts, the rows' priorities and labels."""
+    state: moments, extremes, non-zero counts, the rows' priorities and labels, and the
+    entries of the units' tails ``(rows, units, values, scores)``, rows increasing."""
 
     n: int
     A: np.ndarray | None
@@ -198,7 +211,8 @@ class Block(NamedTuple):
     active: np.ndarray
     p: np.ndarray
     labels: np.ndarray | None
-    sorted: dict  # (lo, hi) -> argsort of p[lo:hi], shared by the samples of one chunk
+    tail: tuple
+    sorted: dict  # (lo, hi) -> argsort of p[lo:hi], computed once per chunk
 
     def order(self, lo, hi):
         """``np.argsort(p[lo:hi])``, computed once per chunk (the whole block's in ``map``)."""
@@ -216,6 +230,14 @@ def _active(A):
     return np.full(A.shape[1], A.shape[0]) if not (A == 0).any() else np.count_nonzero(A, axis=0)
 
 
+def _tail(st, r, u, v, p):
+    """The entries of the tails among block entries ``(r, u, v)``: active, at or above
+    ``tau_hi`` or at or below ``tau_lo``; with their scores ``1 - priority``."""
+    keep = (v != 0) & ((v >= st.tau_hi[u]) | (v <= st.tau_lo[u]))
+    r, u, v = r[keep], u[keep], v[keep]
+    return r, u, v, 1.0 - rotated(p[r], st.offsets[u])
+
+
 def _map(block, first_row, st: Setup) -> Block:
     basis = st.basis
     lab = None if st.labels is None else st.labels[first_row:first_row + int(block.shape[0])]
@@ -230,10 +252,14 @@ def _map(block, first_row, st: Setup) -> Block:
         if not np.isfinite(v).all():  # fmin / fmax skip NaN: the histogram's check must see it
             vmin[:] = np.nan
         return Block(n, None, r, u, v, ColumnMoments(st.n_units).add_entries(n, u, v), vmin, vmax, active, p, lab,
-                     {})
+                     _tail(st, r, u, v, p), {})
     A = np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
+    flags = A >= st.tau_hi.astype(np.float32)  # float32 thresholds: exact in the block's type
+    if st.flippable:
+        flags |= A <= st.tau_lo.astype(np.float32)
+    r, u = np.divmod(np.flatnonzero(flags), A.shape[1])
     return Block(A.shape[0], A, None, None, None, ColumnMoments().add(A), A.min(axis=0), A.max(axis=0),
-                 _active(A), p, lab, {(0, A.shape[0]): np.argsort(p, kind="stable")})
+                 _active(A), p, lab, _tail(st, r, u, A[r, u], p), {(0, A.shape[0]): np.argsort(p, kind="stable")})
 
 
 # ----------------------------------------------------------------------------- the states
@@ -268,23 +294,31 @@ def _fold_top(t: Ranked, b: Block, first_row, st, lower=False):
     return t
 
 
-def _fold_sample(t: Ranked, b: Block, first_row, st, tail=False):
-    """The rows of smallest rotated priority among the active rows (``tail``: those at or above
-    ``tau_hi`` or at or below ``tau_lo``); scores ``1 - priority``, payloads the values."""
+def _fold_sample(t: Ranked, b: Block, first_row, st):
+    """The active rows of smallest rotated priority; scores ``1 - priority``, payloads the values."""
     for lo, hi in t.chunks(b.n, st.warm):
-        if b.A is not None:
+        if b.A is not None:  # the rows of small priority first (a binary search per unit)
             rows, u = _below(b.p[lo:hi], st.offsets, 1.0 - t.threshold, b.order(lo, hi))
             v = b.values(lo, rows, u)
         else:
             a, z = np.searchsorted(b.r, [lo, hi])
             rows, u, v = b.r[a:z] - lo, b.u[a:z], b.v[a:z]
         keep = v != 0
-        if tail:
-            keep &= (v >= st.tau_hi[u]) | (v <= st.tau_lo[u])
         rows, u, v = rows[keep], u[keep], v[keep]
         score = 1.0 - rotated(b.p[lo + rows], st.offsets[u])
         keep = score > t.threshold[u]
         t.offer((u[keep], score[keep], rows[keep].astype(np.int64) + first_row + lo, v[keep]))
+    t.seen += b.n
+    return t
+
+
+def _fold_tail(t: Ranked, b: Block, first_row, st):
+    """The rows of smallest rotated priority among the block's tail entries (``map`` found them)."""
+    r, u, v, score = b.tail
+    for lo, hi in t.chunks(b.n, st.warm):
+        a, z = np.searchsorted(r, [lo, hi])
+        keep = score[a:z] > t.threshold[u[a:z]]
+        t.offer((u[a:z][keep], score[a:z][keep], r[a:z][keep].astype(np.int64) + first_row, v[a:z][keep]))
     t.seen += b.n
     return t
 
@@ -304,8 +338,7 @@ STATES = {
     "bottom": State(lambda st: Ranked(st.k, st.n_units), lambda t, b, r, st: _fold_top(t, b, r, st, lower=True),
                     Ranked.merged, lambda st: not st.basis.sparse),
     "sample": State(lambda st: Ranked(SAMPLE, st.n_units), _fold_sample, Ranked.merged),
-    "tail": State(lambda st: Ranked(TAIL, st.n_units), lambda t, b, r, st: _fold_sample(t, b, r, st, tail=True),
-                  Ranked.merged),
+    "tail": State(lambda st: Ranked(TAIL, st.n_units), _fold_tail, Ranked.merged),
 }
 
 
