@@ -1002,3 +1002,16 @@ def test_match_bad_input_is_one_line_before_any_work(planted, tmp_path, capsys, 
     for extra, words in cases:
         line = _error(capsys, "units", path, "--no-inputs", *extra)
         assert words in line, (extra, line)
+
+
+def test_too_few_re_pairings_say_nothing_can_be_shared(tmp_path):
+    """3 samples of one length allow 3! = 6 re-pairings: all are used (an exact test), the
+    smallest p-value is 1/6, nothing is shared, and a warning says why."""
+    rng = np.random.default_rng(35)
+    index = _index(3, 20)
+    A = rng.normal(size=(60, 2))
+    a, b = _store(tmp_path / "a.h5", A, index), _store(tmp_path / "b.h5", A + 0.01 * rng.normal(size=(60, 2)), index)
+    with pytest.warns(UserWarning, match="allow only 6 re-pairings"):
+        m = match_units(a, b, permutations=50)
+    assert m.info["exact"] and m.info["permutations"] == 6 and m.shared == []
+    assert min(p["p_value"] for p in m.pairs) == pytest.approx(1 / 6) and all(p["abs_corr"] > 0.99 for p in m.pairs)

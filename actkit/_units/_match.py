@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from actkit._frames import frame_html
+from actkit._warn import warn_user
 from actkit.errors import InputError, ValidationError
 from actkit._units._api import open_units_store
 from actkit._units._basis import resolve_basis
@@ -262,9 +263,10 @@ def _result(corr, flip, A, B, groups, permutations, random_state, info, report):
     if movable == 0:
         raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
                               "cannot be re-paired for the null")
-    if null.size < min_permutations(info["alpha"]):
-        raise ValidationError(f"match_units: the {null.size} re-pairings of these samples cannot make any pair "
-                              f"shared at alpha {info['alpha']:g}; use more input samples or a larger alpha")
+    if exact and null.size * info["alpha"] <= 1:
+        warn_user(f"match_units: these samples allow only {null.size} re-pairings (all of them used), so no p-value "
+                  f"falls below 1 / {null.size} and no pair can be shared at alpha {info['alpha']:g}; use more input "
+                  "samples (more rows of equal length) for a chance level")
     lo, hi = abs_corr_intervals(A, B, groups, ia, ib, info["bootstrap"], info["confidence"], random_state)
     pairs = []
     for i, j, low, high in zip(ia, ib, lo, hi):
