@@ -92,6 +92,10 @@ def record_inputs(store, inputs, *, model: str | None = None, revision: str | No
     data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
     if not packing:  # before any model or tokenizer loads: the count, and the fingerprint of the raw inputs
         _check_early(store, data, samples_fingerprint(data, None, max_length), n, inputs)
+    elif packing.get("rows_used") and (len(data) < int(packing["rows_used"]) or (
+            packing.get("max_tokens") is None and len(data) != int(packing["rows_used"]))):
+        raise ActkitError(f"--inputs {inputs} hold {len(data)} texts; the windows of {store.path} were cut from "
+                          f"{packing['rows_used']}; give the inputs it was computed from")
     adapter = registry.load_model(str(model), revision=revision, checkpoint=checkpoint, device="cpu",
                                   dtype="float32", trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     adapter = adapter.for_inputs(data.kind)
