@@ -982,6 +982,8 @@ def test_match_bad_input_is_one_line_before_any_work(planted, tmp_path, capsys, 
         match_units(path, other, permutations=19)
     with pytest.raises(actkit.errors.InputError, match=r"min_corr must be in \[0, 1\]"):
         match_units(path, other, min_corr=1.5)
+    with pytest.raises(actkit.errors.InputError, match="bootstrap 39 is too few resamples for a 95% interval"):
+        match_units(path, other, bootstrap=39)
     import actkit._units._match as m
 
     monkeypatch.setattr(m, "_stream", lambda *a, **k: pytest.fail("the pass ran"))

@@ -24,6 +24,7 @@ import numpy as np
 from actkit._frames import frame_html
 from actkit._warn import warn_user
 from actkit.errors import InputError, ValidationError
+from actkit.inference import bootstrap_floor_error
 from actkit._units._api import open_units_store
 from actkit._units._basis import resolve_basis
 from actkit._units._match_null import abs_corr_intervals, max_t_null, null_rows
@@ -174,6 +175,9 @@ def check_options(permutations, alpha, min_corr, bootstrap, confidence, flags=Fa
         raise InputError(f"{name('min_corr')} must be in [0, 1] (a |correlation|), got {min_corr!r}")
     if not 0 < float(confidence) < 1:
         raise InputError(f"{name('confidence')} must be in (0, 1), got {confidence!r}")
+    floor = bootstrap_floor_error(int(bootstrap), float(confidence), asked=name("bootstrap") + " {}")
+    if floor:
+        raise InputError(floor)
     need = min_permutations(alpha)
     if permutations < need:
         raise InputError(f"{name('permutations')} {permutations} cannot make any pair shared at alpha {alpha:g}: the "
@@ -204,7 +208,8 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
     min_corr : float in [0, 1], default=0.5
         A pair is shared when ``p_value < alpha`` and ``|corr| >= min_corr``.
     bootstrap : int, default=200
-        Resamples of the input samples for each pair's interval of |corr| (percentile).
+        Resamples of the input samples for each pair's interval of |corr| (percentile); at
+        least ``2 / (1 - confidence)`` (40 at 0.95).
     confidence : float, default=0.95
         Of the intervals.
     rows : array of int or bool mask, optional
