@@ -75,6 +75,9 @@ FLOORS: list = [
         ("inference", ["actkit.inference"],
          "permutation p-values and bootstrap intervals by input sample: per-sample blocks, re-weighted or re-paired"),
         ("metrics", ["actkit.metrics"], "CKA, CCA, R^2, Amari, MCC, Hoyer, InfoMEC, softmax distances"),
+        ("units", ["actkit._units"],
+         "`units`, `match_units`, `UnitReport`, `UnitMatch`: what each unit of any basis responds to (top-k, "
+         "bands, histograms, moments in one pass of declared states; logit lens; label selectivity; matched units)"),
         ("alignment", ["actkit.alignment"],
          "`align`, `compare`, `compare_many` (and their task lists), maps, splits, `CompareResult`, tables"),
         ("evaluation", ["actkit.evaluation"], "the downstream protocol of `actkit evaluate` and its result"),
@@ -95,9 +98,6 @@ FLOORS: list = [
         ("pipeline", ["actkit.pipeline"], "`compare_models`: extract two models, then compare"),
         ("demo", ["actkit.demo"], "`actkit demo`: the Table 1 protocol on the zoo"),
         ("synthetic", ["actkit.synthetic"], "data-generating processes and the paper reproductions"),
-        ("units", ["actkit.units"],
-         "`units`, `match_units`, `UnitReport`: what each unit of any basis responds to (top-k, bands, "
-         "histograms, moments in one mergeable pass; logit lens; label selectivity; matched units)"),
     ]),
     ("presentation", [
         ("cli", ["actkit.cli", "actkit._commands", "actkit.__main__"],
@@ -113,6 +113,10 @@ HANDOFFS = {
     ("actkit.store._layer", "Layer.to_torch"): "loader",
     ("actkit.matrix_files._files", "MatrixLayer.to_dask"): "runners",
     ("actkit.matrix_files._files", "MatrixLayer.to_torch"): "loader",
+    ("actkit._units._api", "_inputs"): "extractors",
+    ("actkit._units._api", "_labels"): "evaluation",
+    ("actkit._units._report", "UnitReport.to_html"): "pages",
+    ("actkit._units._report", "UnitReport._repr_html_"): "pages",
 }
 
 

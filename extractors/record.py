@@ -30,6 +30,20 @@ def _extraction_provenance(store) -> dict:
     return prov
 
 
+def _check_early(store, data, fingerprint, n, where):
+    """One line unless ``data`` can be the inputs of ``store``: as many samples, and (where the
+    store has one) the same inputs fingerprint, which hashes the raw samples and the options,
+    not their tokens."""
+    if n and len(data) != n:
+        raise ActkitError(f"--inputs {where} hold {len(data)} samples, {store.path} has {n}; give the inputs it "
+                          "was computed from")
+    mine = str(getattr(store, "inputs_fingerprint", "") or "")
+    if mine and fingerprint != mine:
+        raise ActkitError(f"--inputs {where} are not the inputs of {store.path} (their inputs fingerprint "
+                          f"{fingerprint[:12]} differs from the store's {mine[:12]}); give the inputs and options "
+                          "the store was extracted from")
+
+
 def record_inputs(store, inputs, *, model: str | None = None, revision: str | None = None, checkpoint=None,
                   max_length: int | None = None, max_samples: int | None = None, column: str | None = None,
                   split: str | None = None, config: str | None = None, trust_remote_code: bool = False,
@@ -67,8 +81,8 @@ def record_inputs(store, inputs, *, model: str | None = None, revision: str | No
     prov = _extraction_provenance(store)
     model = model or prov.get("model")
     if not model:
-        raise ActkitError(f"{store.path} does not record the model that prepared its inputs; give it (--model, "
-                          "model=)")
+        raise ActkitError(f"{store.path} does not record the model that prepared its inputs; name it: --model MODEL "
+                          "(actkit units), model=MODEL (actkit.extractors.record_inputs(store, inputs, model=...))")
     revision = revision if revision is not None else prov.get("revision")
     max_length = max_length if max_length is not None else prov.get("max_length")
     column = column or prov.get("inputs_column")
@@ -78,6 +92,12 @@ def record_inputs(store, inputs, *, model: str | None = None, revision: str | No
     if max_samples is None and n and not packing:
         max_samples = n
     data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
+    if not packing:  # before any model or tokenizer loads: the count, and the fingerprint of the raw inputs
+        _check_early(store, data, samples_fingerprint(data, None, max_length), n, inputs)
+    elif packing.get("rows_used") and (len(data) < int(packing["rows_used"]) or (
+            packing.get("max_tokens") is None and len(data) != int(packing["rows_used"]))):
+        raise ActkitError(f"--inputs {inputs} hold {len(data)} texts; the windows of {store.path} were cut from "
+                          f"{packing['rows_used']}; give the inputs it was computed from")
     adapter = registry.load_model(str(model), revision=revision, checkpoint=checkpoint, device="cpu",
                                   dtype="float32", trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     adapter = adapter.for_inputs(data.kind)

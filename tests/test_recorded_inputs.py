@@ -399,6 +399,14 @@ def test_token_windows_record_the_windows_and_take_them_again(tiny_neox_bos_eos,
         assert st["resid.0"].index[:8, 1].tolist() == list(range(8))
         again = record_inputs(o, text_file)
         assert all(again.token_ids(w).tolist() == rec.token_ids(w).tolist() for w in range(st.n_samples))
+        # fewer texts than the windows were cut from: refused from the count, before any tokenizer loads
+        short = tmp_path / "short.txt"
+        short.write_text("\n".join(text_file.read_text().splitlines()[:1]) + "\n")
+        from actkit.extractors import registry
+
+        monkeypatch.setattr(registry, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+        with pytest.raises(ActkitError, match="hold 1 texts; the windows of"):
+            record_inputs(o, short)
 
 
 def test_dataset_images_are_shown_through_record_inputs(tiny_vit, tmp_path):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from actkit.pages import units_data
-from actkit.units import match_units, units
+from actkit import match_units, units
 from tests._browser import Visit, chromium_fixture
 from tests.cli_helpers import cli_error, run_cli
 from tests.test_units import TextInputs, _index, _store
@@ -52,12 +52,13 @@ def report(tmp_path_factory):
     a = _store(tmp / "a.h5", X, _index(n_samples, length), params={"unembedding": W})
     Y = rng.normal(size=X.shape)
     Y[:, : U // 2] = X[:, U // 2 - 1::-1] + 0.3 * rng.normal(size=(flat.size, U // 2))
+    Y[:, : U // 2: 2] *= -1                             # every other echo negated: the index sorts by |corr|
     b = _store(tmp / "b.h5", Y, _index(n_samples, length))
     names = np.array(["alpha", "<b>beta</b>", IMG])
     labels = names[rng.integers(1, 3, n_samples)].repeat(length)
     labels[flat == 0] = "alpha"
     r = units(a, k=8, inputs=TextInputs(list(ids), vocab), labels=labels, context=4, progress=False)
-    match_units(r, b, permutations=39, progress=False)
+    r = match_units(r, b, permutations=39, progress=False).report  # a new report, with each unit's match
     return tmp, r, a, b
 
 
@@ -94,6 +95,12 @@ def test_units_page_in_the_browser(report, chromium, tmp_path):
         skews = [u["skewness"] for u in d["units"]]
         order = sorted(range(len(skews)), key=lambda i: -skews[i])
         assert _rows(page) == [str(d["units"][i]["unit"]) for i in order] != [str(u["unit"]) for u in d["units"]]
+        page.click("#index th[data-key='match_corr']")                         # matches: by |corr|, largest first
+        by_abs = sorted((u for u in d["units"] if u["match"]), key=lambda u: -abs(u["match"]["corr"]))
+        shown = _rows(page)[:len(by_abs)]
+        assert [abs(next(u for u in d["units"] if str(u["unit"]) == x)["match"]["corr"]) for x in shown] == \
+            [abs(u["match"]["corr"]) for u in by_abs]
+        assert any(u["match"]["corr"] < 0 for u in by_abs[:5])  # a negative correlation among the strongest
         # the search: units with the word in an example or the logit table
         word = "w17"
 
@@ -146,9 +153,15 @@ def test_a_card_shows_its_token_histogram_bands_lens_label_and_match(report, chr
     assert lens[0] == u["logits"]["promoted"][0][1]
     text = page.inner_text(card)
     assert u["label"]["name"] in text and f"unit {u['match']['unit']}" in text and "correlation" in text
+    assert "|corr|" in text and "(shared: p < 0.05 and |corr| >= 0.5)" in text
+    assert f">3 SD {100 * u['beyond_3sd']:.1f}%" in text  # a dense unit: the share beyond 3 SD, not "active 100%"
     assert page.eval_on_selector_all("img", "x => x.length") == 0 and v.ran() == []
     page.locator(card).screenshot(path=str(tmp_path / "card.png"))
     assert (tmp_path / "card.png").stat().st_size > 10000
+    dead = next(x for x in d["units"] if x["dead"])
+    page.click(f"#index tbody tr:nth-child({[x['unit'] for x in d['units']].index(dead['unit']) + 1})")
+    page.wait_for_selector(f"#card-focus article.card[data-unit='{dead['unit']}']")
+    assert "never active" in page.inner_text(f"#card-focus article.card[data-unit='{dead['unit']}']")
     v.close()
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import actkit
-from actkit.units import units
+from actkit import units
 from cli_helpers import cli_error, run_cli
 
 pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
@@ -94,7 +94,7 @@ def test_every_context_is_the_original_text_of_its_window(text_store):
     """Every row of every sample, through the report's renderer: ``context`` is the line's
     characters from the window's first token to its last (the tokenizer's offsets), exactly;
     ``span`` and ``token_spans`` are the offsets within it."""
-    from actkit.units._examples import Renderer
+    from actkit._units._examples import Renderer
 
     path, _, model = text_store
     tok = _tokenizer(model)
@@ -239,7 +239,7 @@ def test_labels_per_sample_are_spread_over_their_rows(text_store, capsys):
     assert "one per input sample" in r.to_dict()["labels"]["note"] and "note" not in ref.to_dict()["labels"]
     with pytest.raises(actkit.errors.InputError, match="one label per row or one per input sample"):
         units(path, layer, labels=per_sample[:-1], progress=False)
-    from actkit.units._api import per_row_labels
+    from actkit._units._api import per_row_labels
 
     class NoIndex:
         index = None

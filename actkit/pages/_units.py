@@ -23,7 +23,7 @@ per sample).
 Logit tables are ``[[token id, string index or null, logit]]``; top tokens ``[[string index,
 count, mean]]`` (the first :data:`TOP_TOKENS`, with ``"rows"``, ``"share"`` and ``"more"``:
 how many are left out). Everything else keeps the report's own names (docs in
-:class:`actkit.units.UnitReport`).
+:class:`actkit.UnitReport`).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def _title(report: dict) -> tuple[str, str]:
 
 
 def units_page(report, path, *, title: str | None = None, overwrite: bool = False) -> Path:
-    """Write the page of a :class:`~actkit.units.UnitReport` (or its ``to_dict()``): an index
+    """Write the page of a :class:`~actkit.UnitReport` (or its ``to_dict()``): an index
     of every unit (sortable by each score, searchable by the text of its examples and its logit
     tokens, filters for dead, shared and label-selective units) and one card per unit, drawn
     when it comes into view."""

@@ -24,13 +24,10 @@ actkit.start(function (data, main) {
     var first = tt.tokens[0];
     return (inputs.kind === "image" ? S[first[0]] : visible(show(S[first[0]]))) + " (" + first[1] + "/" + tt.rows + ")";
   }
-  function shareOf(u) {                 /* the share a unit shows: beyond 3 SD (dense) or active (sparse) */
-    return u.share_shown === "beyond_3sd" ? u.beyond_3sd : u.active_share;
-  }
-  function shareText(u) {
-    var v = shareOf(u);
+  function shareText(u) {                /* "active 12.0%" or ">3 SD 0.9%", as the unit's data says */
     if (u.dead) return "never active";
-    return A.isNum(v) ? (100 * v).toFixed(1) + "%" + (u.share_shown === "beyond_3sd" ? " >3 SD" : " active") : "";
+    if (!A.isNum(u.share)) return "";
+    return (u.share_shown === "beyond_3sd" ? ">3 SD " : "active ") + (100 * u.share).toFixed(1) + "%";
   }
   units.forEach(function (u) {
     var top = u.top[0];
@@ -42,6 +39,8 @@ actkit.start(function (data, main) {
     u.label_mi = u.label ? u.label.mutual_information : null;
     u.match_unit = u.match ? u.match.unit : null;
     u.match_corr = u.match ? u.match.corr : null;
+    /* the share a card shows: of rows beyond 3 SD for a dense unit (active on almost every row), else of active rows */
+    u.share = u.share_shown === "beyond_3sd" ? u.beyond_3sd : u.active_share;
     u.match_p = u.match ? u.match.p_value : null;
     u.is_selective = !!(u.label && A.isNum(u.label.auroc) && u.label.auroc >= threshold);
     u.is_shared = !!(u.match && u.match.shared);
@@ -113,16 +112,17 @@ actkit.start(function (data, main) {
               {key: "top_value", label: "top", digits: 3}, {key: "mean", label: "mean", digits: 3},
               {key: "sd", label: "sd", digits: 3}, {key: "skewness", label: "skew", digits: 2},
               {key: "kurtosis", label: "kurt", digits: 2},
-              {key: "active_share", label: "share", format: shareText, value: shareOf,
-               title: "dense units: the share of rows beyond 3 SD of the unit's mean; sparse units: the share of " +
-                      "rows where it is active (non-zero)"}];
+              {key: "share", label: "active / >3 SD", title: "share of rows active (non-zero), or, for a dense unit, beyond 3 SD of its mean",
+               format: shareText, value: function (u) { return u.share; }}];
   if (labels) cols = cols.concat([{key: "label_name", label: "label"}, {key: "label_auroc", label: "AUROC", digits: 3},
                                   {key: "label_mi", label: "MI (bits)", digits: 3}]);
-  if (matches) cols = cols.concat([{key: "match_unit", label: "match"}, {key: "match_corr", label: "corr", digits: 3},
+  if (matches) cols = cols.concat([{key: "match_unit", label: "match"},
+                                   {key: "match_corr", label: "corr", digits: 3, title: "sorted by |corr|",
+                                    value: function (u) { return A.isNum(u.match_corr) ? Math.abs(u.match_corr) : null; }},
                                    {key: "match_p", label: "p", digits: 3}]);
   var shownUnits = units, ready = false;
   var table = A.table(cols, units, {cls: "index", onRow: focus, onDraw: function (rows) { shownUnits = rows; if (ready) restartCards(); },
-    descending: ["top_token", "top_value", "mean", "sd", "skewness", "kurtosis", "active_share", "label_auroc", "label_mi", "match_corr"]});
+    descending: ["top_token", "top_value", "mean", "sd", "skewness", "kurtosis", "share", "label_auroc", "label_mi", "match_corr"]});
   index.appendChild(controls);
   index.appendChild(counter);
   index.appendChild(el("div", {cls: "scroll index-scroll"}, table));
@@ -342,8 +342,11 @@ actkit.start(function (data, main) {
         el("div", {cls: "pair"}, el("span", {cls: "unitbox", text: "unit " + u.unit}), " \u2194 ",
           el("span", {cls: "unitbox", text: "unit " + u.match.unit})),
         el("p", {text: "of " + other + (matches && matches.layer_b ? " (layer " + matches.layer_b + ")" : "")}),
-        el("p", {text: "correlation " + fmt(u.match.corr, 3) + ", p = " + fmt(u.match.p_value, 3) +
-                       (u.is_shared ? ": a shared unit" : ": not above the null")})));
+        el("p", {text: "correlation " + fmt(u.match.corr, 3) +
+                       (u.match.ci ? " (|corr| " + fmt(Math.abs(u.match.corr), 3) + ", interval " + fmt(u.match.ci[0], 3) +
+                                     " to " + fmt(u.match.ci[1], 3) + ")" : "") + ", p = " + fmt(u.match.p_value, 3) +
+                       (u.is_shared ? ": a shared unit" : ": not shared") +
+                       (matches && matches.rule ? " (shared: " + matches.rule + ")" : "")})));
     }
     box.appendChild(tokenTable(u) || el("span"));
     box.appendChild(logitTable(u) || el("span"));
@@ -358,8 +361,7 @@ actkit.start(function (data, main) {
     var head = el("div", {cls: "cardhead"}, el("h3", {text: "Unit " + u.unit}),
       el("span", {cls: "muted", text: "rank " + u.rank + " \u00b7 mean " + fmt(u.mean, 3) + " \u00b7 sd " + fmt(u.sd, 3) +
         " \u00b7 skew " + fmt(u.skewness, 2) + " \u00b7 kurt " + fmt(u.kurtosis, 2) + " \u00b7 " +
-        (u.share_shown === "beyond_3sd" ? "beyond 3 SD of the mean " : "active ") +
-        (A.isNum(shareOf(u)) ? (100 * shareOf(u)).toFixed(1) + "%" : "")}),
+        shareText(u)}),
       badges.map(function (b) { return el("span", {cls: "badge " + b, text: b}); }));
     var body = u.dead ? el("div", {cls: "main"}, el("p", {cls: "muted never", text: "never active: zero on every row"})) :
       el("div", {cls: "main" + (u.top.length && u.top[0].img ? " pictures" : "")},

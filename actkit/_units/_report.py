@@ -9,7 +9,6 @@ import numpy as np
 
 from actkit._frames import frame_html
 from actkit.errors import InputError
-from actkit.pages import units_page, units_preview
 
 __all__ = ["SCHEMA", "UnitReport"]
 
@@ -97,7 +96,7 @@ class UnitReport:
       "tokenizer": {...}, "text": "recorded"|"decoded"|"pieces" (text: the input's own
       characters, an older store's decoded from its ids, or token pieces joined by spaces)}``;
     * ``logit_lens``: whether units carry logit tables; ``lens``: None or ``{"folded": bool,
-      "norm": module, "kind": "layernorm"|"rmsnorm"}`` (:mod:`actkit.units._lens`); ``labels``:
+      "norm": module, "kind": "layernorm"|"rmsnorm"}`` (:mod:`actkit._units._lens`); ``labels``:
       None or ``{"names": [...], "with_own_unit": [label names], "count": int, "threshold":
       AUROC, "note": labels per input sample spread over their rows}``;
     * ``matches``: None, or what :func:`actkit.match_units` found (``other``, ``pairs``,
@@ -112,7 +111,7 @@ class UnitReport:
       (lowest) first; ``bands``: ``[{"lo", "hi", "examples": [...]}]`` quantile bands of the
       active rows below the top, highest band first; ``top_tokens``: None (no inputs) or
       ``{"rows", "share", "tokens": [{"id", "token", "count", "mean"}]}`` over the unit's
-      ``k_tokens`` highest rows (:func:`actkit.units._tokens.top_tokens`; images: the patch
+      ``k_tokens`` highest rows (:func:`actkit._units._tokens.top_tokens`; images: the patch
       cells); ``logits``: None or ``{"promoted":
       [[token id, token, logit]], "suppressed": [...]}``; ``label``: None or ``{"name",
       "auroc", "mutual_information"}`` (bits); ``match``: None or ``{"unit", "corr",
@@ -172,11 +171,15 @@ class UnitReport:
     def to_html(self, path, *, overwrite: bool = False):
         """Write the report's page (:func:`actkit.pages.units_page`): one self-contained HTML
         file, an index of every unit and one card per unit; returns its path."""
+        from actkit.pages import units_page  # hand-off: the page is drawn by the room above
+
         return units_page(self, path, overwrite=overwrite)
 
     def _repr_html_(self) -> str:
         """A notebook's view: the first rows of :meth:`to_frame`, then the page of the first
         cards (escaped as the page is)."""
+        from actkit.pages import units_preview  # hand-off: the cards are drawn by the room above
+
         frame = self.to_frame().head(20).set_index("unit")
         return frame_html(frame.dropna(axis=1, how="all"), caption=repr(self).splitlines()[0]) + units_preview(self)
 

@@ -156,7 +156,7 @@ class Renderer:
         return str(self._vocab[key]) if key < len(self._vocab) else f"#{key}"
 
     def example(self, row, value, sample, position):
-        """One example's dict (see :class:`actkit.units.UnitReport`)."""
+        """One example's dict (see :class:`actkit.UnitReport`)."""
         ex = {"row": int(row), "value": float(value), "sample": int(sample), "position": int(position)}
         if self.kind == "text":
             ex["text"] = self._text(int(sample), int(position))

@@ -7,18 +7,19 @@ import os
 
 import numpy as np
 
+from actkit._device import check_device
 from actkit._rows import block_rows
+from actkit._units._acts import RowLookup, add_window_acts
+from actkit._units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
+from actkit._units._basis import DEFAULT_ORDER, resolve_basis
+from actkit._units._examples import Renderer
+from actkit._units._hist import trimmed
+from actkit._units._lens import add_lens
+from actkit._units._pass import finish, oriented, setup, unit_pass
+from actkit._units._report import SCHEMA, UnitReport
+from actkit._units._select import SELECTIVE_AUROC, selectivity
+from actkit._units._tokens import K_TOKENS, add_top_tokens
 from actkit.errors import InputError, LayerError
-from actkit.units._acts import RowLookup, add_window_acts
-from actkit.units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
-from actkit.units._basis import DEFAULT_ORDER, resolve_basis
-from actkit.units._examples import Renderer
-from actkit.units._hist import trimmed
-from actkit.units._lens import add_lens
-from actkit.units._pass import finish, oriented, setup, unit_pass
-from actkit.units._report import SCHEMA, UnitReport
-from actkit.units._select import SELECTIVE_AUROC, selectivity
-from actkit.units._tokens import K_TOKENS, add_top_tokens
 
 __all__ = ["ORDERS", "open_units_store", "units"]
 
@@ -34,21 +35,44 @@ def _int(name, value, low):
     return int(value)
 
 
-def open_units_store(store, layer):
-    """``(store, layer name, opened here)`` of a path or an open store; one line for a missing layer."""
+def _from_layer(store, layer):
+    """``(store, layer)`` of a store's layer given as ``store`` (a layer knows its store); one
+    line for an array in memory, which has no store."""
+    if hasattr(store, "store") and hasattr(store, "name") and hasattr(store, "index"):  # a Layer, a MatrixLayer
+        if getattr(store, "selected_rows", None) is not None:
+            raise InputError("a selection of a layer's rows (select_rows) is not a layer: pass the store and the layer "
+                             "name, and give the rows to match_units as rows=")
+        if layer is not None and layer != store.name:
+            raise LayerError(f"layer={layer!r}, but the layer given is {store.name!r}; give one of them")
+        return store.store, store.name
+    if isinstance(store, np.ndarray) or hasattr(store, "detach") or (hasattr(store, "__array__")
+                                                                   and not hasattr(store, "layers")):
+        raise InputError(f"units reads a store (a path, an open store or one of its layers), not an array in memory "
+                         f"({type(store).__name__}): save it (np.save('x.npy', X)) and pass 'x.npy', which reads as "
+                         "a one-layer store")
+    return store, layer
+
+
+def open_units_store(store, layer, flag="--layer"):
+    """``(store, layer name, opened here)`` of a path, an open store or a store's layer; one
+    line for a missing layer (naming ``flag``) or an array in memory."""
+    store, layer = _from_layer(store, layer)
     opened = isinstance(store, (str, os.PathLike))
     if opened:
         from actkit.matrix_files import open_source  # stores and embedding files: the analysis commands' one door
 
         store = open_source(store)
     names = list(store.layers)
-    if layer is None:
-        if len(names) != 1:
-            raise LayerError(f"{store.path} has {len(names)} layers ({', '.join(names[:12])}); pick one with --layer")
-        layer = names[0]
-    if layer not in names:
-        raise LayerError(f"{store.path} has no layer {layer!r} (it has {', '.join(names[:12])}); pick one with --layer")
-    return store, layer, opened
+    bad = None
+    if layer is None and len(names) != 1:
+        bad = f"{store.path} has {len(names)} layers ({', '.join(names[:12])}); pick one with {flag}"
+    elif layer is not None and layer not in names:
+        bad = f"{store.path} has no layer {layer!r} (it has {', '.join(names[:12])}); pick one with {flag}"
+    if bad:
+        if opened:
+            store.close()
+        raise LayerError(bad)
+    return store, layer or names[0], opened
 
 
 def _inputs(store, inputs):
@@ -80,7 +104,7 @@ def _labels(labels, layer_obj, n):
     if labels is None:
         return None, None, None
     if isinstance(labels, (str, os.PathLike)):
-        from actkit.evaluation import read_labels  # the label files of actkit evaluate
+        from actkit.evaluation import read_labels  # hand-off: the label files of actkit evaluate
 
         labels = read_labels(labels, layer=layer_obj)
     labels, note = per_row_labels(np.asarray(labels), layer_obj, n)
@@ -113,7 +137,7 @@ def per_row_labels(labels, layer_obj, n):
 
 
 def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
-    """The pass over the basis's rows (:mod:`actkit.units._pass`): its :class:`UnitStats`."""
+    """The pass over the basis's rows (:mod:`actkit._units._pass`): its :class:`UnitStats`."""
     from actkit.runners import runner_for  # the runner decides where the pass runs
 
     rows = block_rows(max(basis.n_units, int(basis.rows.shape[1])), max_rows=MAX_BLOCK_ROWS)
@@ -246,16 +270,17 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         Run the pass on Dask (``docs/dask.md``); the same result as here.
     k_tokens : int, default=200
         Rows per unit its ``top_tokens`` are counted over (its ``k_tokens`` highest: the same
-        pass keeps ``max(k, k_tokens)`` top rows; :func:`actkit.units._tokens.top_tokens`).
+        pass keeps ``max(k, k_tokens)`` top rows; :func:`actkit._units._tokens.top_tokens`).
     lens_raw : bool, default=False
         The logit lens without the final norm folded in (``direction @ W_U``); by default a
         residual layer's directions are read through the final LayerNorm's gain (and its
-        centring), as sae_vis does (:mod:`actkit.units._lens`).
+        centring), as sae_vis does (:mod:`actkit._units._lens`).
 
     Returns
     -------
     UnitReport
     """
+    check_device(device)  # a bad device is refused before any work
     k = _int("k", k, 1)
     k_tokens = _int("k_tokens", k_tokens, 1)
     context = _int("context", context, 0)
