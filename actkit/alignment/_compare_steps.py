@@ -24,6 +24,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from actkit._device import check_device
+from actkit._groups import clustered_se
 from actkit._progress import heartbeat
 from actkit._rows import sample_rows
 from actkit._warn import warn_user
@@ -278,18 +279,8 @@ def efficiency_noise(se):
 
 def ratio_se(d, groups):
     """Standard error of the mean of per-row values ``d`` with rows clustered in groups
-    (input samples): ``sqrt(G / (G - 1) sum_g (t_g - mean n_g)^2) / n``."""
-    n = d.size
-    if n < 2:
-        return float("nan")
-    if groups is None:
-        return float(d.std(ddof=1) / np.sqrt(n))
-    _, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    G = counts.size
-    if G < 2:
-        return float("nan")
-    t = np.bincount(inv.ravel(), weights=d)
-    return float(np.sqrt(G / (G - 1) * np.sum((t - d.mean() * counts) ** 2)) / n)
+    (input samples): :func:`actkit._groups.clustered_se`."""
+    return clustered_se(d, groups)
 
 
 # ----------------------------------------------------------------------------- 6. the ICA report

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from actkit._data import iter_blocks
+from actkit._groups import SampleGroups
 from actkit._frames import frame_html, pandas
 from actkit._progress import progress_bar
 from actkit._threads import small_linalg
@@ -248,7 +249,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         g = getattr(src_a[0], "groups", None)
         groups = g if isinstance(g, np.ndarray) else None
     if permutations:
-        G = n if groups is None else np.unique(groups).size
+        G = SampleGroups.of(groups, n).G if groups is not None else n
         if G < MIN_SAMPLES:
             raise ValidationError(f"permutations need at least {MIN_SAMPLES} input samples, got {G}")
     K = len(la)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit._data import iter_blocks
+from actkit._groups import SampleGroups
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.alignment._diameter import summed_l2
 from actkit.alignment._inputs import (MOMENT_ROWS, blocks, check_finite, compute_dtype,
@@ -311,22 +312,8 @@ def chance_pairing(groups, random_state, window=0):
         for ascending lengths, one ``rng.permutation`` of each class of at least two. With one
         row per sample this is ``rng.permutation(n)``, a permutation of the rows.
     """
-    n = len(groups)
-    inv = np.unique(groups, return_inverse=True)[1].ravel()
-    order = np.argsort(inv, kind="stable")
-    sid = inv[order]
-    n_s = np.bincount(sid)
-    offsets = np.concatenate([[0], np.cumsum(n_s)])
-    position = np.arange(n) - offsets[sid]
-    rng = np.random.default_rng([int(random_state), int(window)])
-    perm = np.arange(n_s.size)
-    for length in np.unique(n_s):
-        idx = np.flatnonzero(n_s == length)
-        if idx.size > 1:
-            perm[idx] = idx[rng.permutation(idx.size)]
-    r = np.empty(n, np.int64)
-    r[order] = order[offsets[perm][sid] + position]
-    return r
+    g = SampleGroups(groups)
+    return g.paired_rows(g.one_permutation(random_state, window))
 
 
 def chance_cross_scatter(A, B, random_state, *, groups=None, block_rows=None, progress=None):

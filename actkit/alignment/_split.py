@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._groups import SampleGroups
 from actkit.errors import ValidationError
 
 
@@ -12,13 +13,8 @@ def split(n, groups, eval_fraction, random_state):
     """Boolean eval mask: whole groups (input samples) go to eval, about ``eval_fraction``."""
     if not 0 < eval_fraction < 1:
         raise ValidationError(f"eval_fraction must be in (0, 1), got {eval_fraction}")
-    if groups is None:
-        groups = np.arange(n)
-    groups = np.asarray(groups)
-    if groups.shape != (n,):
-        raise ValidationError(f"groups must have one entry per row ({n}), got shape {groups.shape}")
-    uniq, inv = np.unique(groups, return_inverse=True)
-    g = uniq.size
+    samples = SampleGroups(groups, n)
+    g = samples.G
     n_eval = int(round(eval_fraction * g))
     if g < 2 or n_eval < 1 or n_eval > g - 1:
         raise ValidationError(
@@ -27,7 +23,7 @@ def split(n, groups, eval_fraction, random_state):
     order = np.random.default_rng(random_state).permutation(g)
     is_eval = np.zeros(g, bool)
     is_eval[order[:n_eval]] = True
-    return is_eval[inv.ravel()], g
+    return is_eval[samples.inverse], g
 
 
 

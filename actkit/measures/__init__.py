@@ -80,7 +80,6 @@ _LAZY = {
     "refuse_constant": "actkit.measures._compute",
     "sample_by_groups": "actkit.measures._rowtools",
     "structure_for": "actkit.measures._structures",
-    "SampleLayout": "actkit.measures._structures",
     "rank_cut": "actkit.measures._linalg",
     "canonical_correlations": "actkit.measures._linalg",
     "cca": "actkit.measures._linalg",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._groups import SampleGroups
 from actkit._rows import sample_rows
 from actkit.errors import ValidationError
 
@@ -36,19 +37,15 @@ def sample_by_groups(n, groups, max_rows, random_state):
     rng = np.random.default_rng(random_state)
     if groups is None:
         return np.sort(rng.permutation(n)[:max_rows])
-    groups = np.asarray(groups)
-    if groups.shape != (n,):
-        raise ValidationError(f"groups must have one entry per row ({n}), got shape {groups.shape}")
-    _, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    inv = inv.ravel()
+    samples = SampleGroups(groups, n)
+    counts = samples.n_s
     r_all = np.arange(1, counts.max() + 1)
     at_least = np.searchsorted(np.sort(counts), r_all, side="left")
     g_all = np.minimum(counts.size - at_least, int(max_rows) // r_all)
     r = int(r_all[np.argmax(r_all * g_all)])          # argmax: the first, the smallest r
     eligible = np.flatnonzero(counts >= r)
     chosen = sample_rows(eligible, int(g_all[r - 1]), rng)
-    by_sample = np.argsort(inv, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(counts)])
+    by_sample, starts = samples.order, samples.offsets
     rows = [sample_rows(by_sample[starts[s]:starts[s + 1]], r, rng) for s in chosen]
     return np.sort(np.concatenate(rows))
 

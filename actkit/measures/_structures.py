@@ -43,21 +43,6 @@ from actkit.measures.rsa import _average_ranks, _rdm_upper
 STRUCTURE_BYTES = 2 << 30
 
 
-class SampleLayout:
-    """Rows in input-sample order: ``sid`` (n,), ``n_s`` (G,), ``offsets`` (G + 1,)."""
-
-    def __init__(self, sid):
-        self.sid = np.asarray(sid, dtype=np.int64)
-        self.n_s = np.bincount(self.sid)
-        self.G = self.n_s.size
-        self.n = self.sid.size
-        self.offsets = np.concatenate([[0], np.cumsum(self.n_s)])
-
-    def row_weights(self, m):
-        """Multiplicity of each row in a resample with sample multiplicities ``m`` (G,)."""
-        return np.asarray(m, dtype=np.float64)[self.sid]
-
-
 def _host(t):
     return t.detach().cpu().numpy().astype(np.float64, copy=False)
 
@@ -526,7 +511,8 @@ STRUCTURES = {"rsa": RSAStructure, "mutual_knn": KnnStructure, "jaccard_knn": Kn
 
 def structure_for(name, params, a, b, layout, *, permutations, bootstrap):
     """The pairwise structure of measure ``name`` on rows ``a``, ``b`` (torch, in sample
-    order), or None where it has none or it would exceed :data:`STRUCTURE_BYTES`."""
+    order: ``layout``, the rows' :class:`~actkit._groups.SampleGroups`), or None where it has
+    none or it would exceed :data:`STRUCTURE_BYTES`."""
     cls = STRUCTURES.get(name)
     if cls is None or cls.nbytes(layout.n, permutations, bootstrap) > STRUCTURE_BYTES:
         return None
