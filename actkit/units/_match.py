@@ -2,7 +2,7 @@
 
 The correlation of every unit of A with every unit of B over all rows comes from one streamed
 pass of cross moments (:class:`actkit.stats.CrossMoments`); the matching maximises the summed
-|correlation| (Hungarian, ``scipy.optimize.linear_sum_assignment``). Each pair's p-value comes
+|correlation| (Hungarian: :func:`actkit.metrics.match_columns`). Each pair's p-value comes
 from re-pairing whole input samples (``actkit.inference``'s permutations: a sample of A with
 another sample of B of the same length, row by row), on up to ``max_rows`` rows of whole
 samples that can be re-paired (samples whose length no other sample has are left out: they
@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from actkit._data import iter_blocks
+from actkit._matching import match_columns
 from actkit._progress import progress_bar
 from actkit.errors import InputError, ValidationError
 from actkit.inference import Samples, permutation_draws
@@ -248,8 +249,6 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
     -------
     UnitMatch
     """
-    from scipy.optimize import linear_sum_assignment  # scipy: the Hungarian matching
-
     if isinstance(permutations, bool) or not isinstance(permutations, (int, np.integer)) or permutations < 1:
         raise InputError(f"permutations must be a positive integer, got {permutations!r}")
     if not 0 < float(alpha) < 1:
@@ -264,7 +263,7 @@ def match_units(report_or_store_a, store_b, *, layer=None, layer_b=None, basis=N
     corr = _corr(cm)
     if flip is not None:
         corr = np.where(flip[:, None], -corr, corr)
-    ia, ib = linear_sum_assignment(-np.abs(corr))
+    ia, ib, _ = match_columns(corr)
     if picks.size == 0:
         raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "
                               "cannot be re-paired for the null")
