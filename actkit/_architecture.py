@@ -32,9 +32,10 @@ FLOORS: list = [
          "`ActkitError` and its subclasses: a user mistake, one line at the CLI"),
         ("helpers", ["actkit._rows", "actkit._threads", "actkit._device", "actkit._atomic", "actkit._h5",
                      "actkit._faults", "actkit._progress", "actkit._versions", "actkit._lazy", "actkit._architecture", "actkit._warn", "actkit._frames",
-                     "actkit._pipes", "actkit._groups", "actkit._matching"],
+                     "actkit._pipes", "actkit._groups", "actkit._matching", "actkit._json"],
          "one idea each: row blocks and `sample_rows` (`_rows`), rows as input samples: lengths, "
-         "re-pairings, draws, a clustered standard error (`_groups`), the one-to-one matching of two sets of columns (`_matching`), "
+         "re-pairings, draws, a clustered standard error (`_groups`), the one-to-one matching of two sets of columns (`_matching`), numpy values as "
+         "JSON, NaN as null (`_json`), "
          "the thread budget, torch devices, atomic "
          "files, opening HDF5 for reading, fault injection for tests, progress bars, library versions, "
          "lazy attributes, this plan, warnings that point at the user's line (`_warn`), pandas for `to_frame()` and "
