@@ -23,6 +23,9 @@ module says, once, what that means; :class:`SampleGroups` carries it for one set
   (:meth:`SampleGroups.one_permutation`, ``default_rng([random_state, window])``).
 * **a clustered standard error** of the mean of per-row values, the rows clustered by sample
   (:meth:`SampleGroups.clustered_se`).
+* **the same rows**: two sources (stores, store layers, arrays) hold the same input samples
+  row for row, or one line says which of the inputs, the row counts or the row indexes differ
+  (:func:`check_same_rows`: every comparison, layer map and matching asks it).
 
 Ground floor: numpy only. Used by :mod:`actkit.inference` (the moments' and the row
 measures' resampling), :mod:`actkit.measures` (the row sample and the pairwise structures),
@@ -37,7 +40,7 @@ import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["SampleGroups", "permutation_draws", "bootstrap_draws"]
+__all__ = ["SampleGroups", "permutation_draws", "bootstrap_draws", "clustered_se", "check_same_rows"]
 
 
 class SampleGroups:
@@ -225,3 +228,56 @@ def bootstrap_draws(G, M, random_state, stream=2):
     draws = rng.integers(0, G, size=(M, G))
     flat = (draws + (np.arange(M) * G)[:, None]).ravel()
     return np.bincount(flat, minlength=M * G).reshape(M, G).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------- the same rows
+def check_same_rows(sources, labels, *, need="compare stores of the same inputs"):
+    """Refuse sources that do not hold the same input samples, row for row (one line,
+    :class:`~actkit.errors.ValidationError`), checked in this order:
+
+    1. the inputs fingerprints of their stores (a store, or a store layer's ``store``), where
+       two are recorded: ``"P and Q were extracted from different inputs (inputs fingerprints
+       differ): <need>"``, ``P`` and ``Q`` the stores' paths (else the labels);
+    2. their row counts (``shape[0]``, ``len``) where known;
+    3. their row indexes (a store layer's ``index``: ``[sample, position]`` per row) where two
+       are arrays.
+
+    Parameters
+    ----------
+    sources : sequence
+        Stores, store layers, arrays: anything of rows (each against the first).
+    labels : sequence of str
+        How each is named in a message (``"A"``, ``"a.h5:layer3"``).
+    need : str
+        What the caller needs, ending the fingerprints' line.
+    """
+    sources, labels = list(sources), [str(x) for x in labels]
+    prints = [str(getattr(_store_of(s), "inputs_fingerprint", "") or "") for s in sources]
+    for i in range(1, len(sources)):
+        if prints[0] and prints[i] and prints[0] != prints[i]:
+            a, b = (str(getattr(_store_of(s), "path", "") or lab) for s, lab in ((sources[0], labels[0]),
+                                                                                (sources[i], labels[i])))
+            raise ValidationError(f"{a} and {b} were extracted from different inputs (inputs fingerprints differ): {need}")
+    rows = [_rows_of(s) for s in sources]
+    for i in range(1, len(sources)):
+        if rows[0] is not None and rows[i] is not None and rows[0] != rows[i]:
+            raise ValidationError(f"{labels[0]} and {labels[i]} have different row counts ({rows[0]} and {rows[i]}); "
+                                  f"they must be activations of the same inputs, row for row")
+    index = [getattr(s, "index", None) for s in sources]
+    for i in range(1, len(sources)):
+        if isinstance(index[0], np.ndarray) and isinstance(index[i], np.ndarray) and \
+                (index[0].shape != index[i].shape or not np.array_equal(index[0], index[i])):
+            raise ValidationError(f"{labels[0]} and {labels[i]} have different row indexes ([sample, position] per "
+                                  f"row): rows do not come from the same inputs and tokens")
+
+
+def _store_of(source):
+    """The store a source belongs to: itself where it records inputs, else its ``store``."""
+    return source if hasattr(source, "inputs_fingerprint") else getattr(source, "store", None)
+
+
+def _rows_of(source):
+    shape = getattr(source, "shape", None)
+    if shape is not None and len(shape):
+        return int(shape[0])
+    return None

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from actkit._groups import check_same_rows
 from actkit._rows import sample_rows
 from actkit._threads import follows_thread_policy
 from actkit.alignment._compare_steps import (fit_maps, heldout_errors, ica_report, matched_sources,
@@ -260,11 +261,8 @@ def many_setup(sources, kwargs):
     if K < 2:
         raise ValidationError("compare_many needs at least two representations")
     sources = [as_source(X, f"source {i}") for i, X in enumerate(sources)]
+    check_same_rows(sources, [f"representation {i}" for i in range(K)])
     n = n_rows(sources[0])
-    for i, X in enumerate(sources):
-        if n_rows(X) != n:
-            raise ValidationError(f"representation {i} has {n_rows(X)} rows, the first has {n}")
-        groups_for(sources[0], X, None)
     groups = groups_for(sources[0], sources[1], kwargs.pop("groups", None))
     eval_fraction = kwargs.get("eval_fraction", 0.2)
     random_state = kwargs.get("random_state", 0)

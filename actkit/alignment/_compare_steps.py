@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from actkit._device import check_device
-from actkit._groups import clustered_se
+from actkit._groups import check_same_rows, clustered_se
 from actkit._progress import heartbeat
 from actkit._rows import sample_rows
 from actkit._warn import warn_user
@@ -75,8 +75,8 @@ def resolve_request(A, B, *, methods=METHODS, device="cpu", groups=None, measure
     each from the same input), the methods, the FastICA device (checked only where ``"ica"``
     is asked), the groups (default: the store layers' own), the measures and ``max_rows``
     (the row-based measures' sample). Output: a :class:`Request`. Raises
-    :class:`~actkit.errors.ValidationError` on an unknown method, a bad device, different row
-    counts or an unknown measure.
+    :class:`~actkit.errors.ValidationError` on an unknown method, a bad device, sources that
+    do not hold the same rows (:func:`actkit._groups.check_same_rows`) or an unknown measure.
     """
     A, B = as_source(A, "A"), as_source(B, "B")
     bad = [m for m in methods if m not in METHODS]
@@ -84,10 +84,8 @@ def resolve_request(A, B, *, methods=METHODS, device="cpu", groups=None, measure
         raise ValidationError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
     if "ica" in methods:
         check_device(device)      # a bad device fails before the passes over the data
+    check_same_rows([A, B], ["A", "B"])
     n = n_rows(A)
-    if n_rows(B) != n:
-        raise ValidationError(f"A and B have different row counts ({n} and {n_rows(B)}); they "
-                              f"must be activations of the same inputs, row for row")
     groups = groups_for(A, B, groups)
     chosen = resolve_measures(measures, methods, (n_features(A, "A"), n_features(B, "B")), n, max_rows)
     return Request(A=A, B=B, n=n, groups=groups, methods=methods, chosen=chosen)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from actkit._data import iter_blocks
-from actkit._groups import SampleGroups
+from actkit._groups import SampleGroups, check_same_rows
 from actkit._frames import frame_html, pandas
 from actkit._progress import progress_bar
 from actkit._threads import small_linalg
@@ -149,21 +149,12 @@ def _resolve(store, layers, name):
 
 
 def _check_shared(store_a, store_b, la, lb):
-    fa = getattr(store_a, "inputs_fingerprint", "") or ""
-    fb = getattr(store_b, "inputs_fingerprint", "") or ""
-    if fa and fb and fa != fb:
-        raise ValidationError("the stores share no inputs (their inputs fingerprints differ): a "
-                              "layer map needs activations of the same inputs, row for row")
-    rows = {store_a[x].shape[0] for x in la} | {store_b[x].shape[0] for x in lb}
-    if len(rows) != 1:
-        raise ValidationError(f"the layers hold different numbers of rows ({sorted(rows)}): a layer "
-                              f"map needs the same rows (inputs and tokens) in every layer")
-    ia = getattr(store_a[la[0]], "index", None)
-    ib = getattr(store_b[lb[0]], "index", None)
-    if isinstance(ia, np.ndarray) and isinstance(ib, np.ndarray) and not np.array_equal(ia, ib):
-        raise ValidationError("the stores' rows come from different inputs or tokens (row indexes "
-                              "differ): a layer map needs the same rows")
-    return rows.pop()
+    """Every layer of both stores holds the same rows (:func:`actkit._groups.check_same_rows`);
+    returns their number."""
+    layers = [store_a[x] for x in la] + [store_b[x] for x in lb]
+    names = [f"{getattr(store_a, 'path', 'A')}:{x}" for x in la] + [f"{getattr(store_b, 'path', 'B')}:{x}" for x in lb]
+    check_same_rows(layers, names, need="a layer map needs the same inputs")
+    return int(layers[0].shape[0])
 
 
 def _moments_pass(sources_a, sources_b, pairs, block_rows, progress):

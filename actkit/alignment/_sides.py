@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit._data import iter_blocks
-from actkit._groups import SampleGroups
+from actkit._groups import SampleGroups, check_same_rows
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.alignment._diameter import summed_l2
 from actkit.alignment._inputs import (MOMENT_ROWS, blocks, check_finite, compute_dtype,
@@ -136,12 +136,9 @@ class Pair:
 
     def __init__(self, A, B, *, eval_mask, sample_rows, block_rows=None, progress=None,
                  diam_rows=None, side_a=None, side_b=None):
-        n_a, n_b = n_rows(A), n_rows(B)
-        if n_a != n_b:
-            raise ValidationError(f"A and B have different row counts ({n_a} and {n_b}); they must "
-                             f"be activations of the same inputs, row for row")
+        check_same_rows([A, B], ["A", "B"])
         self.A, self.B = A, B
-        self.n = n_a
+        self.n = n_rows(A)
         if self.n < 2:
             raise ValidationError(f"need at least 2 rows, got {self.n}")
         self.dtype = compute_dtype(A, B)

@@ -1,5 +1,5 @@
-"""The fit/eval split: whole input samples (groups) go to the held-out rows; rows of two
-store layers must correspond."""
+"""The fit/eval split: whole input samples (groups) go to the held-out rows; the groups of
+two store layers."""
 
 from __future__ import annotations
 
@@ -28,18 +28,9 @@ def split(n, groups, eval_fraction, random_state):
 
 
 def groups_for(A, B, groups):
-    """Default groups from store layers; refuse layers whose rows do not correspond."""
-    ia, ib = getattr(A, "index", None), getattr(B, "index", None)
-    sa, sb = getattr(A, "store", None), getattr(B, "store", None)
-    if sa is not None and sb is not None:
-        fa, fb = getattr(sa, "inputs_fingerprint", ""), getattr(sb, "inputs_fingerprint", "")
-        if fa and fb and fa != fb:
-            raise ValidationError(f"the stores were extracted from different inputs (inputs "
-                             f"fingerprints {fa[:12]} and {fb[:12]} differ)")
-    if isinstance(ia, np.ndarray) and isinstance(ib, np.ndarray):
-        if ia.shape != ib.shape or not np.array_equal(ia, ib):
-            raise ValidationError("the two layers have different row indexes ([sample, position] "
-                             "per row): rows do not come from the same inputs and tokens")
+    """The input-sample id of each row: ``groups`` where given, else the store layers' own
+    (``A``'s, then ``B``'s), else None (one row = one sample). Whether A and B hold the same
+    rows is :func:`actkit._groups.check_same_rows`' question, asked before."""
     if groups is None:
         g = getattr(A, "groups", None)
         if g is None:
@@ -47,4 +38,3 @@ def groups_for(A, B, groups):
         if isinstance(g, np.ndarray):
             return g
     return groups
-
