@@ -289,9 +289,9 @@ def inference_surface() -> dict:
     out["chance_pairing"] = [plain(chance_pairing(groups, 4, w)) for w in range(2)]
     out["chance_cross_scatter"] = plain(chance_cross_scatter(A, B, 4, groups=groups))
     d = np.random.default_rng(2).normal(size=groups.size)
-    from actkit.alignment import _compare_steps as steps
+    from actkit._groups import clustered_se
 
-    out["ratio_se"] = [steps.ratio_se(d, groups), steps.ratio_se(d, None)]
+    out["ratio_se"] = [clustered_se(d, groups), clustered_se(d, None)]
     errs = {"rigid": np.abs(d), "permutation": np.abs(d) + 0.5}
     recs, G = error_records(errs, groups, 3.0, {"rigid": 0.3, "permutation": 0.4}, bootstrap=40, confidence=0.9,
                             interval="basic", random_state=5)

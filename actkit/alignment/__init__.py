@@ -27,17 +27,14 @@ Layout (one idea a file): ``_inputs`` (row sources), ``_assignment`` (signed per
 ``_diameter``, ``_sides`` (the moments passes), ``_maps`` (the three closed-form maps),
 ``_ica_map`` (the ICA map and the rows rule), ``_split`` (fit/eval split), ``_result``
 (:class:`CompareResult`), ``_table`` (text tables), ``_compare`` (the entry points),
-``_compare_steps`` (compare's steps, in the order it runs them; each importable from here for
-the code that needs one alone: ``resolve_request``, ``split_by_sample``, ``moment_pass``,
+``steps`` (public: :mod:`actkit.alignment.steps`, compare's steps in the order it runs
+them, each callable alone: ``resolve_request``, ``split_by_sample``, ``moment_pass``,
 ``fit_maps``, ``heldout_errors``, ``ica_report``, ``similarities``, ``matched_sources``,
-``resample``, ``result``).
+``resample``, ``result_info``, ``result``).
 """
 
 from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._compare import DIAMETER_MAX_ROWS, align, compare, compare_many
-from actkit.alignment._compare_steps import (fit_maps, heldout_errors, ica_report, matched_sources,
-                                             moment_pass, resample, resolve_request, result,
-                                             result_info, similarities, split_by_sample)
 from actkit.alignment._diameter import diameter
 from actkit.alignment._layer_map import LayerMap, compare_layers
 from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, ica_rows

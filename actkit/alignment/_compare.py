@@ -11,9 +11,9 @@ import numpy as np
 from actkit._groups import check_same_rows
 from actkit._rows import sample_rows
 from actkit._threads import follows_thread_policy
-from actkit.alignment._compare_steps import (fit_maps, heldout_errors, ica_report, matched_sources,
-                                             moment_pass, resample, resolve_request, result,
-                                             result_info, similarities, split_by_sample)
+from actkit.alignment.steps import (Settings, Timings, fit_maps, heldout_errors, ica_report, matched_sources,
+                                    moment_pass, resample, resolve_request, result, result_info, similarities,
+                                    split_by_sample, warn_notes)
 from actkit.alignment._ica_map import ICAAlignment, prepared_side
 from actkit.alignment._inputs import as_source, compute_dtype, default_block_rows, n_features, n_rows
 from actkit.alignment._maps import LinearAlignment, PermutationAlignment, RigidAlignment
@@ -174,31 +174,25 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     check_request(permutations, bootstrap, confidence, interval, rows.n_groups)
     pair = moment_pass(request, rows, block_rows=block_rows, progress=progress, sides=_sides)
     t_moments = time.perf_counter()
-
-    notes = []                  # the caveats of this result (CompareResult.notes)
-    alignments, rows_ok = fit_maps(pair, methods, ica, notes, alpha=alpha,
-                                   n_ica_rows=rows.ica_sample.size, k_ica=rows.k_ica,
-                                   ica_max_iter=ica_max_iter, progress=progress)
+    maps = fit_maps(pair, methods, ica, alpha=alpha, n_ica_rows=rows.ica_sample.size, k_ica=rows.k_ica,
+                    ica_max_iter=ica_max_iter, progress=progress)
     t_fit = time.perf_counter()
-    held = heldout_errors(pair, alignments, rows, request.groups, notes, bootstrap=bootstrap)
-    ica_info = ica_report(alignments, held, rows, pair, notes)
+    held = heldout_errors(pair, maps.alignments, rows, request.groups, bootstrap=bootstrap)
+    ica_rep = ica_report(maps.alignments, held, rows, pair)
     t_err = time.perf_counter()
-
-    sim = similarities(request, pair, alignments, random_state=random_state, max_rows=max_rows,
+    sim = similarities(request, pair, maps.alignments, random_state=random_state, max_rows=max_rows,
                        device=device, progress=progress)
-    matched = matched_sources(alignments, pair)
-    records, resampling_info = resample(
-        request, pair, sim, held, rows, notes, permutations=permutations, bootstrap=bootstrap,
-        confidence=confidence, interval=interval, random_state=random_state, max_rows=max_rows,
-        device=device, progress=progress)
+    sources = matched_sources(maps.alignments, pair)
+    resampled = resample(request, pair, sim, held, rows, permutations=permutations, bootstrap=bootstrap,
+                         confidence=confidence, interval=interval, random_state=random_state, max_rows=max_rows,
+                         device=device, progress=progress)
     t_end = time.perf_counter()
-
-    settings = dict(eval_fraction=eval_fraction, random_state=random_state, alpha=alpha,
-                    ica_max_iter=ica_max_iter, ica_tol=ica_tol, ica_restarts=ica_restarts, device=device)
-    seconds = dict(moments=t_moments - t0, fit=t_fit - t_moments, errors=t_err - t_fit, total=t_end - t0)
-    info = result_info(request, rows, pair, alignments, rows_ok, held, ica_info, sim,
-                       resampling_info, settings, seconds)
-    return result(request, alignments, held, sim, matched, records, info, notes, rows)
+    notes = warn_notes(maps, held, ica_rep, resampled)       # every caveat, once, in step order
+    settings = Settings(eval_fraction=eval_fraction, random_state=random_state, alpha=alpha, ica_max_iter=ica_max_iter,
+                        ica_tol=ica_tol, ica_restarts=ica_restarts, device=device)
+    timings = Timings(moments=t_moments - t0, fit=t_fit - t_moments, errors=t_err - t_fit, total=t_end - t0)
+    info = result_info(request, rows, pair, maps, held, ica_rep, sim, resampled, settings, timings)
+    return result(request, maps, held, sim, sources, resampled, info, notes, rows)
 
 
 def compare_many(sources, *, labels=None, metric="rigid", progress=None, scheduler=None, **kwargs):

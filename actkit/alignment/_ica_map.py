@@ -430,8 +430,7 @@ def prepared_side(X, name, eval_mask, sample_rows, diam_rows, dtype, block_rows,
     the side can travel to other processes); ``groups``: the input-sample id of every row
     (or None). A fit that fails (too few rows, ...) is left to
     the pair, which raises it with :func:`~actkit.compare`'s own message."""
-    side = Side(X, name, eval_mask, sample_rows, diam_rows, dtype)
-    side.groups = groups                # (n,) input-sample ids or None: FastICA's Gaussian check
+    side = Side(X, name, eval_mask, sample_rows, diam_rows, dtype, groups=groups)   # groups: the Gaussian check's
     side.run(block_rows)
     for n_components, width in ica_ks:
         try:

@@ -161,10 +161,11 @@ def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidenc
     return out, G
 
 
-def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *, permutations,
+def uncertainty(A, B, groups, chosen, pair, values, errors, row_errors, eval_rows, diam_b, *, permutations,
                 bootstrap, confidence, interval, random_state, max_rows=10000, device="cpu", progress=None):
     """compare's resampling: the records of the moment-based measures (``values``: the
-    values compare reports) and of the held-out errors, and the info keys."""
+    values compare reports) and of the held-out errors (``row_errors``: per-row errors of
+    each method, shape (n_eval,)), and the info keys."""
     if not (permutations or bootstrap):
         return {}, {}
     records, extra = similarity_records(
@@ -177,7 +178,7 @@ def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *
     if bootstrap:
         eval_groups = eval_rows if groups is None else np.asarray(groups)[eval_rows]
         rec_err, _ = error_records(
-            {k: np.concatenate(v) for k, v in pair.row_errors.items() if k in errors},
+            {k: v for k, v in row_errors.items() if k in errors},
             eval_groups, diam_b, errors, bootstrap=bootstrap, confidence=confidence,
             interval=interval, random_state=random_state)
         records.update(rec_err)
