@@ -116,6 +116,7 @@ HANDOFFS = {
     ("actkit.store._layer", "Layer.to_torch"): "loader",
     ("actkit.matrix_files._files", "MatrixLayer.to_dask"): "runners",
     ("actkit.matrix_files._files", "MatrixLayer.to_torch"): "loader",
+    ("actkit.alignment._stores", "StoreComparison.to_html"): "pages",
 }
 
 

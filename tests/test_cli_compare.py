@@ -231,7 +231,7 @@ def test_resampling_flags_table_and_one_line_mistakes(stores, capsys, tmp_path):
     assert "at least 10 input samples" in _error(capsys, "compare", few, few_b, "--methods", "rigid",
                                                  "--bootstrap", "40", "--quiet")
     other = _store(tmp_path / "other.h5", {"l1": np.ones((480, 6)).cumsum(0)}, index, fingerprint="other")
-    assert "share no inputs" in _error(capsys, "compare", a, other, "--layer-matrix", "--quiet")
+    assert "different inputs" in _error(capsys, "compare", a, other, "--layer-matrix", "--quiet")
 
 
 def test_layer_matrix_prints_plots_and_writes_json(stores, capsys, tmp_path):

@@ -1,5 +1,5 @@
 """Cross-model alignment (Nelson et al., Table 1): :func:`align`, :func:`compare`,
-:func:`compare_many`.
+:func:`compare_many`, :func:`compare_stores`.
 
 ``docs/definitions.md`` §1 and §3 define every quantity here. Four transform classes map
 rows of ``A`` (N x Da) onto the rows of ``B`` (N x Db) that come from the same inputs:
@@ -43,6 +43,8 @@ from actkit.alignment._measure import measure
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import split
+from actkit.alignment._stores import StoreComparison, compare_stores
+from actkit._groups import check_same_rows
 from actkit.alignment._table import format_matrix, format_table, ica_summary, row_labels, value_of
 from actkit.alignment._tasks import compare_pairs
 
@@ -54,6 +56,9 @@ __all__ = [
     "LayerMap",
     "measure",
     "compare_pairs",
+    "compare_stores",
+    "StoreComparison",
+    "check_same_rows",
     "CompareResult",
     "Alignment",
     "PermutationAlignment",

@@ -17,6 +17,7 @@ from actkit.alignment.steps import (Settings, Timings, fit_maps, heldout_errors,
 from actkit.alignment._ica_map import ICAAlignment, prepared_side
 from actkit.alignment._inputs import as_source, compute_dtype, default_block_rows, n_features, n_rows
 from actkit.alignment._maps import LinearAlignment, PermutationAlignment, RigidAlignment
+from actkit.alignment._measures_run import methods_needed
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import groups_for, split
 from actkit.alignment._tasks import compare_many as as_tasks
@@ -220,7 +221,10 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
         the stores itself. ``"local:N"``, an address or a ``Client``; the sources must then
         be store layers, h5py datasets or arrays.
     **kwargs
-        Passed to :func:`compare`.
+        Passed to :func:`compare`. Without ``methods``, only the alignments ``metric`` needs
+        are fitted (:func:`~actkit.alignment._measures_run.methods_needed`: none for a
+        similarity, so no FastICA for ``"rigid"`` or ``"linear_cka"``); ``methods`` that
+        leave a needed one out are refused in one line.
 
     Returns
     -------
@@ -237,6 +241,7 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
                                   f"{', '.join(dict.fromkeys([*MATRIX_METRICS, *names]))}")
         asked = list(kwargs.get("measures") or [])
         kwargs["measures"] = asked + [spec] if metric not in _measure_names(asked) else asked
+    kwargs["methods"] = metric_methods(metric, kwargs.get("methods"))
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
     setup = many_setup(list(sources), kwargs)
     return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,
@@ -245,6 +250,20 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
 
 def _measure_names(asked):
     return [m.name for m, _ in parse_measures(asked)]
+
+
+def metric_methods(metric, methods=None):
+    """The alignments a matrix of ``metric`` fits: those it needs
+    (:func:`~actkit.alignment._measures_run.methods_needed`), or ``methods`` where given, if
+    they hold every one it needs (one line otherwise)."""
+    need = methods_needed(metric)
+    if methods is None:
+        return need
+    missing = [m for m in need if m not in methods]
+    if missing:
+        raise ValidationError(f"metric {metric} needs the method(s) {', '.join(missing)}; add them to methods "
+                              f"(or leave methods out)")
+    return list(methods)
 
 
 def many_setup(sources, kwargs):

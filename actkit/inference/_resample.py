@@ -141,18 +141,20 @@ def resampling_notes(permutations, bootstrap, confidence):
     return out
 
 
-def check_resampling(permutations, bootstrap, confidence, interval="basic"):
+def check_resampling(permutations, bootstrap, confidence, interval="basic", *, flags=False):
     """Validate the arguments (one-line errors naming them), the bootstrap's floor
-    (:func:`min_bootstrap`) included."""
+    (:func:`min_bootstrap`) included; ``flags``: name them as the command line does
+    (``--bootstrap 3``, not ``bootstrap=3``)."""
+    name = (lambda k: f"--{k}") if flags else (lambda k: k)
     if interval not in INTERVALS:
-        raise ValidationError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
-    for name, v in (("permutations", permutations), ("bootstrap", bootstrap)):
+        raise ValidationError(f"{name('interval')} must be {' or '.join(INTERVALS)}, got {interval!r}")
+    for key, v in (("permutations", permutations), ("bootstrap", bootstrap)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValidationError(f"{name} must be a non-negative integer, got {v!r}")
+            raise ValidationError(f"{name(key)} must be a non-negative integer, got {v!r}")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) \
             or not 0 < float(confidence) < 1:
-        raise ValidationError(f"confidence must be in (0, 1), got {confidence!r}")
-    message = bootstrap_floor_error(int(bootstrap), float(confidence))
+        raise ValidationError(f"{name('confidence')} must be a number in (0, 1), got {confidence!r}")
+    message = bootstrap_floor_error(int(bootstrap), float(confidence), "--bootstrap {}" if flags else "bootstrap={}")
     if message:
         raise ValidationError(message)
 

@@ -79,6 +79,7 @@ _LAZY = {
     "constant_side": "actkit.measures._compute",
     "refuse_constant": "actkit.measures._compute",
     "sample_by_groups": "actkit.measures._rowtools",
+    "check_max_rows": "actkit.measures._rowtools",
     "structure_for": "actkit.measures._structures",
     "rank_cut": "actkit.measures._linalg",
     "canonical_correlations": "actkit.measures._linalg",

@@ -9,10 +9,17 @@ from actkit._groups import SampleGroups
 from actkit._rows import sample_rows
 from actkit.errors import ValidationError
 
-__all__ = ["sample_by_groups", "pairwise_sq_distances", "row_blocks", "check_k"]
+__all__ = ["sample_by_groups", "check_max_rows", "pairwise_sq_distances", "row_blocks", "check_k"]
 
 #: rows of one block of an (n x n) computation
 BLOCK = 1024
+
+
+def check_max_rows(max_rows):
+    """``max_rows`` is None or an integer of at least 2 (one line otherwise)."""
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer))
+                                 or max_rows < 2):
+        raise ValidationError(f"max_rows must be an integer >= 2, got {max_rows!r}")
 
 
 def sample_by_groups(n, groups, max_rows, random_state):
@@ -29,11 +36,9 @@ def sample_by_groups(n, groups, max_rows, random_state):
     """
     if max_rows is None or (not isinstance(max_rows, bool) and isinstance(max_rows, (int, np.integer))
                             and max_rows >= n):
-        if max_rows is not None and max_rows < 2:
-            raise ValidationError(f"max_rows must be an integer >= 2, got {max_rows!r}")
+        check_max_rows(max_rows)
         return np.arange(n)
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 2:
-        raise ValidationError(f"max_rows must be an integer >= 2, got {max_rows!r}")
+    check_max_rows(max_rows)
     rng = np.random.default_rng(random_state)
     if groups is None:
         return np.sort(rng.permutation(n)[:max_rows])
