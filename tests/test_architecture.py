@@ -339,6 +339,37 @@ def test_no_function_runs_past_80_lines_of_code():
     assert len(LONG_FUNCTIONS) <= 5
 
 
+# ----------------------------------------------------------------------------- module length
+# Issue 51: no module of actkit/ or extractors/ runs past MAX_MODULE_LINES lines (every line of the
+# file, as ``wc -l`` counts them: one idea a module, split where it grows), as the functions keep
+# to MAX_LINES. No allow-list.
+MAX_MODULE_LINES = 500
+
+
+def module_lengths(root=REPO, folders=("actkit", "extractors")) -> dict:
+    """``{path: lines}`` of every ``.py`` file under ``folders`` of ``root`` (newlines counted,
+    a last line without one included)."""
+    out = {}
+    for folder in folders:
+        for path in sorted((Path(root) / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            out[path.relative_to(root).as_posix()] = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return out
+
+
+def test_the_module_counter_counts_every_line(tmp_path):
+    _tree(tmp_path, {"actkit/m.py": "a = 1\n\n# c\n", "extractors/e.py": "x = 2"})
+    (tmp_path / "actkit" / "n.py").write_text("\n" * 501, encoding="utf-8")
+    assert module_lengths(tmp_path) == {"actkit/m.py": 3, "actkit/n.py": 501, "extractors/e.py": 1}
+
+
+def test_no_module_runs_past_500_lines():
+    """Split a module that grows past 500 lines by its ideas (issue 51: ``measures/_structures.py``
+    lost its kNN structures, ``_commands/compare.py`` its options)."""
+    long = sorted(f"{p}: {n} lines" for p, n in module_lengths().items() if n > MAX_MODULE_LINES)
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by their ideas):\n" + "\n".join(long)
+
+
 def test_compare_reads_as_its_steps():
     """``compare()`` is a short sequence of named steps (issue 43): its body, docstring aside,
     under 60 lines; each step a function of ``actkit.alignment.steps`` (issue 51: not the

@@ -9,7 +9,7 @@ from actkit._groups import SampleGroups
 from actkit._rows import sample_rows
 from actkit.errors import ValidationError
 
-__all__ = ["sample_by_groups", "check_max_rows", "pairwise_sq_distances", "row_blocks", "check_k"]
+__all__ = ["sample_by_groups", "check_max_rows", "pairwise_sq_distances", "row_blocks", "check_k", "to_host"]
 
 #: rows of one block of an (n x n) computation
 BLOCK = 1024
@@ -53,6 +53,11 @@ def sample_by_groups(n, groups, max_rows, random_state):
     by_sample, starts = samples.order, samples.offsets
     rows = [sample_rows(by_sample[starts[s]:starts[s + 1]], r, rng) for s in chosen]
     return np.sort(np.concatenate(rows))
+
+
+def to_host(t):
+    """A torch tensor as a float64 numpy array on the CPU (no copy where it is one already)."""
+    return t.detach().cpu().numpy().astype(np.float64, copy=False)
 
 
 def pairwise_sq_distances(X):
