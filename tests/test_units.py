@@ -111,22 +111,27 @@ def test_top_k_equals_numpy_brute_force_at_any_block_and_thread_count(planted, t
             assert [e["value"] for e in r.unit(j)["top"]] == Y[want[:, j], j].astype(np.float64).tolist()
 
 
-def _pass_result(basis, X, k, rows, threads):
+def _pass_result(basis, X, k, rows, threads, flippable=False):
     from actkit._threads import use_threads
     from actkit.runners import LOCAL
-    from actkit.units._pass import finish, unit_pass
+    from actkit.units._pass import finish, setup, unit_pass
 
+    st = setup(basis, k, flippable=flippable)
     with use_threads(threads):
-        return finish(LOCAL.run(X, unit_pass(basis, k, rows), progress=False))
+        return finish(LOCAL.run(X, unit_pass(st, rows), progress=False), st)
 
 
-def _brute_sample(A, size, random_state=0):
-    """Each column's uniform sample by brute force: its ``size`` active rows of largest
-    ``1 - priority`` (the pass's splitmix64 numbers), ties by row."""
+def _brute_sample(A, size, random_state=0, tau=None, sign=1.0):
+    """Each column's sample by brute force: its ``size`` active rows (with ``tau``: those with
+    ``sign * value >= tau``) of smallest priority ``frac(p_row + c_unit)`` (the pass's
+    splitmix64 numbers of the row and the unit), ties by row."""
     from actkit.units._pass import priority
 
-    p = 1.0 - priority(np.arange(A.shape[0]), random_state)
-    score = np.where(A != 0, p[:, None], -np.inf)
+    p = priority(np.arange(A.shape[0]), random_state)
+    c = priority(np.arange(A.shape[1]), random_state, salt=1)
+    q = (p[:, None] + c[None, :]) % 1.0
+    ok = A != 0 if tau is None else (A != 0) & (sign * A >= tau[None, :])
+    score = np.where(ok, 1.0 - q, -np.inf)
     order = np.argsort(-score, axis=0, kind="stable")[:size]
     return np.where(np.take_along_axis(score, order, 0) > -np.inf, order, -1)
 
@@ -137,7 +142,7 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
     the top-k, bottom-k and sample states give numpy's brute force (ties by row order, exact
     zeros, a dead unit), and the same bits at every block size and thread count."""
     from actkit.units._basis import Basis
-    from actkit.units._pass import SAMPLE
+    from actkit.units._pass import SAMPLE, TAIL
 
     rng = np.random.default_rng(7)
     A = np.round(rng.laplace(size=(6000, 9)), 1).astype(np.float32)  # ties and exact zeros
@@ -145,24 +150,36 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
         A = np.where(rng.random(A.shape) < 0.1, np.abs(A) + 0.1, 0).astype(np.float32)
     A[:, 4] = 0  # a dead unit
     basis = Basis("dictionary" if sparse else "neuron", A, A.shape[1], source="test")
-    runs = [_pass_result(basis, A, 6, rows, threads) for rows in (97, 1000, 6000) for threads in (1, 2)]
+    runs = [_pass_result(basis, A, 6, rows, threads, flippable=not sparse) for rows in (97, 1000, 6000)
+            for threads in (1, 2)]
+    keys = ("top", "sample", "tail") + (() if sparse else ("bottom", "tail_neg"))
     for acc in runs[1:]:
-        for key in ("top", "bottom", "sample"):
-            for a, b in zip(runs[0][key], acc[key]):
+        for key in keys:
+            for a, b in zip(getattr(runs[0], key), getattr(acc, key)):
                 np.testing.assert_array_equal(a, b)
-        np.testing.assert_array_equal(runs[0]["hist"]["counts"], acc["hist"]["counts"])
-        np.testing.assert_array_equal(runs[0]["active"], acc["active"])
+        for key in ("counts", "edges"):
+            if runs[0].hist[key] is not None:
+                np.testing.assert_array_equal(runs[0].hist[key], acc.hist[key])
+        for key in ("active", "vmin", "vmax"):
+            np.testing.assert_array_equal(getattr(runs[0], key), getattr(acc, key))
+        np.testing.assert_allclose(acc.kurtosis, runs[0].kurtosis, rtol=1e-12, atol=1e-12)
     acc = runs[0]
     top = np.where(A[_brute_top(A, 6), np.arange(A.shape[1])] > 0, _brute_top(A, 6), -1) if sparse \
         else _brute_top(A, 6)
-    np.testing.assert_array_equal(acc["top"][1], top)
+    np.testing.assert_array_equal(acc.top[1], top)
     if not sparse:
-        np.testing.assert_array_equal(acc["bottom"][1], _brute_top(-A, 6))
-    np.testing.assert_array_equal(acc["sample"][1], _brute_sample(A, SAMPLE))
-    np.testing.assert_array_equal(acc["active"], np.count_nonzero(A, axis=0))
-    n, mean, m2, m3, m4 = acc["moments"]
-    np.testing.assert_allclose(mean, A.mean(axis=0, dtype=np.float64), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(m2 / (n - 1), A.astype(np.float64).var(axis=0, ddof=1), rtol=1e-7, atol=1e-12)
+        np.testing.assert_array_equal(acc.bottom[1], _brute_top(-A, 6))
+        np.testing.assert_array_equal(acc.tail_neg[1], _brute_sample(A, TAIL, tau=acc.tau_neg, sign=-1.0))
+    np.testing.assert_array_equal(acc.sample[1], _brute_sample(A, SAMPLE))
+    assert np.isfinite(acc.tau[[0, 1, 2, 3, 5, 6, 7, 8]]).all() and acc.tau[4] == -np.inf
+    np.testing.assert_array_equal(acc.tail[1], _brute_sample(A, TAIL, tau=acc.tau))
+    np.testing.assert_array_equal(acc.active, np.count_nonzero(A, axis=0))
+    np.testing.assert_array_equal(acc.vmin, A.min(axis=0))
+    np.testing.assert_array_equal(acc.vmax, A.max(axis=0))
+    np.testing.assert_allclose(acc.mean, A.mean(axis=0, dtype=np.float64), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(acc.variance, A.astype(np.float64).var(axis=0, ddof=1), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(acc.skewness, np.nan_to_num(scipy.stats.skew(A.astype(np.float64))), rtol=1e-10,
+                               atol=1e-12)
 
 
 def test_sae_top_k_codes_give_the_pass_of_their_dense_codes(tmp_path):
@@ -177,12 +194,12 @@ def test_sae_top_k_codes_give_the_pass_of_their_dense_codes(tmp_path):
     codes = sae.transform(X)
     by_sae = _pass_result(Basis("sae", X, 12, source="sae", sae=sae), X, 5, 700, 2)
     dense = _pass_result(Basis("dictionary", codes, 12, source="codes"), codes, 5, 700, 1)
-    for key in ("top", "sample"):
-        for a, b in zip(by_sae[key], dense[key]):
+    for key in ("top", "sample", "tail"):
+        for a, b in zip(getattr(by_sae, key), getattr(dense, key)):
             np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(by_sae["hist"]["counts"], dense["hist"]["counts"])
-    np.testing.assert_array_equal(by_sae["active"], np.count_nonzero(codes, axis=0))
-    np.testing.assert_array_equal(by_sae["sample"][1], _brute_sample(codes, SAMPLE))
+    np.testing.assert_array_equal(by_sae.hist["counts"], dense.hist["counts"])
+    np.testing.assert_array_equal(by_sae.active, np.count_nonzero(codes, axis=0))
+    np.testing.assert_array_equal(by_sae.sample[1], _brute_sample(codes, SAMPLE))
 
 
 def test_moments_and_histogram_equal_numpy(planted):
@@ -684,3 +701,135 @@ def test_inputs_of_an_older_store_are_reattached_and_checked(pythia, tmp_path, c
     other = tmp_path / "other.txt"
     other.write_text("something else entirely\n" * 40)
     assert "not the inputs of" in _error(capsys, "units", old, "--inputs", other)
+
+
+# ----------------------------------------------------------------------------- honest statistics (issue 49)
+class FastICA:
+    """An ICA as ``units`` reads a fitted one (kind "ica" by its class name): the identity,
+    so the sources are the stored columns themselves."""
+
+    def __init__(self, d):
+        self.n_features_in_, self.mixing_ = d, np.eye(d)
+
+    def fit(self, X):
+        return self
+
+    def transform(self, X):
+        return np.asarray(X)
+
+
+def test_flipped_units_histograms_equal_numpy_of_the_oriented_column_with_values_on_edges(tmp_path):
+    """Sources of negative skew are flipped; values lying exactly on a bin edge (multiples of
+    1/8 here) land where np.histogram of the negated column puts them, by label too."""
+    rng = np.random.default_rng(21)
+    S = np.round(rng.exponential(size=(4000, 4)) * 8) / 8 * np.array([1, -1, -1, 1])  # on edges, two negated
+    S[:, 3] = np.round(rng.normal(size=4000) * 8) / 8 - 0.5 * S[:, 0]
+    src = _store(tmp_path / "s.h5", S, _index(400, 10))
+    labels = np.arange(4000) % 3
+    r = units(src, basis=FastICA(4), k=4, inputs=False, labels=labels).to_dict()
+    flipped = [j for j in range(4) if scipy.stats.skew(S[:, j]) < 0]
+    assert r["flipped"] == flipped and {1, 2} <= set(flipped)
+    on_edge = 0
+    for u in r["units"]:
+        z = -S[:, u["unit"]] if u["flipped"] else S[:, u["unit"]]
+        edges = np.asarray(u["hist"]["edges"])
+        assert np.histogram(z, edges)[0].tolist() == u["hist"]["counts"]
+        on_edge += int(np.isin(z, edges).sum())
+        binned = np.searchsorted(edges, z, side="right")  # the label AUROC of the oriented bins
+        if u["label"] is not None:
+            from sklearn.metrics import roc_auc_score
+
+            y = labels.astype(str) == u["label"]["name"]
+            assert u["label"]["auroc"] == pytest.approx(roc_auc_score(y, binned), abs=1e-12)
+    assert on_edge > 1000  # the case is the one that was wrong: many values on edges
+
+
+def test_moments_of_near_constant_units_are_numpy_s_float64_and_tiny_units_are_dead(tmp_path):
+    """Units with |x| < 1e-31 and units at 1e6 +- a few: float64 moments as numpy / scipy
+    compute them from the stored float32 values; the tiny ones (within 1e-6 of the layer's
+    scale of 0) are dead, listed last whatever the order, their share never active."""
+    rng = np.random.default_rng(22)
+    n = 6000
+    X = np.c_[rng.exponential(size=n) * 1e-32, rng.normal(size=n) * 1e-33, 1e6 + np.round(rng.exponential(size=n) * 8),
+              rng.laplace(size=n), 1e6 + rng.normal(size=n) * 3].astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(600, 10))
+    x64 = X.astype(np.float64)
+    for order in ("kurtosis", "variance", "skewness"):
+        d = units(src, k=3, inputs=False, order=order).to_dict()
+        assert d["dead"] == [0, 1] and [u["unit"] for u in d["units"]][-2:] == [0, 1]
+    for u in d["units"]:
+        j = u["unit"]
+        assert u["mean"] == pytest.approx(x64[:, j].mean(), rel=1e-12)
+        assert u["variance"] == pytest.approx(x64[:, j].var(ddof=1), rel=1e-9)
+        assert u["skewness"] == pytest.approx(scipy.stats.skew(x64[:, j]), rel=1e-9, abs=1e-12)
+        assert u["kurtosis"] == pytest.approx(scipy.stats.kurtosis(x64[:, j]), rel=1e-9, abs=1e-12)
+        assert u["dead"] == (j in (0, 1))
+
+
+def _brute_bands(z, edges, top_rows, p, per_band=5):
+    """The rows of each band by brute force: rows with ``lo <= z < hi`` (``<= hi`` for the
+    top band), the top rows left out, the ``per_band`` of smallest priority ``p``, highest
+    value first."""
+    out = []
+    for lo, hi, top in edges:
+        ok = (z >= lo) & ((z <= hi) if top else (z < hi)) & (z != 0)
+        ok[top_rows] = False
+        rows = np.flatnonzero(ok)
+        rows = rows[np.argsort(p[rows], kind="stable")][:per_band]
+        out.append(sorted(rows.tolist(), key=lambda r: (-z[r], r)))
+    return out
+
+
+def test_bands_have_histogram_quantile_edges_and_their_own_rows_sorted_by_value(tmp_path):
+    """Each band's edges are the unit's quantiles to within one histogram bin; each band holds
+    5 rows of the band (the top band too: its rows come from the unit's tail sample), the 5 of
+    smallest priority by brute force, sorted by value; two units share band rows only by
+    chance."""
+    from actkit.units._pass import priority
+
+    rng = np.random.default_rng(23)
+    n, U = 20000, 12
+    X = (rng.laplace(size=(n, U)) * np.arange(1, U + 1)).astype(np.float32)
+    X[:, 5] = np.maximum(X[:, 5], 0)  # a ReLU-like unit: bands over its active rows
+    src = _store(tmp_path / "s.h5", X, _index(2000, 10))
+    d = units(src, k=6, inputs=False, order="index").to_dict()
+    p = priority(np.arange(n))
+    c = priority(np.arange(U), salt=1)
+    seen = []
+    for u in d["units"]:
+        j, z = u["unit"], X[:, u["unit"]].astype(np.float64)
+        act = z[z != 0]
+        w = np.diff(u["hist"]["edges"])[0]
+        bands = u["bands"]
+        assert [b["quantiles"] for b in bands] == [[0.99, 1.0], [0.9, 0.99], [0.5, 0.9]]
+        assert bands[0]["source"] == "tail" and bands[0]["hi"] == float(act.max())
+        for b in bands:
+            assert abs(b["lo"] - np.quantile(act, b["quantiles"][0])) <= w
+            assert len(b["examples"]) == 5
+            values = [e["value"] for e in b["examples"]]
+            assert values == sorted(values, reverse=True)
+        want = _brute_bands(z, [(b["lo"], b["hi"], b["quantiles"][1] == 1.0) for b in bands],
+                            [e["row"] for e in u["top"]], (p + c[j]) % 1.0)
+        assert [[e["row"] for e in b["examples"]] for b in bands] == want
+        seen += [e["row"] for b in bands for e in b["examples"]]
+    assert len(set(seen)) >= len(seen) - 3  # 180 rows of 12 units: shared only by chance
+
+
+def test_dense_units_show_the_share_beyond_3_sd(tmp_path):
+    rng = np.random.default_rng(24)
+    n = 8000
+    X = np.c_[rng.standard_t(3, size=n), rng.normal(size=n),
+              np.where(rng.random(n) < 0.2, rng.exponential(size=n), 0)].astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(800, 10))
+    d = units(src, k=3, inputs=False, order="index").to_dict()
+    for u in d["units"]:
+        z = X[:, u["unit"]].astype(np.float64)
+        far = np.abs(z - z.mean()) > 3 * z.std(ddof=1)
+        edges = np.asarray(u["hist"]["edges"])
+        counts = np.histogram(z, edges)[0]
+        cut = np.searchsorted(edges, [z.mean() - 3 * z.std(ddof=1), z.mean() + 3 * z.std(ddof=1)]) - 1
+        slack = counts[np.clip(cut, 0, len(counts) - 1)].sum() / n  # the two bins the cuts fall in
+        assert abs(u["beyond_3sd"] - far.mean()) <= slack
+        assert u["share_shown"] == ("beyond_3sd" if u["unit"] < 2 else "active")
+    assert d["units"][0]["beyond_3sd"] > 0.005 and d["units"][2]["active_share"] == pytest.approx(
+        np.count_nonzero(X[:, 2]) / n)

@@ -8,6 +8,7 @@ to :func:`actkit.sae_metrics`.
 from __future__ import annotations
 
 import os
+import sys
 
 import actkit
 from actkit.errors import InputError, LayerError
@@ -64,5 +65,5 @@ def run(args) -> int:
         print(f"  {label:<42s} {fmt.format(metrics[key])}")
     if args.json:
         write_json_atomic(args.json, metrics, indent=2, allow_nan=True)
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=sys.stderr)
     return 0

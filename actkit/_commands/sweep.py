@@ -79,7 +79,7 @@ def run(args) -> int:
         plot_sweep(result, args.plot)
     written = [p for p in (args.json, args.plot) if p]
     if written:
-        print(f"wrote {' and '.join(written)}")
+        print(f"wrote {' and '.join(written)}", file=sys.stderr)
     return 0
 
 

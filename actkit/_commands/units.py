@@ -6,6 +6,8 @@ What each unit of a layer responds to (docs/units.md): only parsing and calls to
 
 from __future__ import annotations
 
+import sys
+
 import actkit
 from actkit.errors import InputError
 
@@ -77,8 +79,8 @@ def run(args) -> int:
     print(report)
     if args.json:
         report.to_json(args.json)
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=sys.stderr)
     if args.html:
         report.to_html(args.html, overwrite=args.overwrite)
-        print(f"wrote {args.html}")
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0

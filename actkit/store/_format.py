@@ -76,12 +76,6 @@ def write_progress(path: Path, obj: Mapping[str, Any], fsync: bool = False) -> N
     write_atomic(path, write, fsync=fsync)
 
 
-def remove_stale_temporaries(path: Path) -> None:
-    """Temporary files of the cursor at ``path`` left by a process killed while writing it."""
-    for stale in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
-        stale.unlink(missing_ok=True)
-
-
 def read_json(path: Path) -> dict | None:
     try:
         with open(path) as fh:

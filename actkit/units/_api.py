@@ -6,21 +6,23 @@ import os
 
 import numpy as np
 
+from actkit._rows import block_rows
 from actkit.errors import InputError, LayerError
+from actkit.units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
 from actkit.units._basis import DEFAULT_ORDER, resolve_basis
 from actkit.units._examples import Renderer
 from actkit.units._hist import trimmed
 from actkit.units._lens import logit_lens
-from actkit.units._pass import finish, unit_pass
+from actkit.units._pass import finish, oriented, setup, unit_pass
 from actkit.units._report import SCHEMA, UnitReport
 from actkit.units._select import SELECTIVE_AUROC, selectivity
 
 __all__ = ["ORDERS", "open_units_store", "units"]
 
 ORDERS = ("skewness", "frequency", "variance", "kurtosis", "index")
-#: quantile bands of a unit's active rows below its top examples (fractions of the ranked rows)
-BANDS = ((0.5, 0.9), (0.9, 0.99), (0.99, 1.0))
 MAX_CLASSES = 256
+#: the most rows per block of the pass (its per-block statistics fit a core's cache better)
+MAX_BLOCK_ROWS = 16384
 
 
 def _int(name, value, low):
@@ -84,41 +86,32 @@ def _labels(labels, layer_obj, n):
 
 
 def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
+    """The pass over the basis's rows (:mod:`actkit.units._pass`): its :class:`UnitStats`."""
     from actkit.runners import runner_for  # the runner decides where the pass runs
 
-    width = max(basis.n_units, int(basis.rows.shape[1]))
-    rows = int(max(64, min(16384, (16 << 20) // (4 * width))))
+    rows = block_rows(max(basis.n_units, int(basis.rows.shape[1])), max_rows=MAX_BLOCK_ROWS)
     threads = basis.sae is None or str(getattr(basis.sae, "device", "cpu")) == "cpu"
-    p = unit_pass(basis, k, rows, labels=codes, classes=n_classes, random_state=random_state, threads=threads)
+    st = setup(basis, k, labels=codes, classes=n_classes, random_state=random_state, flippable=basis.kind == "ica")
     with runner_for(basis.rows, scheduler, block_rows=rows) as (X, runner):
-        return finish(runner.run(X, p, desc="units", progress=progress))
+        return finish(runner.run(X, unit_pass(st, rows, threads=threads), desc="units", progress=progress), st)
 
 
-def _moments_table(acc, basis):
-    n, mean, m2, m3, m4 = acc["moments"]
-    var = m2 / max(n - 1, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        skew = np.where(m2 > 0, np.sqrt(n) * m3 / m2 ** 1.5, 0.0)
-        kurt = np.where(m2 > 0, n * m4 / m2 ** 2 - 3.0, 0.0)
-    return {"n": int(n), "mean": mean, "variance": var, "sd": np.sqrt(var), "skewness": skew, "kurtosis": kurt,
-            "active": acc["active"] / max(n, 1)}
+def _orient(stats, basis):
+    """ICA sources with negative skewness flipped (top <-> bottom, values negated): a new result."""
+    return oriented(stats, stats.skewness < 0 if basis.kind == "ica" else np.zeros(basis.n_units, bool))
 
 
-def _orient(acc, table, basis):
-    """ICA sources with negative skewness are flipped (top <-> bottom, values negated)."""
-    flip = np.zeros(basis.n_units, bool)
-    if basis.kind == "ica":
-        flip = table["skewness"] < 0
-        for key in ("mean", "skewness"):
-            table[key] = np.where(flip, -table[key], table[key])
-    top, bottom = acc["top"], acc["bottom"]  # bottom holds the largest of -activation
-    acc["top"] = (np.where(flip, bottom[0], top[0]), np.where(flip, bottom[1], top[1]))
-    acc["bottom"] = (-np.where(flip, top[0], bottom[0]), np.where(flip, top[1], bottom[1]))
-    acc["sample"] = (np.where(flip, -acc["sample"][2], acc["sample"][2]), acc["sample"][1])  # (value, row)
-    return flip
+def _moments_table(stats):
+    """Per unit (U,) arrays of the report's statistics, from the oriented result."""
+    n = stats.n
+    sd = np.sqrt(stats.variance)
+    active = stats.active / max(n, 1)
+    return {"n": int(n), "mean": stats.mean, "variance": stats.variance, "sd": sd, "skewness": stats.skewness,
+            "kurtosis": stats.kurtosis, "active": active, "dead": dead_units(stats.vmin, stats.vmax),
+            "beyond_3sd": beyond_share(stats.hist, stats.mean, sd, n), "dense": active >= DENSE}
 
 
-def _order(order, table, basis, flip):
+def _order(order, table, basis):
     name = DEFAULT_ORDER[basis.kind] if order is None else order
     if not isinstance(name, str):
         ids = np.asarray(name, dtype=np.int64).ravel()
@@ -131,64 +124,36 @@ def _order(order, table, basis, flip):
     key = {"skewness": -table["skewness"], "frequency": -table["active"], "variance": -variance,
            "kurtosis": -table["kurtosis"], "index": np.arange(basis.n_units)}[name]
     ids = np.argsort(key, kind="stable")
-    dead = table["active"][ids] == 0
+    dead = table["dead"][ids]
     return name, np.concatenate([ids[~dead], ids[dead]])
-
-
-def _bands(values, rows, top_rows, per_band):
-    """Quantile bands of each shown unit's active rows, from its uniform sample (in priority
-    order): ``values``, ``rows`` (SAMPLE, m) of the m shown units (row -1: an empty slot),
-    ``top_rows`` (k, m) the rows of their top examples (never repeated in a band; -1: none).
-    One list of bands per unit ([] for a unit without active rows); all units at once."""
-    ok = rows >= 0
-    qs = [q for band in BANDS for q in band]
-    Q = np.zeros((len(qs), rows.shape[1]))
-    full = ok.all(axis=0)
-    if full.any():
-        Q[:, full] = np.quantile(values[:, full], qs, axis=0)
-    for j in np.flatnonzero(~full & ok.any(axis=0)):  # a sample not filled: its own rows (a prefix)
-        Q[:, j] = np.quantile(values[ok[:, j], j], qs)
-    fresh = ok & ~(rows[:, None, :] == np.where(top_rows >= 0, top_rows, -2)[None]).any(axis=1)
-    out = [[] for _ in range(rows.shape[1])]
-    for b in reversed(range(len(BANDS))):
-        (lo_q, hi_q), lo, hi = BANDS[b], Q[2 * b], Q[2 * b + 1]
-        inside = fresh & (values >= lo) & ((values < hi) | (hi_q == 1.0))
-        pick = inside & (np.cumsum(inside, axis=0) <= per_band)  # the first per_band in priority order
-        units, slots = np.nonzero(pick.T)
-        cut = np.searchsorted(units, np.arange(rows.shape[1] + 1))
-        for j in np.flatnonzero(ok.any(axis=0)):
-            sl = slots[cut[j]:cut[j + 1]]
-            out[j].append({"quantiles": [lo_q, hi_q], "lo": float(lo[j]), "hi": float(hi[j]),
-                           "examples": [(int(r), float(v)) for r, v in zip(rows[sl, j], values[sl, j])]})
-    return out
 
 
 def _examples(entries, index, renderer):
     return [renderer.example(r, v, index[r, 0], index[r, 1]) for r, v in entries]
 
 
-def _unit_dicts(acc, table, basis, ids, flip, k, index, renderer):
+def _unit_dicts(stats, table, basis, ids, k, index, renderer):
     """One dict per shown unit (the schema of :class:`UnitReport`), examples rendered."""
     out = []
     ids = np.asarray(ids, np.int64)
-    top_rows = np.where(acc["top"][0] > 0, acc["top"][1], -1) if basis.sparse else acc["top"][1]
-    bands_of = _bands(acc["sample"][0][:, ids], acc["sample"][1][:, ids], top_rows[:, ids], max(1, min(5, k)))
+    top_rows = np.where(stats.top[0] > 0, stats.top[1], -1) if basis.sparse else stats.top[1]
+    edges_of = band_edges(stats.hist, stats.n, stats.active, stats.vmax)
     for rank, j in enumerate(ids):
         j = int(j)
-        top = [(int(r), float(v)) for v, r in zip(acc["top"][0][:, j], top_rows[:, j]) if r >= 0]
+        top = [(int(r), float(v)) for v, r in zip(stats.top[0][:, j], top_rows[:, j]) if r >= 0]
         bottom = [] if basis.sparse else [(int(r), float(v)) for v, r in
-                                          zip(acc["bottom"][0][:, j], acc["bottom"][1][:, j]) if r >= 0]
-        counts, edges = trimmed(acc["hist"], j)
+                                          zip(stats.bottom[0][:, j], stats.bottom[1][:, j]) if r >= 0]
+        counts, edges = trimmed(stats.hist, j)
         counts = counts.sum(axis=0)
-        if flip[j]:
-            counts, edges = counts[::-1], -edges[::-1]
-        bands = bands_of[rank]
+        bands = band_examples(stats, edges_of, j, top_rows[:, j])
         for b in bands:
             b["examples"] = _examples(b["examples"], index, renderer)
         out.append({"unit": j, "rank": rank, "mean": table["mean"][j], "sd": table["sd"][j],
                     "variance": table["variance"][j], "skewness": table["skewness"][j],
                     "kurtosis": table["kurtosis"][j], "active_share": table["active"][j],
-                    "dead": bool(table["active"][j] == 0), "flipped": bool(flip[j]),
+                    "beyond_3sd": table["beyond_3sd"][j],
+                    "share_shown": "beyond_3sd" if table["dense"][j] else "active",
+                    "dead": bool(table["dead"][j]), "flipped": bool(stats.flipped[j]),
                     "hist": {"counts": counts, "edges": edges}, "top": _examples(top, index, renderer),
                     "bottom": _examples(bottom, index, renderer), "bands": bands, "logits": None,
                     "label": None, "match": None})
@@ -214,14 +179,12 @@ def _add_lens(unit_dicts, basis, store, layer, flip, inputs):
     return True
 
 
-def _add_labels(unit_dicts, acc, names, flip):
+def _add_labels(unit_dicts, stats, names):
     if names is None:
         return None
     own = set()
     for u in unit_dicts:
-        counts, _ = trimmed(acc["hist"], u["unit"])
-        if flip[u["unit"]]:
-            counts = counts[:, ::-1]
+        counts, _ = trimmed(stats.hist, u["unit"])
         c, auc, mi = selectivity(counts)
         if c is None:
             continue
@@ -286,25 +249,26 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
             raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of unit indices, got {order!r}")
         codes, names = _labels(labels, store[layer], int(store[layer].shape[0]))
         rec = _inputs(store, inputs)
-        acc = _run_pass(b, k, codes, 1 if names is None else len(names), random_state, scheduler, progress)
-        return _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state)
+        stats = _run_pass(b, k, codes, 1 if names is None else len(names), random_state, scheduler, progress)
+        return _report(store, layer, b, stats, k, context, order, max_units, rec, names, random_state)
     finally:
         if opened and hasattr(store, "close"):
             store.close()
 
 
-def _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state):
-    table = _moments_table(acc, b)
-    flip = _orient(acc, table, b)
-    order_name, ids = _order(order, table, b, flip)
-    dead = [int(j) for j in ids if table["active"][j] == 0]
+def _report(store, layer, b, stats, k, context, order, max_units, rec, names, random_state):
+    stats = _orient(stats, b)
+    table = _moments_table(stats)
+    flip = stats.flipped
+    order_name, ids = _order(order, table, b)
+    dead = [int(j) for j in ids if table["dead"][j]]
     shown = ids if max_units is None else ids[:max_units]
     index = np.asarray(store[layer].index)
     attrs = dict(getattr(store[layer], "attrs", {}) or {})
     renderer = Renderer(rec, context, int(index[:, 1].max()) + 1 if index.size else 0, attrs)
-    unit_dicts = _unit_dicts(acc, table, b, shown, flip, k, index, renderer)
+    unit_dicts = _unit_dicts(stats, table, b, shown, k, index, renderer)
     lens = _add_lens(unit_dicts, b, store, layer, flip, rec)
-    label_summary = _add_labels(unit_dicts, acc, names, flip)
+    label_summary = _add_labels(unit_dicts, stats, names)
     data = {"schema": SCHEMA, "store": str(getattr(store, "path", "")), "layer": layer,
             "basis": {"kind": b.kind, "source": b.source, "n_units": b.n_units}, "n_rows": table["n"],
             "n_samples": int(getattr(store, "n_samples", 0) or 0), "k": k, "context": context,
