@@ -15,6 +15,7 @@ import numpy as np
 
 from actkit._data import iter_blocks
 from actkit._groups import SampleGroups, check_same_rows
+from actkit._json import json_ready
 from actkit._frames import frame_html, pandas
 from actkit._progress import progress_bar
 from actkit._threads import small_linalg
@@ -93,13 +94,11 @@ class LayerMap:
                           notes=notes, float_format="{:.3f}")
 
     def to_dict(self) -> dict:
-        def cells(M):
-            return [[None if not np.isfinite(v) else float(v) for v in row] for row in M]
-
+        """The map as JSON values (a cell that is not finite as None: :func:`actkit._json.json_ready`)."""
         out = {"measure": self.measure, "layers_a": list(self.layers_a), "layers_b": list(self.layers_b),
-               "matrix": cells(self.matrix)}
+               "matrix": json_ready(np.asarray(self.matrix, dtype=np.float64))}
         if self.p is not None:
-            out["p"] = cells(self.p)
+            out["p"] = json_ready(np.asarray(self.p, dtype=np.float64))
         out.update(self.info)
         return out
 
