@@ -117,6 +117,7 @@ HANDOFFS = {
     ("actkit.matrix_files._files", "MatrixLayer.to_dask"): "runners",
     ("actkit.matrix_files._files", "MatrixLayer.to_torch"): "loader",
     ("actkit.alignment._stores", "StoreComparison.to_html"): "pages",
+    ("actkit.alignment._stores", "StoreMatrices.to_html"): "pages",
 }
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import actkit
-from actkit.alignment import StoreComparison, compare_stores
+from actkit.alignment import StoreComparison, StoreMatrices, compare_store_matrix, compare_stores
 from actkit.errors import ValidationError
 from cli_helpers import run_cli
 
@@ -40,11 +40,12 @@ def stores(tmp_path_factory):
     b = _store(tmp / "b.h5", {"l1": S @ rng.normal(size=(5, 6)) + 0.3 * rng.normal(size=(320, 6)),
                               "l2": rng.normal(size=(320, 4))}, index)
     other = _store(tmp / "o.h5", {"l1": rng.normal(size=(320, 6))}, index, fingerprint="other")
-    return tmp, a, b, other
+    c = _store(tmp / "c.h5", {"l1": S @ rng.normal(size=(5, 6)), "l2": S @ rng.normal(size=(5, 4))}, index)
+    return tmp, a, b, other, c
 
 
 def test_the_command_writes_what_compare_stores_gives(stores, capsys, tmp_path):
-    _, a, b, _ = stores
+    _, a, b, _, _ = stores
     js, page = tmp_path / "r.json", tmp_path / "r.html"
     code, out, _ = run_cli(capsys, "compare", a, b, "--methods", "permutation,rigid,linear", "--bootstrap", "40",
                            "--json", js, "--html", page, "--quiet")
@@ -63,7 +64,7 @@ def test_the_command_writes_what_compare_stores_gives(stores, capsys, tmp_path):
 
 
 def test_one_pair_is_one_object_and_other_inputs_are_refused_first(stores):
-    _, a, b, other = stores
+    _, a, b, other, _ = stores
     one = compare_stores(actkit.open_store(a), actkit.open_store(b), [("l1", "l1")], **KW)
     d = one.to_dict()
     assert d["store_a"] == str(a) and "permutation" in d and "l1" not in d
@@ -71,3 +72,20 @@ def test_one_pair_is_one_object_and_other_inputs_are_refused_first(stores):
         compare_stores(actkit.open_store(a), actkit.open_store(other), [("l1", "l1")], **KW)
     with pytest.raises(ValidationError, match="x and y have different numbers of rows"):
         actkit.alignment.check_same_rows([np.zeros((5, 2)), np.zeros((6, 2))], ["x", "y"])
+
+
+def test_several_stores_are_compare_store_matrix(stores, capsys, tmp_path):
+    """``actkit compare A B C --metric linear_cka`` writes what compare_store_matrix gives."""
+    _, a, b, _, c = stores
+    js = tmp_path / "m.json"
+    code, out, _ = run_cli(capsys, "compare", a, b, c, "--metric", "linear_cka", "--json", js, "--quiet")
+    assert code == 0
+    got = compare_store_matrix([actkit.open_store(p) for p in (a, b, c)], ["l1", "l2"], metric="linear_cka",
+                               names=[str(a), str(b), str(c)], progress=False)
+    assert isinstance(got, StoreMatrices) and out == got.format() + "\n"
+    assert json.loads(js.read_text(encoding="utf-8")) == json.loads(json.dumps(got.to_dict()))
+    m = got.matrices["l1"]
+    assert m.shape == (3, 3) and np.allclose(np.diag(m), 1.0) and set(got.results["l2"]) == {
+        (i, j) for i in range(3) for j in range(3)}
+    page = got.to_html(tmp_path / "m.html")
+    assert actkit.pages.is_actkit_page(page)

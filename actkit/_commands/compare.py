@@ -206,35 +206,28 @@ def _run_stores(args, paths, methods, display=None):
 
 
 def _run_store_matrix(args, stores, methods, display):
-    """More than two stores: for each layer, the pairwise matrix of --metric (printed; --json,
-    --plot, --html written). Returns 0."""
-    from actkit.alignment import LayerMap, check_same_rows, compare_many  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
-    from actkit.report import format_matrix, save_matrix_plot  # actkit.report: ~1 s at import (measured); at the top actkit --help would pay it
+    """More than two stores: for each layer, the pairwise matrix of --metric
+    (:func:`actkit.alignment.compare_store_matrix`; printed; --json, --plot, --html written). Returns 0."""
+    from actkit.alignment import compare_store_matrix  # actkit.alignment (scikit-learn): ~1 s at import (measured); at the top actkit --help would pay it
 
-    check_same_rows(stores, display)
-    pairs = _layer_pairs(args, stores[0], stores[1])
-    targets = plot_targets(args.plot, [la for la, _ in pairs]) if args.plot else None  # before the work
-    out, maps = {}, []
-    for i, (la, _) in enumerate(pairs):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")        # the results' notes, printed below
-            matrix, many = compare_many([s[la] for s in stores], labels=[f"{p}:{la}" for p in display],
-                                        metric=args.metric, scheduler=args.runner, **_compare_kwargs(args, methods))
-        _print_notes(la, many.values())
-        print(format_matrix(matrix, display, metric=f"{args.metric} [{la}]"))
-        print()
-        lm = LayerMap(matrix, list(display), list(display), measure=f"{args.metric} [{la}]")
-        out[la] = {"metric": args.metric, "labels": list(display), "matrix": lm.to_dict()["matrix"]}
-        maps.append((lm, "stores (rows) x stores (columns)"))
-        if targets:
-            save_matrix_plot(matrix, list(display), targets[i], metric=f"{args.metric} [{la}]")
+    layers = [la for la, _ in _layer_pairs(args, stores[0], stores[1])]
+    targets = plot_targets(args.plot, layers) if args.plot else None  # before the work
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # the results' notes, printed below
+        out = compare_store_matrix(stores, layers, metric=args.metric, names=display, scheduler=args.runner,
+                                   **_compare_kwargs(args, methods))
+    for layer in layers:
+        _print_notes(layer, out.results[layer].values())
+    print(out.format())
+    if targets:
+        from actkit.report import save_matrix_plot  # actkit.report: ~1 s at import (measured); only --plot
+
+        for layer, target in zip(layers, targets):
+            save_matrix_plot(out.matrices[layer], list(display), target, metric=f"{args.metric} [{layer}]")
     if args.json:
-        _write_json(args.json, out)
+        _write_json(args.json, out.to_dict())
     if args.html:
-        from actkit.pages import compare_page  # actkit.pages (actkit.report): ~1 s at import (measured); only --html needs it
-
-        compare_page([], args.html, maps=maps, title=f"actkit compare: {len(display)} stores, {args.metric}",
-                     overwrite=args.overwrite)
+        out.to_html(args.html, overwrite=args.overwrite)
         _wrote(args)
     return 0
 

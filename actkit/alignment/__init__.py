@@ -43,7 +43,7 @@ from actkit.alignment._measure import measure
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import split
-from actkit.alignment._stores import StoreComparison, compare_stores
+from actkit.alignment._stores import StoreComparison, StoreMatrices, compare_store_matrix, compare_stores
 from actkit._groups import check_same_rows
 from actkit.alignment._table import format_matrix, format_table, ica_summary, row_labels, value_of
 from actkit.alignment._tasks import compare_pairs
@@ -58,6 +58,8 @@ __all__ = [
     "compare_pairs",
     "compare_stores",
     "StoreComparison",
+    "compare_store_matrix",
+    "StoreMatrices",
     "check_same_rows",
     "CompareResult",
     "Alignment",

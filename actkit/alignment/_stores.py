@@ -1,6 +1,8 @@
-"""Two stores compared layer by layer: :func:`compare_stores` and its result, :class:`StoreComparison`.
+"""Stores compared layer by layer: :func:`compare_stores` (two stores, :class:`StoreComparison`)
+and :func:`compare_store_matrix` (several, a pairwise matrix per layer, :class:`StoreMatrices`).
 
-``actkit compare A.h5 B.h5`` is this call: every (layer of A, layer of B) pair compared
+``actkit compare A.h5 B.h5`` is the first call, ``actkit compare A.h5 B.h5 C.h5 --metric M`` the
+second. ``compare_stores``: every (layer of A, layer of B) pair compared
 (:func:`actkit.compare`, here or on a scheduler's workers through one task list), and, with
 label ids, the softmax-model distances of the two stores. The result is the data of the
 command's table, JSON and page, computed once: :meth:`StoreComparison.format` is the printed
@@ -12,12 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from actkit._groups import check_same_rows
-from actkit.alignment._compare import compare
-from actkit.alignment._table import format_table, ica_summary
+from actkit._json import json_ready
+from actkit.alignment._compare import compare, compare_many
+from actkit.alignment._layer_map import LayerMap
+from actkit.alignment._table import format_matrix, format_table, ica_summary
 from actkit.alignment._tasks import compare_pairs
 
-__all__ = ["StoreComparison", "compare_stores"]
+__all__ = ["StoreComparison", "StoreMatrices", "compare_stores", "compare_store_matrix"]
 
 
 @dataclass
@@ -128,3 +134,76 @@ def compare_stores(store_a, store_b, layer_pairs=None, *, names=None, softmax_la
                             scheduler=scheduler, progress=progress, **kwargs)
     labels = [la if la == lb else f"{la} -> {lb}" for la, lb in pairs]
     return StoreComparison(results, labels, [tuple(p) for p in pairs], names[0], names[1], softmax)
+
+
+@dataclass
+class StoreMatrices:
+    """The pairwise matrices of several stores, one per layer (:func:`compare_store_matrix`).
+
+    Attributes
+    ----------
+    metric : str
+    labels : list of str
+        The stores' names (rows and columns of every matrix).
+    matrices : dict of layer -> ndarray of shape (K, K)
+        ``matrices[layer][i, j]``: ``metric`` of store ``i`` -> store ``j`` at that layer.
+    results : dict of layer -> dict of (i, j) -> CompareResult
+    """
+
+    metric: str
+    labels: list
+    matrices: dict
+    results: dict
+
+    def to_dict(self) -> dict:
+        """The ``--json`` document: ``{layer: {"metric", "labels", "matrix"}}`` (a cell that is
+        not finite as None)."""
+        return {layer: {"metric": self.metric, "labels": list(self.labels),
+                        "matrix": json_ready(np.asarray(m, dtype=np.float64))} for layer, m in self.matrices.items()}
+
+    def format(self) -> str:
+        """Each layer's matrix as text (:func:`~actkit.alignment.format_matrix`), a blank line after each."""
+        return "\n".join(f"{format_matrix(m, self.labels, metric=f'{self.metric} [{layer}]')}\n"
+                         for layer, m in self.matrices.items())
+
+    def layer_maps(self) -> list:
+        """``[(LayerMap, caption)]``: each matrix as a heat map of the page."""
+        return [(LayerMap(m, list(self.labels), list(self.labels), measure=f"{self.metric} [{layer}]"),
+                 "stores (rows) x stores (columns)") for layer, m in self.matrices.items()]
+
+    def to_html(self, path, *, overwrite: bool = False):
+        """Write the page of the matrices (:func:`actkit.pages.compare_page`); returns its path."""
+        from actkit.pages import compare_page  # a hand-off to the pages (~1 s at import, measured): only a page needs them
+
+        return compare_page([], path, maps=self.layer_maps(), overwrite=overwrite,
+                            title=f"actkit compare: {len(self.labels)} stores, {self.metric}")
+
+
+def compare_store_matrix(stores, layers, *, metric="rigid", names=None, scheduler=None, progress=None,
+                         **kwargs) -> StoreMatrices:
+    """:func:`actkit.compare_many` of the same layer in several stores of the same inputs, per layer.
+
+    Parameters
+    ----------
+    stores : list of Store
+    layers : list of str
+        The layers (each in every store).
+    metric : str, default="rigid"
+        As :func:`actkit.compare_many` (which fits only the alignments it needs).
+    names : list of str, optional
+        The stores' names (default: their paths).
+    scheduler, progress, **kwargs
+        As :func:`actkit.compare_many`.
+
+    Returns
+    -------
+    StoreMatrices
+    """
+    names = [str(getattr(s, "path", f"store {i}")) for i, s in enumerate(stores)] if names is None \
+        else [str(x) for x in names]
+    check_same_rows(stores, names)
+    matrices, results = {}, {}
+    for layer in layers:
+        matrices[layer], results[layer] = compare_many([s[layer] for s in stores], labels=[f"{p}:{layer}" for p in names],
+                                                       metric=metric, scheduler=scheduler, progress=progress, **kwargs)
+    return StoreMatrices(metric, names, matrices, results)
