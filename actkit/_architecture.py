@@ -79,7 +79,9 @@ FLOORS: list = [
          "permutation p-values and bootstrap intervals by input sample: per-sample blocks, re-weighted or re-paired"),
         ("metrics", ["actkit.metrics"], "CKA, CCA, R^2, Amari, MCC, Hoyer, InfoMEC, softmax distances"),
         ("alignment", ["actkit.alignment"],
-         "`align`, `compare`, `compare_many` (and their task lists), maps, splits, `CompareResult`, tables"),
+         "`align`, `compare` (its steps: `alignment.steps`), `compare_many` (and their task lists), "
+         "`compare_stores` / `compare_store_matrix` (what `actkit compare` prints and writes), maps, splits, "
+         "`CompareResult`, tables"),
         ("evaluation", ["actkit.evaluation"], "the downstream protocol of `actkit evaluate` and its result"),
     ]),
     ("outputs", [
