@@ -261,8 +261,8 @@ def check_same_rows(sources, labels, *, need="compare stores of the same inputs"
     rows = [_rows_of(s) for s in sources]
     for i in range(1, len(sources)):
         if rows[0] is not None and rows[i] is not None and rows[0] != rows[i]:
-            raise ValidationError(f"{labels[0]} and {labels[i]} have different numbers of rows ({rows[0]} and "
-                                  f"{rows[i]}); they must be activations of the same inputs, row for row")
+            raise ValidationError(f"{labels[0]} and {labels[i]} have different row counts ({rows[0]} and {rows[i]}); "
+                                  f"they must be activations of the same inputs, row for row")
     index = [getattr(s, "index", None) for s in sources]
     for i in range(1, len(sources)):
         if isinstance(index[0], np.ndarray) and isinstance(index[i], np.ndarray) and \

@@ -70,7 +70,7 @@ def test_one_pair_is_one_object_and_other_inputs_are_refused_first(stores):
     assert d["store_a"] == str(a) and "permutation" in d and "l1" not in d
     with pytest.raises(ValidationError, match="were extracted from different inputs"):
         compare_stores(actkit.open_store(a), actkit.open_store(other), [("l1", "l1")], **KW)
-    with pytest.raises(ValidationError, match="x and y have different numbers of rows"):
+    with pytest.raises(ValidationError, match="x and y have different row counts"):
         actkit.alignment.check_same_rows([np.zeros((5, 2)), np.zeros((6, 2))], ["x", "y"])
 
 

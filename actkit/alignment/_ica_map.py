@@ -25,6 +25,7 @@ from actkit.alignment._maps import Alignment
 from actkit.alignment._sides import Side
 from actkit.ica import FastICA, gaussianity, ica_min_rows, ica_supported_components, no_signal, whiten_rows
 from actkit.errors import ValidationError
+from actkit.stats import CrossMoments
 from actkit.whitening import whitening_from_moments
 
 ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...
@@ -91,6 +92,17 @@ def source_sd(U, scatter):
     floor = 1e-6 * max(top, 0.0) * np.einsum("ij,ij->i", U, U)
     return np.where(var > floor, np.sqrt(np.maximum(var, 0.0)), np.nan)
 
+
+
+def source_moments(e, Ua, Ub):
+    """The cross moments (:class:`~actkit.stats.CrossMoments`) of the sources ``Ua x`` and ``Ub
+    y`` over the rows of ``e``, centred: their correlation is :meth:`CrossMoments.correlation`'s."""
+    ka, kb = Ua.shape[0], Ub.shape[0]
+    with small_linalg():
+        state = {"n": e.n, "compute_xx": True, "compute_yy": True, "debiased_terms": False,
+                 "shift_x": np.zeros(ka), "shift_y": np.zeros(kb), "sx": np.zeros(ka), "sy": np.zeros(kb),
+                 "xy": Ua @ e.scatter_xy() @ Ub.T, "xx": Ua @ e.scatter_xx() @ Ua.T, "yy": Ub @ e.scatter_yy() @ Ub.T}
+    return CrossMoments().load_state_dict(state)
 
 
 def whitened_side(side, k):

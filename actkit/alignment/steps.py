@@ -34,7 +34,7 @@ from actkit._progress import heartbeat
 from actkit._rows import sample_rows
 from actkit._warn import warn_user
 from actkit.alignment._diameter import diameter
-from actkit.alignment._ica_map import source_sd
+from actkit.alignment._ica_map import source_moments, source_sd
 from actkit.alignment._ica_report import fit_notes, ica_maps, ica_measures
 from actkit.alignment._inputs import as_source, n_features, n_rows
 from actkit.alignment._maps import LinearAlignment, PermutationAlignment, RigidAlignment, closed_form_rows
@@ -345,11 +345,11 @@ def matched_sources(alignments, pair: Pair) -> Sources:
     h = alignments["ica"]
     e = pair.eval_pm
     Ua, Ub = h.unmixing_a_, h.unmixing_b_
-    c = Ua @ e.scatter_xy() @ Ub.T
-    sa = source_sd(Ua, e.scatter_xx())
+    sa = source_sd(Ua, e.scatter_xx())      # NaN: a source that does not vary beyond rounding
     sb = source_sd(Ub, e.scatter_yy())
     with np.errstate(invalid="ignore"):
-        corr = np.clip(c / sa[:, None] / sb[None, :], -1.0, 1.0)
+        corr = source_moments(e, Ua, Ub).correlation()
+        corr = np.clip(np.where(np.isnan(sa)[:, None] | np.isnan(sb)[None, :], np.nan, corr), -1.0, 1.0)
     r, cc = h.pairs_[:, 0], h.pairs_[:, 1]
     matched = corr[r, cc] * h.signs_
     rest = np.setdiff1d(np.arange(corr.shape[1]), cc)
