@@ -446,18 +446,29 @@ def test_corpus_markup_is_data_in_every_output(planted, tmp_path):
     back = json.loads((tmp_path / "r.json").read_text())
     assert back["units"] == r.to_dict()["units"]
     assert "<script>alert(1)</script>" in json.dumps(back)
-    assert isinstance(repr(r), str) and isinstance(r.to_frame(), __import__("pandas").DataFrame)
+    assert "<script>alert(1)</script>" in repr(r.unit(3)["top"][0]["text"]) and r.to_frame()["unit"].tolist() == r.units
 
 
-def test_report_views_share_one_data_structure(planted):
-    path, *_ = planted
+def test_the_frame_and_the_dict_hold_each_units_numpy_moments(planted):
+    """Every view's number is the unit's own, computed here from the rows by numpy / scipy
+    (mean, SD with ddof=1, variance, skewness and excess kurtosis as ``scipy.stats`` with
+    ``bias=True``), not only the views agreeing with each other."""
+    import scipy.stats
+
+    path, X, *_ = planted
     r = units(path, k=2, inputs=False, max_units=3)
     assert isinstance(r, UnitReport) and len(r) == 3
     d = r.to_dict()
     assert d["schema"] == "actkit-units/1" and len(d["units"]) == 3
     frame = r.to_frame()
     assert frame["unit"].tolist() == r.units == [u["unit"] for u in d["units"]]
-    assert frame["skewness"].tolist() == [u["skewness"] for u in d["units"]]
+    for row, u in zip(frame.to_dict("records"), d["units"]):
+        col = X[:, row["unit"]].astype(np.float64)
+        expect = {"mean": col.mean(), "sd": col.std(ddof=1), "variance": col.var(ddof=1),
+                  "skewness": scipy.stats.skew(col), "kurtosis": scipy.stats.kurtosis(col)}
+        for key, value in expect.items():
+            assert row[key] == pytest.approx(value, rel=1e-6), (row["unit"], key)
+            assert u[key] == pytest.approx(value, rel=1e-6), (row["unit"], key)
     assert repr(r).startswith("UnitReport: 8 neuron units of layer h (3,000 rows)")
 
 

@@ -2,7 +2,7 @@
 
 The correlation of every unit of A with every unit of B over all rows comes from one streamed
 pass of cross moments (:mod:`actkit._units._match_pass`, :meth:`actkit.stats.CrossMoments.correlation`);
-the matching maximises the summed |correlation| (Hungarian, ``scipy.optimize.linear_sum_assignment``).
+the matching maximises the summed |correlation| (Hungarian: :func:`actkit.metrics.match_columns`).
 Each pair's p-value comes from re-pairing whole input samples (a sample of A with another
 sample of B of the same length, row by row), on up to ``max_rows`` rows of whole samples that
 can be re-paired (:mod:`actkit._units._match_null`): every pair's |correlation| is standardised
@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from actkit._frames import frame_html
+from actkit._matching import match_columns
 from actkit._warn import warn_user
 from actkit.errors import InputError, ValidationError
 from actkit.inference import bootstrap_floor_error
@@ -259,11 +260,9 @@ def _stream(ba, bb, keep, picks, scheduler, progress):
 
 def _result(corr, flip, A, B, groups, permutations, random_state, info, report):
     """The :class:`UnitMatch` of the correlations ``corr`` and the rows ``A``, ``B`` of the null."""
-    from scipy.optimize import linear_sum_assignment  # scipy: the Hungarian matching
-
     if flip is not None:  # |corr|, the null and the intervals do not see the sign
         corr = np.where(flip[:, None], -corr, corr)
-    ia, ib = linear_sum_assignment(-np.abs(corr))
+    ia, ib, _ = match_columns(corr)
     pv, null, exact, movable, n_samples = max_t_null(A, B, groups, int(permutations), random_state)
     if movable == 0:
         raise ValidationError("match_units: no two input samples have the same number of rows; whole samples "

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import math
-
-import numpy as np
 
 from actkit._frames import frame_html
+from actkit._json import json_ready
 from actkit.errors import InputError
 
 __all__ = ["SCHEMA", "UnitReport"]
@@ -18,23 +16,6 @@ SCHEMA = "actkit-units/1"
 COLUMNS = ("unit", "rank", "mean", "sd", "variance", "skewness", "kurtosis", "active_share", "beyond_3sd",
            "share_shown", "dead", "flipped",
            "top_value", "top_token", "top_token_share", "label", "label_auroc", "label_mi", "match", "match_corr", "match_p", "shared")
-
-
-def _clean(x):
-    """JSON-safe: numpy scalars and arrays as Python, NaN as None."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _clean(x.tolist())
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return None if not math.isfinite(float(x)) else float(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
 
 
 def _top_token(tops) -> dict:
@@ -134,7 +115,7 @@ class UnitReport:
 
     def to_dict(self) -> dict:
         """The report's data (JSON-safe: plain Python types, NaN as None)."""
-        return _clean(self._data)
+        return json_ready(self._data)
 
     @property
     def units(self) -> list:
@@ -144,7 +125,7 @@ class UnitReport:
     def unit(self, i) -> dict:
         """The dict of unit ``i`` (its index in the basis)."""
         try:
-            return _clean(self._by_unit[int(i)])
+            return json_ready(self._by_unit[int(i)])
         except KeyError:
             raise InputError(f"unit {i} is not in this report (units 0..{self._data['basis']['n_units'] - 1}; "
                              f"shown: {len(self._by_unit)})") from None
