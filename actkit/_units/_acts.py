@@ -50,6 +50,7 @@ def unit_values(basis, rows, units) -> np.ndarray:
     """(m,) float64: the activation of ``units[i]`` at ``rows[i]`` (each (m,) int64, rows >= 0),
     computed by ``basis`` from the rows as stored, a bounded chunk of rows at a time."""
     rows, units = np.asarray(rows, np.int64), np.asarray(units, np.int64)
+    # distinct rows to read (row numbers, not input samples: those are actkit._groups')
     uniq, inverse = np.unique(rows, return_inverse=True)
     out = np.empty(rows.size, np.float64)
     step = max(1, VALUES_AT_ONCE // max(1, basis.n_units))

@@ -108,6 +108,7 @@ def _labels(labels, layer_obj, n):
 
         labels = read_labels(labels, layer=layer_obj)
     labels, note = per_row_labels(np.asarray(labels), layer_obj, n)
+    # label coding (not input samples: those are actkit._groups')
     names, codes = np.unique(labels.astype(str), return_inverse=True)
     if names.size > MAX_CLASSES:
         raise InputError(f"labels: {names.size} distinct labels; at most {MAX_CLASSES} are scored per unit")

@@ -1,8 +1,9 @@
 """The chance level of matched units, from input samples as groups: which rows enter, the
 re-pairings of whole samples (the null) and the resamples of samples (the bootstrap).
 
-Every use of the input samples in :func:`actkit.match_units` is here, in these three
-functions, so that moving them onto actkit's one module of input-sample groups is one edit.
+Every use of the input samples in :func:`actkit.match_units` is here, and each goes through
+actkit's one module of input-sample groups (:class:`actkit._groups.SampleGroups`: lengths,
+movable samples, the row order of a re-pairing, the draws).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import math
 
 import numpy as np
 
-from actkit.inference import Samples, bootstrap_draws, percentile_interval, permutation_draws
+from actkit._groups import SampleGroups
+from actkit.inference import Samples, percentile_interval
 
 __all__ = ["abs_corr_intervals", "max_t_null", "null_rows", "repairings"]
 
@@ -25,39 +27,37 @@ def null_rows(index, max_rows, random_state):
     them), at most ``max_rows`` (sorted global row numbers). Rows of a sample that cannot move
     would keep their pairing under every re-pairing and make the null as large as the data."""
     groups = index[:, 0]
-    ids, counts = np.unique(groups, return_counts=True)
-    lengths, per_length = np.unique(counts, return_counts=True)
-    movable = np.isin(counts, lengths[per_length >= 2])
-    ids, counts = ids[movable], counts[movable]
+    g = SampleGroups(groups)
+    ids, counts = np.flatnonzero(g.movable()), g.n_s[g.movable()]
     rng = np.random.default_rng([int(random_state), 3])
     order = rng.permutation(ids.size)
-    keep = order[np.cumsum(counts[order]) <= max_rows]
-    lengths, per_length = np.unique(counts[keep], return_counts=True)
-    keep = keep[np.isin(counts[keep], lengths[per_length >= 2])]
-    return np.flatnonzero(np.isin(groups, ids[keep]))
+    keep = ids[order[np.cumsum(counts[order]) <= max_rows]]
+    lengths = g.n_s[keep]  # of the kept samples, only those with a partner of their length stay
+    keep = keep[np.bincount(lengths)[lengths] >= 2]
+    return np.flatnonzero(np.isin(g.inverse, keep))
 
 
-def repairings(n_s, permutations, random_state):
-    """``(perms (N, G), exact, movable share)``: every re-pairing of the samples (among
-    samples of equal length; the identity included) when there are at most ``permutations``
-    of them (``exact``), else ``permutations`` random ones."""
-    classes = [np.flatnonzero(n_s == length) for length in np.unique(n_s)]
+def repairings(g, permutations, random_state):
+    """``(perms (N, G), exact, movable share)`` of the samples ``g`` (:class:`SampleGroups`):
+    every re-pairing of the samples (among samples of equal length; the identity included) when
+    there are at most ``permutations`` of them (``exact``), else ``permutations`` random ones
+    (:meth:`SampleGroups.permutation_draws`)."""
+    classes = [idx for _, idx in g.classes()]
     total = 1
     for idx in classes:
         total *= math.factorial(idx.size)
         if total > permutations:
             break
     if total > permutations:
-        perms, movable = permutation_draws(n_s, int(permutations), random_state)
+        perms, movable = g.permutation_draws(int(permutations), random_state)
         return perms, False, movable
-    movable = sum(idx.size for idx in classes if idx.size > 1) / max(n_s.size, 1)
     out = []
     for combo in itertools.product(*[itertools.permutations(idx.tolist()) for idx in classes]):
-        perm = np.arange(n_s.size)
+        perm = np.arange(g.G)
         for idx, p in zip(classes, combo):
             perm[idx] = p
         out.append(perm)
-    return np.array(out, dtype=np.int64), True, movable
+    return np.array(out, dtype=np.int64), True, g.movable_share()
 
 
 def max_t_null(A, B, groups, permutations, random_state):
@@ -76,10 +76,10 @@ def max_t_null(A, B, groups, permutations, random_state):
     sd_b[sd_b == 0] = np.inf
     Az, Bz = S.A / sd_a, S.B / sd_b
     observed = np.abs(Az.T @ Bz) / S.n
-    perms, exact, movable = repairings(S.n_s, permutations, random_state)
+    perms, exact, movable = repairings(S.groups, permutations, random_state)
 
     def permuted(perm):
-        return np.abs(Az.T @ Bz[S.offsets[perm[S.sample_of_row]] + S.position]) / S.n
+        return np.abs(Az.T @ Bz[S.groups.row_order(perm)]) / S.n
 
     total, total2 = np.zeros_like(observed), np.zeros_like(observed)
     for perm in perms:  # each pair's null mean and SD
@@ -100,10 +100,9 @@ def abs_corr_intervals(A, B, groups, a, b, bootstrap, confidence, random_state):
     """Percentile intervals ``(lo, hi)`` (each (P,)) of the pairs' |correlation| (columns
     ``a`` of A with ``b`` of B) over ``bootstrap`` resamples of whole input samples."""
     S = Samples(A[:, a], B[:, b], groups, norms=False)
-    starts = S.offsets[:-1]
     x, y = S.A, S.B
-    per = [np.add.reduceat(v, starts, axis=0) for v in (x, y, x * x, y * y, x * y)]  # (G, P) each
-    W = bootstrap_draws(S.G, int(bootstrap), random_state)  # (M, G) multiplicities
+    per = [S.groups.per_sample(v) for v in (x, y, x * x, y * y, x * y)]  # (G, P) each
+    W = S.groups.bootstrap_draws(int(bootstrap), random_state)  # (M, G) multiplicities
     n = W @ S.n_s
     sx, sy, sxx, syy, sxy = (W @ v for v in per)
     cov = sxy - sx * sy / n[:, None]

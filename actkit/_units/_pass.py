@@ -107,7 +107,7 @@ class Setup(NamedTuple):
     classes: int
     labels: np.ndarray | None
     random_state: int
-    offsets: np.ndarray  # (U,) each unit's priority offset
+    shifts: np.ndarray  # (U,) each unit's priority shift (its own sample: frac(p_row + shift))
     tau_hi: np.ndarray  # (U,) the tail sample holds the active rows at or above tau_hi (-inf: every one) ...
     tau_lo: np.ndarray  # (U,) ... or at or below tau_lo (-inf where the unit is never flipped)
     flippable: bool  # units may be flipped (ICA): their histograms count values on bin edges
@@ -189,8 +189,8 @@ def tail_thresholds(basis, flippable):
 def setup(basis, k, *, labels=None, classes=1, random_state=0, flippable=False) -> Setup:
     """The :class:`Setup` of a pass over ``basis`` (reads rows spread over it for the tails)."""
     tau_hi, tau_lo = tail_thresholds(basis, flippable)
-    offsets = priority(np.arange(basis.n_units), random_state, salt=1)
-    return Setup(basis, int(k), int(classes), labels, int(random_state), offsets, tau_hi, tau_lo, bool(flippable))
+    shifts = priority(np.arange(basis.n_units), random_state, salt=1)
+    return Setup(basis, int(k), int(classes), labels, int(random_state), shifts, tau_hi, tau_lo, bool(flippable))
 
 
 # ----------------------------------------------------------------------------- a block
@@ -235,7 +235,7 @@ def _tail(st, r, u, v, p):
     ``tau_hi`` or at or below ``tau_lo``; with their scores ``1 - priority``."""
     keep = (v != 0) & ((v >= st.tau_hi[u]) | (v <= st.tau_lo[u]))
     r, u, v = r[keep], u[keep], v[keep]
-    return r, u, v, 1.0 - rotated(p[r], st.offsets[u])
+    return r, u, v, 1.0 - rotated(p[r], st.shifts[u])
 
 
 def _map(block, first_row, st: Setup) -> Block:
@@ -298,14 +298,14 @@ def _fold_sample(t: Ranked, b: Block, first_row, st):
     """The active rows of smallest rotated priority; scores ``1 - priority``, payloads the values."""
     for lo, hi in t.chunks(b.n, st.warm):
         if b.A is not None:  # the rows of small priority first (a binary search per unit)
-            rows, u = _below(b.p[lo:hi], st.offsets, 1.0 - t.threshold, b.order(lo, hi))
+            rows, u = _below(b.p[lo:hi], st.shifts, 1.0 - t.threshold, b.order(lo, hi))
             v = b.values(lo, rows, u)
         else:
             a, z = np.searchsorted(b.r, [lo, hi])
             rows, u, v = b.r[a:z] - lo, b.u[a:z], b.v[a:z]
         keep = v != 0
         rows, u, v = rows[keep], u[keep], v[keep]
-        score = 1.0 - rotated(b.p[lo + rows], st.offsets[u])
+        score = 1.0 - rotated(b.p[lo + rows], st.shifts[u])
         keep = score > t.threshold[u]
         t.offer((u[keep], score[keep], rows[keep].astype(np.int64) + first_row + lo, v[keep]))
     t.seen += b.n

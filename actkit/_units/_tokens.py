@@ -41,6 +41,7 @@ def top_tokens(ids, values) -> dict | None:
     ids, values = np.asarray(ids, np.int64).ravel(), np.asarray(values, np.float64).ravel()
     if ids.size == 0:
         return None
+    # token coding (token ids, not input samples: those are actkit._groups')
     uniq, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
     means = np.bincount(inverse.ravel(), values, minlength=uniq.size) / counts
     order = np.lexsort((uniq, -means, -counts))
