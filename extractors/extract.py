@@ -53,14 +53,13 @@ from ._base import DTYPES
 from ._batching import Batching, check_batching_options, check_token_budget, take
 from ._buffer import RowBuffer
 from ._hooks import Capture
+from ._budget import check_budget_before_load
 from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
 from ._plan import plan_layers, to_rows
 from ._records import (INIT_SEED, keep_labels, layer_specs, provenance_record, request_record,
                        samples_fingerprint)
-from .hf_text import tokenize
 from .inputs import read_inputs
 from .naming import resolve_names
-from .windows import quiet_logs
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
 #: ``"resumed"`` or ``"complete"``: already finished, nothing computed), ``resumed_from``
@@ -312,7 +311,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         progress = progress and world.rank == 0
     data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
     sort_by_length, max_batch_tokens = batching
-    tokenized = _check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
+    tokenized = check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
                                           trust_remote_code)
     adapter = registry.load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
                                   trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
@@ -418,34 +417,6 @@ def _sharded_runner(world, out, adapter, data, plans, names, extra, pool, batch_
                                            inputs=recorded)
 
     return run_sharded
-
-
-def _check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
-                              trust_remote_code):
-    """``--max-batch-tokens`` that some input cannot fit: one line before the model loads.
-
-    Returns the token ids of the texts and their spans when they were computed for the check
-    (the adapter reuses them, :func:`~actkit.extractors.hf_text.tokenize`), else ``None``.
-    """
-    if max_batch_tokens is None or context_length is not None:
-        return None
-    if data.kind != "text":
-        raise InputError(f"--max-batch-tokens cuts batches of text by tokens; {data.source} holds {data.kind}s")
-    if max_length is not None and int(max_length) <= max_batch_tokens:
-        return None  # every input is truncated to fit
-    loaded = registry.load_tokenizer(model, revision=revision, trust_remote_code=trust_remote_code)
-    if loaded is None:  # not local or cached: checked once the model is loaded
-        return None
-    tokenizer, limit = loaded
-    with quiet_logs():  # "sequence longer than ..." is the model's limit: truncated (and said) later
-        tokenized = tokenize(tokenizer, data.texts)
-    ids = tokenized[0]
-    if max_length is not None:
-        limit = int(max_length) if limit is None else min(limit, int(max_length))
-    lengths = np.fromiter((len(s) for s in ids), dtype=np.int64, count=len(ids))
-    check_token_budget(lengths if limit is None else np.minimum(lengths, limit), max_batch_tokens, data.texts,
-                       data.source)
-    return tokenized
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,
