@@ -67,9 +67,10 @@ _LAZY = {
     "to_torch": "actkit.loader",
     "ActivationDataset": "actkit.loader",
     "export_store": "actkit.export",
-    "units": "actkit.units",
-    "match_units": "actkit.units",
-    "UnitReport": "actkit.units",
+    "units": "actkit._units",
+    "match_units": "actkit._units",
+    "UnitReport": "actkit._units",
+    "UnitMatch": "actkit._units",
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)

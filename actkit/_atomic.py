@@ -14,7 +14,6 @@ user's file or folder, whatever its name, carries no marker.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
+from actkit._json import json_default  # the one numpy-to-JSON rule (NaN as null), write_json_atomic's hook
 
 __all__ = ["write_atomic", "write_text_atomic", "write_json_atomic", "save_figure_atomic",
            "json_default", "Temporary", "remove_stale_temporaries", "move_into_place", "TEMPORARY_MARKER"]
@@ -226,17 +225,6 @@ def write_text_atomic(path, text: str, *, fsync: bool = False) -> Path:
             fh.write(text)
 
     return write_atomic(path, write, fsync=fsync)
-
-
-def json_default(obj):
-    """JSON for numpy scalars and arrays, dataclasses and paths (anything else: its ``str``)."""
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    return str(obj)
 
 
 def write_json_atomic(path, obj, *, fsync: bool = False, newline: bool = True, **dumps) -> Path:

@@ -44,8 +44,7 @@ def _central(X, ref):
         d -= m
         d2 = d * d
         m2 = d2.sum(axis=0)
-        m3 = np.multiply(d2, d, out=d).sum(axis=0)
-        m4 = np.multiply(d2, d2, out=d2).sum(axis=0)
+        m3, m4 = np.einsum("ij,ij->j", d2, d), np.einsum("ij,ij->j", d2, d2)  # no temporary
         out = pebay_merge(out, (d.shape[0], m, m2, m3, m4))
     return out
 
@@ -54,8 +53,8 @@ class ColumnMoments:
     """Count, mean, variance, skewness and excess kurtosis of every column of a stream of
     row blocks, accumulated in float64 and merged exactly (Pébay 2008).
 
-    Each column's values are shifted by a reference of its own (the first block's column
-    means, rounded to the block's dtype) and every block is reduced in float64 in two passes
+    Each column's values are shifted by a reference of its own (its first value) and every
+    block is reduced in float64 in two passes
     (mean, then the powers of the deviations), so a near-constant column (values near 1e-31,
     or 1e6 +- 1e-3) gets the moments numpy computes in float64, and partial results of any
     blocks, threads or workers merge to the moments of their union.
@@ -114,9 +113,7 @@ class ColumnMoments:
             raise ValidationError(f"expected a 2-D block of rows, got shape {X.shape}")
         if X.shape[0] == 0:
             return self
-        dt = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-        self._start(X.shape[1], X.mean(axis=0, dtype=np.float64).astype(dt).astype(np.float64)
-                    if self.ref is None else None)
+        self._start(X.shape[1], X[0].astype(np.float64) if self.ref is None else None)
         n, mean, m2, m3, m4 = _central(X, self.ref)
         return self._fold(n, mean, m2, m3, m4, self.ref)
 

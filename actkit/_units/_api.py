@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
 
+from actkit._device import check_device
 from actkit._rows import block_rows
+from actkit._units._acts import RowLookup, add_window_acts
+from actkit._units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
+from actkit._units._basis import DEFAULT_ORDER, resolve_basis
+from actkit._units._examples import Renderer
+from actkit._units._hist import trimmed
+from actkit._units._lens import add_lens
+from actkit._units._pass import finish, oriented, setup, unit_pass
+from actkit._units._report import SCHEMA, UnitReport
+from actkit._units._select import SELECTIVE_AUROC, selectivity
+from actkit._units._tokens import K_TOKENS, add_top_tokens
 from actkit.errors import InputError, LayerError
-from actkit.units._bands import DENSE, band_edges, band_examples, beyond_share, dead_units
-from actkit.units._basis import DEFAULT_ORDER, resolve_basis
-from actkit.units._examples import Renderer
-from actkit.units._hist import trimmed
-from actkit.units._lens import logit_lens
-from actkit.units._pass import finish, oriented, setup, unit_pass
-from actkit.units._report import SCHEMA, UnitReport
-from actkit.units._select import SELECTIVE_AUROC, selectivity
 
 __all__ = ["ORDERS", "open_units_store", "units"]
 
@@ -31,21 +35,44 @@ def _int(name, value, low):
     return int(value)
 
 
-def open_units_store(store, layer):
-    """``(store, layer name, opened here)`` of a path or an open store; one line for a missing layer."""
+def _from_layer(store, layer):
+    """``(store, layer)`` of a store's layer given as ``store`` (a layer knows its store); one
+    line for an array in memory, which has no store."""
+    if hasattr(store, "store") and hasattr(store, "name") and hasattr(store, "index"):  # a Layer, a MatrixLayer
+        if getattr(store, "selected_rows", None) is not None:
+            raise InputError("a selection of a layer's rows (select_rows) is not a layer: pass the store and the layer "
+                             "name, and give the rows to match_units as rows=")
+        if layer is not None and layer != store.name:
+            raise LayerError(f"layer={layer!r}, but the layer given is {store.name!r}; give one of them")
+        return store.store, store.name
+    if isinstance(store, np.ndarray) or hasattr(store, "detach") or (hasattr(store, "__array__")
+                                                                   and not hasattr(store, "layers")):
+        raise InputError(f"units reads a store (a path, an open store or one of its layers), not an array in memory "
+                         f"({type(store).__name__}): save it (np.save('x.npy', X)) and pass 'x.npy', which reads as "
+                         "a one-layer store")
+    return store, layer
+
+
+def open_units_store(store, layer, flag="--layer"):
+    """``(store, layer name, opened here)`` of a path, an open store or a store's layer; one
+    line for a missing layer (naming ``flag``) or an array in memory."""
+    store, layer = _from_layer(store, layer)
     opened = isinstance(store, (str, os.PathLike))
     if opened:
         from actkit.matrix_files import open_source  # stores and embedding files: the analysis commands' one door
 
         store = open_source(store)
     names = list(store.layers)
-    if layer is None:
-        if len(names) != 1:
-            raise LayerError(f"{store.path} has {len(names)} layers ({', '.join(names[:12])}); pick one with --layer")
-        layer = names[0]
-    if layer not in names:
-        raise LayerError(f"{store.path} has no layer {layer!r} (it has {', '.join(names[:12])}); pick one with --layer")
-    return store, layer, opened
+    bad = None
+    if layer is None and len(names) != 1:
+        bad = f"{store.path} has {len(names)} layers ({', '.join(names[:12])}); pick one with {flag}"
+    elif layer is not None and layer not in names:
+        bad = f"{store.path} has no layer {layer!r} (it has {', '.join(names[:12])}); pick one with {flag}"
+    if bad:
+        if opened:
+            store.close()
+        raise LayerError(bad)
+    return store, layer or names[0], opened
 
 
 def _inputs(store, inputs):
@@ -59,6 +86,10 @@ def _inputs(store, inputs):
             raise InputError(f"{store.path} does not record its inputs (an older store or an embedding file); "
                              "pass inputs=PATH (--inputs) to re-attach them, or inputs=False (--no-inputs) "
                              "for statistics without examples")
+        if rec.kind == "text" and not rec.has_text:  # an older store: its text decoded from its ids
+            from actkit.extractors import decoded_text  # the recorded tokenizer (jobs floor; local files only)
+
+            rec = decoded_text(rec)
         return rec
     if hasattr(inputs, "kind") and hasattr(inputs, "n_samples"):
         return inputs
@@ -68,25 +99,46 @@ def _inputs(store, inputs):
 
 
 def _labels(labels, layer_obj, n):
-    """``(codes (n,) int64, names)`` or ``(None, None)``; one line for a wrong length."""
+    """``(codes (n,) int64, names, note)`` or ``(None, None, None)``; labels per input sample are
+    spread over their rows (:func:`per_row_labels`)."""
     if labels is None:
-        return None, None
+        return None, None, None
     if isinstance(labels, (str, os.PathLike)):
-        from actkit.evaluation import read_labels  # the label files of actkit evaluate
+        from actkit.evaluation import read_labels  # hand-off: the label files of actkit evaluate
 
         labels = read_labels(labels, layer=layer_obj)
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.shape[0] != n:
-        raise InputError(f"labels: {labels.shape[0] if labels.ndim else 0} labels for {n} rows; "
-                         "give one label per row of the layer")
+    labels, note = per_row_labels(np.asarray(labels), layer_obj, n)
+    # label coding (not input samples: those are actkit._groups')
     names, codes = np.unique(labels.astype(str), return_inverse=True)
     if names.size > MAX_CLASSES:
         raise InputError(f"labels: {names.size} distinct labels; at most {MAX_CLASSES} are scored per unit")
-    return codes.astype(np.int64).ravel(), [str(x) for x in names]
+    return codes.astype(np.int64).ravel(), [str(x) for x in names], note
+
+
+def per_row_labels(labels, layer_obj, n):
+    """``(labels (n,), note)``: one label per row as given, or one per input sample of a layer
+    with several rows per sample (per token, per patch) spread over the rows of its sample
+    (``note`` says so; None otherwise). One line for any other length, and for labels per
+    sample of rows without a sample index."""
+    m = labels.shape[0] if labels.ndim else 0
+    if labels.ndim == 1 and m == n:
+        return labels, None
+    index = getattr(layer_obj, "index", None) if labels.ndim == 1 else None
+    if index is None:
+        raise InputError(f"labels: {m} labels for {n} rows; give one label per row of the layer"
+                         + ("" if labels.ndim != 1 else " (its rows carry no sample index, so labels per input "
+                            "sample cannot be spread over them)"))
+    samples = np.asarray(index)[:, 0]
+    n_samples = int(samples.max()) + 1 if samples.size else 0
+    if m != n_samples:
+        raise InputError(f"labels: {m} labels for {n} rows of {n_samples} input samples; give one label per row "
+                         "or one per input sample")
+    return labels[samples], (f"{m} labels, one per input sample, spread over the {n:,} rows of their samples "
+                             f"({n / max(m, 1):.1f} rows per sample)")
 
 
 def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
-    """The pass over the basis's rows (:mod:`actkit.units._pass`): its :class:`UnitStats`."""
+    """The pass over the basis's rows (:mod:`actkit._units._pass`): its :class:`UnitStats`."""
     from actkit.runners import runner_for  # the runner decides where the pass runs
 
     rows = block_rows(max(basis.n_units, int(basis.rows.shape[1])), max_rows=MAX_BLOCK_ROWS)
@@ -160,25 +212,6 @@ def _unit_dicts(stats, table, basis, ids, k, index, renderer):
     return out
 
 
-def _add_lens(unit_dicts, basis, store, layer, flip, inputs):
-    W = store.params.get("unembedding") if hasattr(store, "params") else None
-    if W is None or int(np.asarray(W).shape[1]) != int(store[layer].shape[1]):
-        return False
-    dirs = basis.directions()
-    if dirs is not None:
-        dirs = np.where(flip[:, None], -dirs, dirs)
-    elif basis.kind != "neuron":
-        return False
-    vocab = getattr(inputs, "vocab", None) if inputs is not None else None
-    lens = logit_lens(dirs, W, [u["unit"] for u in unit_dicts])
-    for u in unit_dicts:
-        up, lp, down, ld = lens[u["unit"]]
-        name = (lambda i: str(vocab[i]) if vocab is not None and i < len(vocab) else None)
-        u["logits"] = {"promoted": [[int(i), name(i), float(v)] for i, v in zip(up, lp)],
-                       "suppressed": [[int(i), name(i), float(v)] for i, v in zip(down, ld)]}
-    return True
-
-
 def _add_labels(unit_dicts, stats, names):
     if names is None:
         return None
@@ -195,7 +228,8 @@ def _add_labels(unit_dicts, stats, names):
 
 
 def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=None, max_units=None,
-          random_state=0, device="cpu", progress=None, inputs=None, scheduler=None) -> UnitReport:
+          random_state=0, device="cpu", progress=None, inputs=None, scheduler=None,
+          k_tokens=K_TOKENS, lens_raw=False) -> UnitReport:
     """What each unit of a layer responds to: top-``k`` examples, quantile bands, histogram,
     moments, logit lens and label selectivity, from one streaming pass over the rows.
 
@@ -214,9 +248,11 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         Top (and bottom) examples per unit; ties broken by row order.
     context : int, default=8
         Tokens shown either side of a text example's token.
-    labels : array-like of shape (n_rows,) or str, optional
+    labels : array-like of shape (n_rows,) or (n_samples,), or str, optional
         One label per row (or a label file / column as ``actkit evaluate`` reads it): per
         unit the label it is most selective for (one-vs-rest AUROC, mutual information).
+        One label per input sample of a per-token or per-patch layer is given to every row of
+        its sample (the report's ``labels["note"]`` says so).
     order : {"skewness", "frequency", "variance", "kurtosis", "index"} or list of int, optional
         The units' order (default: skewness for ICA, frequency for SAE / dictionary codes,
         variance for neurons and PCA; dead units last).
@@ -233,12 +269,21 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         with :func:`actkit.extractors.record_inputs`; False: no examples' inputs.
     scheduler : None, str or distributed.Client
         Run the pass on Dask (``docs/dask.md``); the same result as here.
+    k_tokens : int, default=200
+        Rows per unit its ``top_tokens`` are counted over (its ``k_tokens`` highest: the same
+        pass keeps ``max(k, k_tokens)`` top rows; :func:`actkit._units._tokens.top_tokens`).
+    lens_raw : bool, default=False
+        The logit lens without the final norm folded in (``direction @ W_U``); by default a
+        residual layer's directions are read through the final LayerNorm's gain (and its
+        centring), as sae_vis does (:mod:`actkit._units._lens`).
 
     Returns
     -------
     UnitReport
     """
+    check_device(device)  # a bad device is refused before any work
     k = _int("k", k, 1)
+    k_tokens = _int("k_tokens", k_tokens, 1)
     context = _int("context", context, 0)
     if max_units is not None:
         max_units = _int("max_units", max_units, 1)
@@ -247,17 +292,23 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         b = resolve_basis(basis, store, layer, device=device)
         if order is not None and isinstance(order, str) and order not in ORDERS:
             raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of unit indices, got {order!r}")
-        codes, names = _labels(labels, store[layer], int(store[layer].shape[0]))
+        codes, names, label_note = _labels(labels, store[layer], int(store[layer].shape[0]))
         rec = _inputs(store, inputs)
-        stats = _run_pass(b, k, codes, 1 if names is None else len(names), random_state, scheduler, progress)
-        return _report(store, layer, b, stats, k, context, order, max_units, rec, names, random_state)
+        deep = k if rec is None else max(k, k_tokens)  # top tokens need inputs: no deeper top-k without
+        stats = _run_pass(b, deep, codes, 1 if names is None else len(names), random_state, scheduler, progress)
+        return _report(store, layer, b, stats, k, context, order, max_units, rec, (names, label_note), random_state,
+                       k_tokens, lens_raw)
     finally:
         if opened and hasattr(store, "close"):
             store.close()
 
 
-def _report(store, layer, b, stats, k, context, order, max_units, rec, names, random_state):
+def _report(store, layer, b, stats, k, context, order, max_units, rec, labels, random_state, k_tokens=K_TOKENS,
+            lens_raw=False):
     stats = _orient(stats, b)
+    deep = stats.top  # the max(k, k_tokens) highest rows: the top tokens; k of them are shown
+    stats = dataclasses.replace(stats, top=tuple(a[:k] for a in stats.top),
+                                bottom=None if stats.bottom is None else tuple(a[:k] for a in stats.bottom))
     table = _moments_table(stats)
     flip = stats.flipped
     order_name, ids = _order(order, table, b)
@@ -267,12 +318,17 @@ def _report(store, layer, b, stats, k, context, order, max_units, rec, names, ra
     attrs = dict(getattr(store[layer], "attrs", {}) or {})
     renderer = Renderer(rec, context, int(index[:, 1].max()) + 1 if index.size else 0, attrs)
     unit_dicts = _unit_dicts(stats, table, b, shown, k, index, renderer)
-    lens = _add_lens(unit_dicts, b, store, layer, flip, rec)
-    label_summary = _add_labels(unit_dicts, stats, names)
+    add_top_tokens(unit_dicts, deep, k_tokens, b.sparse, index, renderer)
+    if renderer.kind == "text":
+        add_window_acts(unit_dicts, b, flip, RowLookup(index))
+    lens = add_lens(unit_dicts, b, store, layer, flip, rec, raw=lens_raw)
+    label_summary = _add_labels(unit_dicts, stats, labels[0])
+    if label_summary is not None and labels[1] is not None:
+        label_summary["note"] = labels[1]
     data = {"schema": SCHEMA, "store": str(getattr(store, "path", "")), "layer": layer,
             "basis": {"kind": b.kind, "source": b.source, "n_units": b.n_units}, "n_rows": table["n"],
             "n_samples": int(getattr(store, "n_samples", 0) or 0), "k": k, "context": context,
-            "order": order_name, "random_state": int(random_state),
+            "order": order_name, "random_state": int(random_state), "k_tokens": k_tokens,
             "flipped": [int(j) for j in np.flatnonzero(flip)], "dead": dead, "inputs": renderer.payload(),
-            "logit_lens": lens, "labels": label_summary, "matches": None, "units": unit_dicts}
+            "logit_lens": lens is not None, "lens": lens, "labels": label_summary, "matches": None, "units": unit_dicts}
     return UnitReport(data)

@@ -100,17 +100,9 @@ def dense_entries(state, block, first_row: int, lower=False, floor=-np.inf):
     the block's type, or +-inf)."""
     thr = np.maximum(state[0][-1], floor).astype(block.dtype)
     cand = (block < -thr if lower else block > thr).reshape(-1)
-    r, u = np.divmod(_true(cand), block.shape[1])
+    r, u = np.divmod(np.flatnonzero(cand), block.shape[1])
     v = block[r, u]
     return u, (-v if lower else v), r + int(first_row), v
-
-
-def _true(flags):
-    """``np.flatnonzero`` of a (mostly False) bool vector, scanning it 8 flags at a time."""
-    m = flags.size // 8 * 8
-    words = np.flatnonzero(flags[:m].view(np.uint64))
-    pos = (words[:, None] * 8 + np.arange(8)).reshape(-1)
-    return np.concatenate([pos[flags[pos]], m + np.flatnonzero(flags[m:])])
 
 
 def merge_topk(a, b):
@@ -145,7 +137,7 @@ class Ranked:
         """Queue candidate entries ``(units, score, rows, payload)``."""
         if entries[0].size:
             self.pending.append(entries)
-        if sum(e[0].size for e in self.pending) >= self.state[0].size:
+        if sum(e[0].size for e in self.pending) >= 2 * self.state[0].size:
             self.flush()
 
     def flush(self) -> tuple:

@@ -10,17 +10,17 @@ or on Dask (chunks folded on workers, merged in a tree) with the same result. Pe
 * ``moments`` -- count, mean and central moment sums in float64 (:class:`actkit.stats.ColumnMoments`);
 * ``extremes`` -- smallest and largest value; ``active`` -- rows with a non-zero value;
 * ``hist`` -- the histogram (by label with labels; with the counts on bin edges where the
-  unit may be flipped, :mod:`actkit.units._hist`);
+  unit may be flipped, :mod:`actkit._units._hist`);
 * ``top`` / ``bottom`` -- the k largest and smallest values and their rows (``bottom``: dense
   units only);
 * ``sample`` -- a uniform sample of :data:`SAMPLE` active rows: the rows of smallest
   priority ``frac(p_row + c_unit)`` (``p_row``, ``c_unit``: splitmix64 numbers of the row,
   the unit and the seed), so two units share a row only by chance;
-* ``tail`` (and ``tail_neg`` for units that may be flipped) -- the :data:`TAIL` rows of
-  smallest priority among the active rows at or above ``tau`` (below ``-tau_neg``): a
-  uniform sample of the unit's upper (lower) tail, whatever the blocks. ``tau`` is fixed
-  before the pass from the first rows (:func:`tail_thresholds`), so the states are the same
-  at any block size, thread count or scheduler.
+* ``tail`` -- the :data:`TAIL` rows of smallest priority among the active rows at or above
+  ``tau_hi`` (or, for units that may be flipped, at or below ``tau_lo``): a uniform sample of
+  the unit's tails, whatever the blocks. The thresholds are fixed before the pass from rows
+  spread over the layer (:func:`tail_thresholds`), so the states are the same at any block
+  size, thread count or scheduler.
 
 :func:`finish` turns the merged states into a frozen :class:`UnitStats`; :func:`oriented`
 returns the one of the oriented units (a new object; nothing is changed in place).
@@ -38,8 +38,8 @@ import numpy as np
 
 from actkit.runners import RowPass
 from actkit.stats import ColumnMoments
-from actkit.units._hist import add_hist, add_hist_entries, flipped, merge_hist, new_hist
-from actkit.units._topk import Ranked, dense_entries
+from actkit._units._hist import add_hist, add_hist_entries, flipped, merge_hist, new_hist
+from actkit._units._topk import Ranked, dense_entries
 
 __all__ = ["SAMPLE", "STATES", "TAIL", "Setup", "UnitStats", "finish", "oriented", "priority", "setup",
            "tail_thresholds", "unit_pass"]
@@ -48,10 +48,12 @@ __all__ = ["SAMPLE", "STATES", "TAIL", "Setup", "UnitStats", "finish", "oriented
 SAMPLE = 256
 #: rows kept per unit in the sample of its tail (the 99-100 % band)
 TAIL = 64
-#: the tail's threshold: this quantile of the unit's active values in the first rows
-TAIL_QUANTILE = 0.95
-#: values (rows x units) of the first rows read for the tails' thresholds
-PREFIX_VALUES = 1 << 22
+#: the tail's threshold: this quantile of the unit's active values in rows spread over the layer
+TAIL_QUANTILE = 0.98
+#: values (rows x units) read for the tails' thresholds (at least PREFIX_ROWS rows), in SLICES runs of rows
+PREFIX_VALUES = 1 << 18
+PREFIX_ROWS = 4096
+SLICES = 32
 #: a threshold needs at least this many active values in the first rows (else every active row is eligible)
 MIN_PREFIX = 20
 
@@ -76,11 +78,12 @@ def rotated(p, c):
     return t - (t >= 1.0)
 
 
-def _below(p, c, bound):
+def _below(p, c, bound, order=None):
     """``(positions, units)`` of the entries whose rotated priority ``frac(p[i] + c[j])`` is
     below ``bound[j]`` (every entry of a unit whose bound is 1 or more): the candidates of
-    each unit's sample, found by a binary search of the sorted ``p`` per unit."""
-    order = np.argsort(p, kind="stable")
+    each unit's sample, found by a binary search of the sorted ``p`` per unit (``order``:
+    ``np.argsort(p)``, when known)."""
+    order = np.argsort(p, kind="stable") if order is None else order
     ps = p[order]
     start = 1.0 - c
     start = np.where(start >= 1.0, start - 1.0, start)  # q = 0 at p = start (mod 1)
@@ -104,9 +107,10 @@ class Setup(NamedTuple):
     classes: int
     labels: np.ndarray | None
     random_state: int
-    offsets: np.ndarray  # (U,) each unit's priority offset
-    tau: np.ndarray  # (U,) the upper tail's threshold (-inf: every active row)
-    tau_neg: np.ndarray | None  # (U,) the lower tail's (units that may be flipped), else None
+    shifts: np.ndarray  # (U,) each unit's priority shift (its own sample: frac(p_row + shift))
+    tau_hi: np.ndarray  # (U,) the tail sample holds the active rows at or above tau_hi (-inf: every one) ...
+    tau_lo: np.ndarray  # (U,) ... or at or below tau_lo (-inf where the unit is never flipped)
+    flippable: bool  # units may be flipped (ICA): their histograms count values on bin edges
 
     @property
     def n_units(self) -> int:
@@ -114,48 +118,87 @@ class Setup(NamedTuple):
 
     @property
     def warm(self) -> int:
-        """Rows of the first chunk of a ranked state (:func:`~actkit.units._topk.growing_chunks`)."""
+        """Rows of the first chunk of a ranked state (:func:`~actkit._units._topk.growing_chunks`)."""
         return max(2 * self.k, 16384 // max(1, self.n_units))
 
 
-def _prefix(basis):
-    """The unit activations of the first rows, (m, U) float32."""
-    n = int(basis.rows.shape[0])
-    m = min(n, max(256, PREFIX_VALUES // max(1, basis.n_units)))
-    return np.asarray(basis.activations(np.asarray(basis.rows[:m]), 0), np.float32)
-
-
-def _threshold(values):
-    """:data:`TAIL_QUANTILE` of each column's non-zero values (NaN elsewhere); -inf for a
-    column with fewer than :data:`MIN_PREFIX`."""
-    ok = np.isfinite(values)
-    out = np.full(values.shape[1], -np.inf)
-    enough = ok.sum(axis=0) >= MIN_PREFIX
-    if enough.any():
-        out[enough] = np.nanquantile(values[:, enough], TAIL_QUANTILE, axis=0)
+def _threshold(u, v, n_units, q):
+    """The ``q`` quantile of each unit's values ``v`` (entries of units ``u``), linear between
+    order statistics as ``np.quantile``; NaN for a unit with fewer than :data:`MIN_PREFIX` values."""
+    order = np.argsort(v, kind="stable")  # by value, then (stable) by unit: lexsort's order, faster
+    order = order[np.argsort(u[order], kind="stable")]
+    u, v = u[order], v[order].astype(np.float64)
+    count = np.bincount(u, minlength=n_units)
+    start = np.cumsum(count) - count
+    pos = q * np.maximum(count - 1, 0)
+    i = np.floor(pos).astype(np.int64)
+    enough = count >= MIN_PREFIX
+    out = np.full(n_units, np.nan)
+    a, b = start[enough] + i[enough], start[enough] + np.minimum(i[enough] + 1, count[enough] - 1)
+    out[enough] = v[a] + (v[b] - v[a]) * (pos[enough] - i[enough])
     return out
 
 
+def _spread(basis):
+    """The unit activations of :data:`SLICES` runs of rows spread evenly over the layer (at
+    least :data:`PREFIX_ROWS` rows in all, or :data:`PREFIX_VALUES` values; every row of a
+    smaller layer): ``(m, U)`` float32 for dense units, entries ``(u, v)`` for codes."""
+    n, U = int(basis.rows.shape[0]), basis.n_units
+    m = max(PREFIX_ROWS, PREFIX_VALUES // max(1, U))
+    per = n if m >= n else max(1, m // SLICES)
+    starts = np.unique(np.linspace(0, max(n - per, 0), SLICES if m < n else 1).astype(np.int64)).tolist()
+    blocks = [(s, np.asarray(basis.rows[s:min(n, s + per)])) for s in starts]
+    if not basis.sparse:
+        return np.concatenate([np.asarray(basis.activations(b, s), np.float32) for s, b in blocks])
+    entries = [basis.entries(b, s) for s, b in blocks]
+    return np.concatenate([e[2] for e in entries]), np.concatenate([e[3] for e in entries])
+
+
 def tail_thresholds(basis, flippable):
-    """``(tau, tau_neg)``: per unit, the :data:`TAIL_QUANTILE` of its active values in the
-    first rows (of the negated values for ``tau_neg``; None unless ``flippable``)."""
-    A = _prefix(basis).astype(np.float64)
-    A[A == 0] = np.nan
-    return _threshold(A), (_threshold(-A) if flippable else None)
+    """``(tau_hi, tau_lo)`` (U,) each: the tail sample holds the active rows at or above
+    ``tau_hi`` (the :data:`TAIL_QUANTILE` of the unit's active values in rows spread over the
+    layer) or, where the unit may be flipped, at or below ``tau_lo`` (the ``1 - TAIL_QUANTILE``
+    quantile; -inf otherwise). A unit with too few active values there takes every active row
+    (``tau_hi`` = -inf)."""
+    U = basis.n_units
+    qs = (TAIL_QUANTILE, 1.0 - TAIL_QUANTILE) if flippable else (TAIL_QUANTILE,)
+    out = np.full((len(qs), U), np.nan)
+    got = _spread(basis)
+    if basis.sparse:
+        u, v = got
+    else:
+        zero = (got == 0).any(axis=0)  # most dense units have no zero: their quantiles at once
+        if got.shape[0] >= MIN_PREFIX and (~zero).any():
+            out[:, ~zero] = np.quantile(got[:, ~zero].astype(np.float64), qs, axis=0)
+        r, c = np.nonzero(got[:, zero])
+        u, v = np.flatnonzero(zero)[c], got[:, zero][r, c]
+    for i, q in enumerate(qs):
+        if v.size:
+            part = _threshold(u, v, U, q)
+            out[i] = np.where(np.isnan(out[i]), part, out[i])
+    few = np.isnan(out[0])
+    hi = np.where(few, -np.inf, out[0]).astype(np.float32)  # float32 values: block comparisons are exact
+    hi = np.where(hi < out[0], np.nextafter(hi, np.float32(np.inf)), hi)
+    if not flippable:
+        return hi.astype(np.float64), np.full(U, -np.inf)
+    lo = np.where(few, -np.inf, out[1]).astype(np.float32)
+    lo = np.where(lo > out[1], np.nextafter(lo, np.float32(-np.inf)), lo)
+    return hi.astype(np.float64), lo.astype(np.float64)
 
 
 def setup(basis, k, *, labels=None, classes=1, random_state=0, flippable=False) -> Setup:
-    """The :class:`Setup` of a pass over ``basis`` (reads its first rows for the tails)."""
-    tau, tau_neg = tail_thresholds(basis, flippable)
-    offsets = priority(np.arange(basis.n_units), random_state, salt=1)
-    return Setup(basis, int(k), int(classes), labels, int(random_state), offsets, tau, tau_neg)
+    """The :class:`Setup` of a pass over ``basis`` (reads rows spread over it for the tails)."""
+    tau_hi, tau_lo = tail_thresholds(basis, flippable)
+    shifts = priority(np.arange(basis.n_units), random_state, salt=1)
+    return Setup(basis, int(k), int(classes), labels, int(random_state), shifts, tau_hi, tau_lo, bool(flippable))
 
 
 # ----------------------------------------------------------------------------- a block
 class Block(NamedTuple):
     """``map``'s result for one block: its unit activations (dense ``A`` (n, U) float32, or the
     non-zero entries ``r``, ``u``, ``v`` of mostly-zero codes) and what needs no running
-    state: moments, extremes, non-zero counts, the rows' priorities and labels."""
+    state: moments, extremes, non-zero counts, the rows' priorities and labels, and the
+    entries of the units' tails ``(rows, units, values, scores)``, rows increasing."""
 
     n: int
     A: np.ndarray | None
@@ -168,11 +211,31 @@ class Block(NamedTuple):
     active: np.ndarray
     p: np.ndarray
     labels: np.ndarray | None
+    tail: tuple
+    sorted: dict  # (lo, hi) -> argsort of p[lo:hi], computed once per chunk
+
+    def order(self, lo, hi):
+        """``np.argsort(p[lo:hi])``, computed once per chunk (the whole block's in ``map``)."""
+        if (lo, hi) not in self.sorted:
+            self.sorted[(lo, hi)] = np.argsort(self.p[lo:hi], kind="stable")
+        return self.sorted[(lo, hi)]
+
+    def values(self, lo, rows, units):
+        """The dense activations at block rows ``lo + rows`` of ``units`` (a flat gather)."""
+        return np.take(self.A.reshape(-1), (rows + lo) * self.A.shape[1] + units)
 
 
 def _active(A):
     """Non-zero rows per column of a block (one count for the whole block when it has no zero)."""
     return np.full(A.shape[1], A.shape[0]) if not (A == 0).any() else np.count_nonzero(A, axis=0)
+
+
+def _tail(st, r, u, v, p):
+    """The entries of the tails among block entries ``(r, u, v)``: active, at or above
+    ``tau_hi`` or at or below ``tau_lo``; with their scores ``1 - priority``."""
+    keep = (v != 0) & ((v >= st.tau_hi[u]) | (v <= st.tau_lo[u]))
+    r, u, v = r[keep], u[keep], v[keep]
+    return r, u, v, 1.0 - rotated(p[r], st.shifts[u])
 
 
 def _map(block, first_row, st: Setup) -> Block:
@@ -188,10 +251,15 @@ def _map(block, first_row, st: Setup) -> Block:
         np.fmax.at(vmax, u, v)
         if not np.isfinite(v).all():  # fmin / fmax skip NaN: the histogram's check must see it
             vmin[:] = np.nan
-        return Block(n, None, r, u, v, ColumnMoments(st.n_units).add_entries(n, u, v), vmin, vmax, active, p, lab)
+        return Block(n, None, r, u, v, ColumnMoments(st.n_units).add_entries(n, u, v), vmin, vmax, active, p, lab,
+                     _tail(st, r, u, v, p), {})
     A = np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
+    flags = A >= st.tau_hi.astype(np.float32)  # float32 thresholds: exact in the block's type
+    if st.flippable:
+        flags |= A <= st.tau_lo.astype(np.float32)
+    r, u = np.divmod(np.flatnonzero(flags), A.shape[1])
     return Block(A.shape[0], A, None, None, None, ColumnMoments().add(A), A.min(axis=0), A.max(axis=0),
-                 _active(A), p, lab)
+                 _active(A), p, lab, _tail(st, r, u, A[r, u], p), {(0, A.shape[0]): np.argsort(p, kind="stable")})
 
 
 # ----------------------------------------------------------------------------- the states
@@ -226,23 +294,31 @@ def _fold_top(t: Ranked, b: Block, first_row, st, lower=False):
     return t
 
 
-def _fold_sample(t: Ranked, b: Block, first_row, st, tau=None, sign=1.0):
-    """The rows of smallest rotated priority among the active rows (with ``tau``: those whose
-    ``sign * value >= tau``); scores ``1 - priority``, payloads the values."""
+def _fold_sample(t: Ranked, b: Block, first_row, st):
+    """The active rows of smallest rotated priority; scores ``1 - priority``, payloads the values."""
     for lo, hi in t.chunks(b.n, st.warm):
-        if b.A is not None:
-            rows, u = _below(b.p[lo:hi], st.offsets, 1.0 - t.threshold)
-            v = b.A[lo:hi][rows, u]
+        if b.A is not None:  # the rows of small priority first (a binary search per unit)
+            rows, u = _below(b.p[lo:hi], st.shifts, 1.0 - t.threshold, b.order(lo, hi))
+            v = b.values(lo, rows, u)
         else:
             a, z = np.searchsorted(b.r, [lo, hi])
             rows, u, v = b.r[a:z] - lo, b.u[a:z], b.v[a:z]
         keep = v != 0
-        if tau is not None:
-            keep &= sign * v >= tau[u]
         rows, u, v = rows[keep], u[keep], v[keep]
-        score = 1.0 - rotated(b.p[lo + rows], st.offsets[u])
+        score = 1.0 - rotated(b.p[lo + rows], st.shifts[u])
         keep = score > t.threshold[u]
         t.offer((u[keep], score[keep], rows[keep].astype(np.int64) + first_row + lo, v[keep]))
+    t.seen += b.n
+    return t
+
+
+def _fold_tail(t: Ranked, b: Block, first_row, st):
+    """The rows of smallest rotated priority among the block's tail entries (``map`` found them)."""
+    r, u, v, score = b.tail
+    for lo, hi in t.chunks(b.n, st.warm):
+        a, z = np.searchsorted(r, [lo, hi])
+        keep = score[a:z] > t.threshold[u[a:z]]
+        t.offer((u[a:z][keep], score[a:z][keep], r[a:z][keep].astype(np.int64) + first_row, v[a:z][keep]))
     t.seen += b.n
     return t
 
@@ -257,17 +333,12 @@ STATES = {
                       lambda e, b, r, st: (np.minimum(e[0], b.vmin), np.maximum(e[1], b.vmax)),
                       lambda a, b: (np.minimum(a[0], b[0]), np.maximum(a[1], b[1]))),
     "active": State(lambda st: np.zeros(st.n_units, np.int64), lambda a, b, r, st: a + b.active, np.add),
-    "hist": State(lambda st: new_hist(st.n_units, st.classes, edges=st.tau_neg is not None), _fold_hist,
-                  merge_hist),
+    "hist": State(lambda st: new_hist(st.n_units, st.classes, edges=st.flippable), _fold_hist, merge_hist),
     "top": State(lambda st: Ranked(st.k, st.n_units), _fold_top, Ranked.merged),
     "bottom": State(lambda st: Ranked(st.k, st.n_units), lambda t, b, r, st: _fold_top(t, b, r, st, lower=True),
                     Ranked.merged, lambda st: not st.basis.sparse),
     "sample": State(lambda st: Ranked(SAMPLE, st.n_units), _fold_sample, Ranked.merged),
-    "tail": State(lambda st: Ranked(TAIL, st.n_units), lambda t, b, r, st: _fold_sample(t, b, r, st, st.tau),
-                  Ranked.merged),
-    "tail_neg": State(lambda st: Ranked(TAIL, st.n_units),
-                      lambda t, b, r, st: _fold_sample(t, b, r, st, st.tau_neg, -1.0), Ranked.merged,
-                      lambda st: st.tau_neg is not None),
+    "tail": State(lambda st: Ranked(TAIL, st.n_units), _fold_tail, Ranked.merged),
 }
 
 
@@ -298,8 +369,9 @@ class UnitStats:
 
     ``top`` / ``bottom``: ``(values, rows)`` each (k, U), highest (lowest) first, row -1 in an
     empty slot (``bottom`` None for codes); ``sample`` / ``tail``: ``(scores, rows, values)``
-    each (size, U), score ``1 - priority``; ``tau``: the tail's threshold; ``hist``: the state of
-    :mod:`actkit.units._hist`; ``flipped``: the units negated by :func:`oriented`.
+    each (size, U), score ``1 - priority``; the tail sample holds the active rows at or above
+    ``tau_hi`` or at or below ``tau_lo``; ``hist``: the state of
+    :mod:`actkit._units._hist`; ``flipped``: the units negated by :func:`oriented`.
     """
 
     n: int
@@ -315,9 +387,8 @@ class UnitStats:
     bottom: tuple | None
     sample: tuple
     tail: tuple
-    tail_neg: tuple | None
-    tau: np.ndarray
-    tau_neg: np.ndarray | None
+    tau_hi: np.ndarray
+    tau_lo: np.ndarray
     flipped: np.ndarray
 
     @property
@@ -339,8 +410,7 @@ def finish(acc: dict, st: Setup) -> UnitStats:
                      vmin=acc["extremes"][0], vmax=acc["extremes"][1], active=acc["active"], hist=acc["hist"],
                      top=(top[2], top[1]), bottom=None if bottom is None else (bottom[2], bottom[1]),
                      sample=acc["sample"].final(), tail=acc["tail"].final(),
-                     tail_neg=acc["tail_neg"].final() if "tail_neg" in acc else None,
-                     tau=st.tau, tau_neg=st.tau_neg, flipped=np.zeros(U, bool))
+                     tau_hi=st.tau_hi, tau_lo=st.tau_lo, flipped=np.zeros(U, bool))
 
 
 def _where(flip, a, b):
@@ -354,15 +424,14 @@ def oriented(s: UnitStats, flip) -> UnitStats:
     flip = np.asarray(flip, bool)
     if not flip.any():
         return s
-    if s.bottom is None or s.tail_neg is None:
-        raise ValueError("only dense units passed with a lower tail (setup(..., flippable=True)) can be flipped")
+    if s.bottom is None or s.hist["edges"] is None:
+        raise ValueError("only dense units of a flippable pass (setup(..., flippable=True)) can be flipped")
     (tv, tr), (bv, br) = s.top, s.bottom
     sign = np.where(flip, -1.0, 1.0)
-    sample = (s.sample[0], s.sample[1], s.sample[2] * sign)
-    tail = tuple(_where(flip, n, p) for n, p in zip(s.tail_neg, s.tail))
     return dataclasses.replace(
         s, mean=s.mean * sign, skewness=s.skewness * sign,
         vmin=_where(flip, -s.vmax, s.vmin), vmax=_where(flip, -s.vmin, s.vmax),
         top=(_where(flip, -bv, tv), _where(flip, br, tr)), bottom=(_where(flip, -tv, bv), _where(flip, tr, br)),
-        sample=sample, tail=(tail[0], tail[1], tail[2] * sign), tau=_where(flip, s.tau_neg, s.tau),
-        hist=flipped(s.hist, flip), flipped=flip | s.flipped)
+        sample=(s.sample[0], s.sample[1], s.sample[2] * sign), tail=(s.tail[0], s.tail[1], s.tail[2] * sign),
+        tau_hi=_where(flip, -s.tau_lo, s.tau_hi), tau_lo=_where(flip, -s.tau_hi, s.tau_lo),
+        hist=flipped(s.hist, flip), flipped=flip ^ s.flipped)

@@ -4,7 +4,7 @@ the share of rows beyond 3 SD, the quantile bands' edges and their examples.
 The histogram of a unit counts every row exactly, in bins of width ``w``; its quantiles are
 those of the distribution that spreads each bin's rows evenly over the bin (linear between
 the bin's edges: the true quantile lies in the same bin, so an edge is off by less than one
-bin width). The bands' examples come from the unit's own samples (:mod:`actkit.units._pass`):
+bin width). The bands' examples come from the unit's own samples (:mod:`actkit._units._pass`):
 the upper band (99-100 %) from the sample of its tail when the tail's threshold lies at or
 below the band (a uniform sample of the band), else, as the lower bands, from the uniform
 sample of its active rows; each band shows up to :data:`PER_BAND` of them, the rows of
@@ -85,16 +85,19 @@ def band_edges(hist, n, active, vmax) -> np.ndarray:
     return out
 
 
-def _pick(scores_values_rows, lo, hi, closed, exclude, per_band):
+def _pick(rows, values, lo, hi, closed, exclude, per_band):
     """Up to ``per_band`` ``(row, value)`` of a sample column (in priority order) with ``lo <=
-    value < hi`` (``<= hi`` when ``closed``), rows in ``exclude`` left out; sorted by value,
-    highest first."""
-    rows, values = scores_values_rows
-    keep = (rows >= 0) & (values >= lo) & ((values <= hi) if closed else (values < hi))
-    keep &= ~np.isin(rows, exclude)
-    idx = np.flatnonzero(keep)[:per_band]
-    picked = sorted(zip(rows[idx].tolist(), values[idx].tolist()), key=lambda e: (-e[1], e[0]))
-    return [(int(r), float(v)) for r, v in picked]
+    value < hi`` (``<= hi`` when ``closed``), rows in the set ``exclude`` left out; sorted by
+    value, highest first."""
+    inside = (rows >= 0) & (values >= lo) & ((values <= hi) if closed else (values < hi))
+    picked = []
+    for i in np.flatnonzero(inside):
+        r = int(rows[i])
+        if r not in exclude:
+            picked.append((r, float(values[i])))
+            if len(picked) == per_band:
+                break
+    return sorted(picked, key=lambda e: (-e[1], e[0]))
 
 
 def band_examples(stats, edges, j, top_rows, per_band=PER_BAND) -> list:
@@ -103,13 +106,14 @@ def band_examples(stats, edges, j, top_rows, per_band=PER_BAND) -> list:
     ``"sample"`` (where the examples come from)."""
     if stats.active[j] == 0:
         return []
+    exclude = set(np.asarray(top_rows).tolist())
     out = []
     for b in reversed(range(len(BANDS))):
         lo, hi = float(edges[b, 0, j]), float(edges[b, 1, j])
         top_band = BANDS[b][1] == 1.0
-        from_tail = top_band and stats.tau[j] <= lo
+        from_tail = top_band and stats.tau_hi[j] <= lo  # the tail sample holds every row of the band
         src = stats.tail if from_tail else stats.sample
-        ex = _pick((src[1][:, j], src[2][:, j]), lo, hi, top_band, top_rows, per_band)
+        ex = _pick(src[1][:, j], src[2][:, j], lo, hi, top_band, exclude, per_band)
         out.append({"quantiles": list(BANDS[b]), "lo": lo, "hi": hi, "source": "tail" if from_tail else "sample",
                     "examples": ex})
     return out
