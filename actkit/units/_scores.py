@@ -1,0 +1,245 @@
+"""Per-unit token scores from the streaming passes of a unit report (docs/definitions.md, section 7).
+
+Two passes, both :class:`~actkit.runners.RowPass` descriptions (so Dask runs them too):
+
+1. **the units pass itself**, with the per-key sums folded in: each block's unit activations
+   are computed once and handed both to the units pass (:func:`actkit.units._pass.unit_pass`,
+   through a basis that returns them as they are) and to the fit split's sums of every unit
+   over the rows of each token slot and each (previous token, token) slot, plus the fit total
+   and, for k-sparse probing, each input sample's sum over its non-special rows. Per-token
+   statistics are sums of rows grouped by slot, in float64: exact and mergeable.
+2. **one more pass over the held-out rows**: each held-out row's prediction (its token's fit
+   mean, its pair's fit mean backing off to the token's, an unseen token the fit mean), and per
+   held-out input sample the sums of squared errors and of the activations (about the fit
+   mean) and their squares: the held-out R^2 (``1 - SSE / SST``, SST about the held-out rows'
+   own mean) and everything its bootstrap by input sample needs.
+
+Memory: the per-key sums hold ``(n_tok + n_pair) x units`` float64 (only keys seen in both
+splits have a slot: at most the held-out rows, whatever the vocabulary), the held-out sums
+``4 x held-out samples x units``, the pooled rows ``scored samples x units`` (with labels), plus
+the units pass's own state and one block. Where that exceeds :data:`SCORE_BYTES` the units are
+scored in chunks (as many as fit): the first chunk inside the units pass, each further chunk
+in a pass of its own (then its held-out pass), so the memory stays under the bound whatever
+the vocabulary or the number of units.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from actkit.runners import RowPass
+from actkit.units._score_plan import EVAL, FIT
+
+__all__ = ["SCORE_BYTES", "Computed", "fit_pass", "fused_pass", "heldout_pass", "r2", "unit_chunks"]
+
+#: bytes of per-key, per-sample and pooled sums held at once (units scored in chunks beyond)
+SCORE_BYTES = 512 << 20
+
+
+class Computed:
+    """The basis the units pass sees inside the scored pass: its blocks are the unit
+    activations already computed (dense float32 rows, or a sparse basis's ``(n, r, u, v)``
+    entries), returned as they are."""
+
+    def __init__(self, basis):
+        self.kind, self.n_units, self.sparse = basis.kind, basis.n_units, basis.sparse
+        self.source, self.variance, self.sae, self.transformer = basis.source, basis.variance, None, None
+
+    def activations(self, block, first_row=0):
+        return block
+
+    def entries(self, block, first_row=0):
+        return block
+
+
+def activations(basis, block, first_row=0):
+    """A block's unit activations as the units pass takes them: a sparse basis's non-zero
+    entries ``(n, r, u, v)``, else dense float32 (n, units)."""
+    if basis.sparse:
+        return basis.entries(block, first_row)
+    return np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
+
+
+def _rows_of(item) -> int:
+    return int(item[0]) if isinstance(item, tuple) else int(item.shape[0])
+
+
+def _dense(item, lo, hi):
+    """Units ``lo:hi`` of a block's activations as dense float64 (n, hi - lo)."""
+    if not isinstance(item, tuple):
+        return np.asarray(item[:, lo:hi], np.float64)
+    n, r, u, v = item
+    keep = (u >= lo) & (u < hi)
+    out = np.zeros((int(n), hi - lo))
+    out[r[keep], u[keep] - lo] = v[keep]
+    return out
+
+
+def group_sums(item, slots, lo, hi):
+    """``(slots, sums)``: the sums of units ``lo:hi`` over a block's rows grouped by ``slots``
+    (n,) (-1: left out), in float64; ``slots`` increasing, ``sums`` (m, hi - lo)."""
+    width = hi - lo
+    if isinstance(item, tuple):                                   # a sparse basis's entries
+        _, r, u, v = item
+        s = slots[r]
+        keep = (s >= 0) & (u >= lo) & (u < hi)
+        uniq, inv = np.unique(s[keep], return_inverse=True)
+        flat = inv.ravel() * width + (u[keep] - lo)
+        return uniq, np.bincount(flat, v[keep].astype(np.float64), minlength=uniq.size * width).reshape(-1, width)
+    rows = np.flatnonzero(slots >= 0)
+    if rows.size == 0:
+        return np.zeros(0, np.int64), np.zeros((0, width))
+    rows = rows[np.argsort(slots[rows], kind="stable")]
+    s = slots[rows]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[starts], np.add.reduceat(np.asarray(item[rows, lo:hi], np.float64), starts, axis=0)
+
+
+# ----------------------------------------------------------------------------- 1. the fit sums
+def _fit_new(plan, lo, hi):
+    w = hi - lo
+    return {"sums": np.zeros((plan.n_tok + plan.n_pair, w)), "total": np.zeros((1, w)),
+            "pool": np.zeros((plan.n_pooled, w)) if plan.n_pooled else None}
+
+
+def _fit_map(item, first_row, plan, lo, hi):
+    """A block's fit-split sums by token slot and by pair slot, its fit total and (``pool``)
+    its samples' sums over their non-special rows."""
+    sl = slice(first_row, first_row + _rows_of(item))
+    fit = plan.role[sl] == FIT
+    tok = np.where(fit, plan.tslot[sl], -1)
+    pair = np.where(fit & (plan.pslot[sl] >= 0), plan.n_tok + plan.pslot[sl], -1)
+    out = {"sums": [group_sums(item, tok, lo, hi), group_sums(item, pair, lo, hi)],
+           "total": [group_sums(item, np.where(fit, 0, -1), lo, hi)]}
+    if plan.n_pooled:
+        out["pool"] = [group_sums(item, plan.pool_slot[sl], lo, hi)]
+    return out
+
+
+def _fit_add(acc, parts):
+    for name, groups in parts.items():
+        for slots, sums in groups:
+            acc[name][slots] += sums
+    return acc
+
+
+def _fit_merge(a, b):
+    return {k: None if a[k] is None else a[k] + b[k] for k in a}
+
+
+def fit_pass(basis, plan, lo, hi, rows, threads=True) -> RowPass:
+    """The fit sums of units ``lo:hi`` alone (a chunk of units beyond the first)."""
+    return RowPass(_fit_new, _fit_only_add, _fit_merge, (basis, plan, lo, hi), int(rows), map=_fit_only_map,
+                   threads=threads, name="scores")
+
+
+def _fit_only_map(block, first_row, basis, plan, lo, hi):
+    return _fit_map(activations(basis, block, first_row), first_row, plan, lo, hi)
+
+
+def _fit_only_add(acc, parts, first_row, basis, plan, lo, hi):
+    return _fit_add(acc, parts)
+
+
+# ----------------------------------------------------------------------------- the units pass, scored
+def _fused_new(up, basis, plan, lo, hi):
+    return {"units": up.new(*up.args), "fit": _fit_new(plan, lo, hi)}
+
+
+def _fused_map(block, first_row, up, basis, plan, lo, hi):
+    item = activations(basis, block, first_row)
+    units_item = up.map(item, first_row, *up.args) if up.map is not None else item
+    return units_item, _fit_map(item, first_row, plan, lo, hi)
+
+
+def _fused_add(acc, item, first_row, up, basis, plan, lo, hi):
+    acc["units"] = up.add(acc["units"], item[0], first_row, *up.args)
+    _fit_add(acc["fit"], item[1])
+    return acc
+
+
+def _fused_merge(units_merge, a, b):
+    return {"units": units_merge(a["units"], b["units"]), "fit": _fit_merge(a["fit"], b["fit"])}
+
+
+def fused_pass(up: RowPass, basis, plan, lo, hi) -> RowPass:
+    """The units pass ``up`` (built over :class:`Computed`) with the fit sums of units
+    ``lo:hi`` folded in: one read and one computation of the activations for both."""
+    return RowPass(_fused_new, _fused_add, functools.partial(_fused_merge, up.merge), (up, basis, plan, lo, hi),
+                   up.rows, map=_fused_map, threads=up.threads, name=up.name)
+
+
+# ----------------------------------------------------------------------------- 2. the held-out rows
+def predictions(fit, plan):
+    """``(mean, token table, pair table)`` of a chunk's fit sums: the fit mean (1, w), each
+    token slot's fit mean with the fit mean appended (the back-off of an unseen token), each
+    pair slot's fit mean (None for images)."""
+    count = np.maximum(plan.fit_count, 1.0)[:, None]
+    means = fit["sums"] / count
+    mean = fit["total"] / max(plan.n_fit, 1)
+    tok = np.concatenate([means[:plan.n_tok], mean])
+    return mean, tok, means[plan.n_tok:] if plan.has_context else None
+
+
+def _heldout_map(block, first_row, basis, plan, tables, lo, hi):
+    """Per held-out sample of a block: the sums of ``d = a - fit mean``, ``d^2``, the token
+    model's and the context model's squared errors, units ``lo:hi`` side by side."""
+    n = len(block)
+    e = np.flatnonzero(plan.role[first_row:first_row + n] == EVAL)
+    if e.size == 0:
+        return None
+    rows = first_row + e
+    A = _dense(activations(basis, np.asarray(block)[e], int(rows[0])), lo, hi)
+    mean, tok, pair = tables
+    ts = plan.tslot[rows]
+    P = tok[np.where(ts >= 0, ts, plan.n_tok)]
+    D = A - mean
+    parts = [D, D * D, (A - P) ** 2]
+    if pair is not None:
+        hit = plan.pslot[rows] >= 0
+        P[hit] = pair[plan.pslot[rows][hit]]
+        parts.append((A - P) ** 2)
+    X = np.concatenate(parts, axis=1)
+    return group_sums(X, plan.eslot[rows], 0, X.shape[1])
+
+
+def _heldout_new(basis, plan, tables, lo, hi):
+    return np.zeros((plan.n_heldout, (4 if plan.has_context else 3) * (hi - lo)))
+
+
+def _heldout_add(acc, item, first_row, basis, plan, tables, lo, hi):
+    if item is not None:
+        acc[item[0]] += item[1]
+    return acc
+
+
+def _add(a, b):
+    return a + b
+
+
+def heldout_pass(basis, plan, tables, lo, hi, rows, threads=True) -> RowPass:
+    """The held-out pass of units ``lo:hi``: (held-out samples, parts x w) sums, the parts
+    ``d``, ``d^2``, token SSE and (text) context SSE."""
+    return RowPass(_heldout_new, _heldout_add, _add, (basis, plan, tables, lo, hi), int(rows), map=_heldout_map,
+                   threads=threads, name="held-out rows")
+
+
+def r2(sse, d1, d2, n):
+    """``1 - SSE / SST`` per unit (last axis) from per-sample sums over the first axes (SST
+    about the held-out rows' own mean, from sums of ``d = a - c``: ``sum d^2 - (sum d)^2 / n``);
+    NaN where the unit is constant on the held-out rows (SST below 1e-12 of ``sum d^2``)."""
+    sst = d2 - d1 * d1 / np.maximum(n, 1e-300)
+    ok = (sst > 1e-12 * d2) & (d2 > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ok, 1.0 - sse / np.where(ok, sst, 1.0), np.nan)
+
+
+def unit_chunks(n_units, plan, budget=None):
+    """``[(lo, hi)]``: the units in chunks whose per-key, per-sample and pooled sums fit
+    ``budget`` bytes (:data:`SCORE_BYTES`); one chunk for all units where they fit."""
+    budget = SCORE_BYTES if budget is None else budget
+    per_unit = 8 * (2 * (plan.n_tok + plan.n_pair + 1) + 5 * plan.n_heldout + plan.n_pooled)
+    size = int(max(1, min(n_units, budget // max(per_unit, 1))))
+    return [(lo, min(n_units, lo + size)) for lo in range(0, n_units, size)]

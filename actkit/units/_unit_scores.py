@@ -1,0 +1,137 @@
+"""The token scores of one unit report: :class:`Scoring` runs the units pass with the scores
+folded in, then the held-out pass (:mod:`actkit.units._scores`), and adds to every shown unit
+``token_purity``, ``token_r2``, ``context_r2`` and ``description`` (docs/definitions.md,
+section 7), and to the report the split they were computed on (``scores``).
+
+For :func:`actkit.compare_bases` it also keeps what the bootstrap by input sample needs, one
+chunk of units at a time: the resampled held-out R^2 of every unit (``draws``: resampled
+multiplicities of the input samples), each unit's ``top`` highest rows (more than ``k``: the
+top-``k`` rows of a resample are among them) and, for k-sparse probing, the candidate units of
+every label (:mod:`actkit.units._probe`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actkit.units._score_plan import plan_scores
+from actkit.units._scores import (Computed, fit_pass, fused_pass, heldout_pass, predictions, r2,
+                                  unit_chunks)
+from actkit.units._tokens import describe, example_names, purity, top_tokens
+
+__all__ = ["Scoring"]
+
+
+def _keep_first(acc, k, sparse):
+    """The units pass's top and bottom rows ``(top, bottom)``, each (K, units), -1 for an empty
+    slot (or a sparse unit's non-positive value); ``acc`` keeps its first ``k`` (what a report
+    of ``k`` shows: the top-``k`` of the top-``K``). Reads the pass's states ``(values, rows,
+    payload)``."""
+    top_values, top_rows = acc["top"][0], acc["top"][1]
+    top = np.where(top_values > 0, top_rows, -1) if sparse else top_rows.copy()
+    bottom = None if sparse else acc["bottom"][1].copy()
+    for name in ("top", "bottom"):
+        acc[name] = tuple(a[:k] for a in acc[name])
+    return top, bottom
+
+
+class Scoring:
+    """The scores of one report (see the module docstring).
+
+    Parameters
+    ----------
+    plan : ScorePlan
+    draws : ndarray of shape (B, n_sample_ids), optional
+        Bootstrap multiplicities of every input sample id: the held-out R^2 resampled.
+    probes : Probes, optional
+        The k-sparse probing tasks (:class:`actkit.units._probe.Probes`).
+    budget : int, optional
+        Bytes of sums held at once (:data:`actkit.units._scores.SCORE_BYTES`).
+    """
+
+    def __init__(self, plan, *, draws=None, probes=None, budget=None):
+        self.plan, self.draws, self.probes, self.budget = plan, draws, probes, budget
+        self.token_r2 = self.context_r2 = None
+        self.boot_token_r2 = self.boot_context_r2 = None
+        self.top = self.bottom = None
+        self.chunks = []
+
+    @classmethod
+    def for_inputs(cls, layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state=0, **kw):
+        """A :class:`Scoring` of ``layer`` with recorded ``inputs``; None without inputs."""
+        plan = plan_scores(layer, inputs, eval_fraction=eval_fraction, max_rows=max_rows, random_state=random_state,
+                           top=kw.pop("top", 0), pool=kw.get("probes") is not None)
+        return None if plan is None else cls(plan, **kw)
+
+    def run(self, basis, k, rows, codes, classes, random_state, threads, scheduler, progress):
+        """The units pass of ``basis`` (as :func:`actkit.units._api._run_pass` runs it) with the
+        per-key sums folded in, then the held-out pass, chunk by chunk; the pass's finished
+        state (its top and bottom rows cut to ``k``)."""
+        from actkit.runners import runner_for  # the runner decides where the passes run
+        from actkit.units._pass import finish, unit_pass  # the units pass, run over Computed activations
+
+        keys = self.plan.keys
+        up = unit_pass(Computed(basis), max(int(k), self.plan.top), rows, labels=codes, classes=classes,
+                       random_state=random_state, threads=threads)
+        n_units = basis.n_units
+        self.token_r2 = np.full(n_units, np.nan)
+        self.context_r2 = np.full(n_units, np.nan) if keys.has_context else None
+        if self.draws is not None:
+            self.boot_token_r2 = np.full((self.draws.shape[0], n_units), np.nan)
+            self.boot_context_r2 = np.full_like(self.boot_token_r2, np.nan) if keys.has_context else None
+        self.chunks = unit_chunks(n_units, keys, self.budget)
+        with runner_for(basis.rows, scheduler, block_rows=rows) as (X, runner):
+            for i, (lo, hi) in enumerate(self.chunks):
+                if i == 0:
+                    out = runner.run(X, fused_pass(up, basis, keys, lo, hi), desc="units", progress=progress)
+                    acc, fit = finish(out["units"]), out["fit"]
+                else:
+                    fit = runner.run(X, fit_pass(basis, keys, lo, hi, rows, threads), desc="scores", progress=progress)
+                held = runner.run(X, heldout_pass(basis, keys, predictions(fit, keys), lo, hi, rows, threads),
+                                  desc="held-out rows", progress=progress)
+                self._chunk(lo, hi, held.reshape(keys.n_heldout, -1, hi - lo), fit)
+        self.top, self.bottom = _keep_first(acc, int(k), basis.sparse)
+        return acc
+
+    def _chunk(self, lo, hi, held, fit):
+        """Units ``lo:hi``: their held-out R^2 (and resampled), and their probing candidates."""
+        n = self.plan.eval_count[:, None]
+        self.token_r2[lo:hi] = r2(held[:, 2].sum(0), held[:, 0].sum(0), held[:, 1].sum(0), n.sum())
+        if self.context_r2 is not None:
+            self.context_r2[lo:hi] = r2(held[:, 3].sum(0), held[:, 0].sum(0), held[:, 1].sum(0), n.sum())
+        if self.draws is not None:
+            W = self.draws[:, self.plan.heldout]
+            d1, d2, wn = W @ held[:, 0], W @ held[:, 1], W @ n
+            self.boot_token_r2[:, lo:hi] = r2(W @ held[:, 2], d1, d2, wn)
+            if self.context_r2 is not None:
+                self.boot_context_r2[:, lo:hi] = r2(W @ held[:, 3], d1, d2, wn)
+        if self.probes is not None:
+            self.probes.add_units(lo, fit["pool"])
+
+    def oriented_top(self, flipped):
+        """(K, units) the top rows of each unit as the report orients it (a flipped ICA
+        source's top rows are its lowest)."""
+        if self.bottom is None or not len(flipped):
+            return self.top
+        flip = np.zeros(self.top.shape[1], bool)
+        flip[np.asarray(flipped, np.int64)] = True
+        return np.where(flip[None, :], self.bottom, self.top)
+
+    def attach(self, report, inputs):
+        """``report`` with every shown unit's ``token_purity``, ``token_r2``, ``context_r2``
+        and ``description``, and the split in ``report.to_dict()["scores"]``."""
+        data = report._data
+        plan = self.plan
+        for u in data["units"]:
+            j = int(u["unit"])
+            top = u.get("top") or []
+            keys = [int(plan.token[e["row"]]) for e in top]
+            tokens = top_tokens(keys, [e["value"] for e in top])
+            names = example_names(inputs, zip(keys, top))
+            u["token_purity"] = purity(keys)
+            u["token_r2"] = float(self.token_r2[j])
+            u["context_r2"] = None if self.context_r2 is None else float(self.context_r2[j])
+            u["description"] = describe(tokens, names.get, len(keys)) if keys else ""
+        data["scores"] = dict(plan.info(), k=int(data.get("k", 0)))
+        report._scoring = self
+        return report
