@@ -13,6 +13,7 @@ from actkit.units._hist import trimmed
 from actkit.units._lens import logit_lens
 from actkit.units._pass import finish, unit_pass
 from actkit.units._report import SCHEMA, UnitReport
+from actkit.units._score_plan import check_split
 from actkit.units._select import SELECTIVE_AUROC, selectivity
 
 __all__ = ["ORDERS", "open_units_store", "units"]
@@ -83,12 +84,14 @@ def _labels(labels, layer_obj, n):
     return codes.astype(np.int64).ravel(), [str(x) for x in names]
 
 
-def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
+def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress, scoring=None):
     from actkit.runners import runner_for  # the runner decides where the pass runs
 
     width = max(basis.n_units, int(basis.rows.shape[1]))
     rows = int(max(64, min(16384, (16 << 20) // (4 * width))))
     threads = basis.sae is None or str(getattr(basis.sae, "device", "cpu")) == "cpu"
+    if scoring is not None:  # the token scores folded into the same pass, then the held-out rows
+        return scoring.run(basis, k, rows, codes, n_classes, random_state, threads, scheduler, progress)
     p = unit_pass(basis, k, rows, labels=codes, classes=n_classes, random_state=random_state, threads=threads)
     with runner_for(basis.rows, scheduler, block_rows=rows) as (X, runner):
         return finish(runner.run(X, p, desc="units", progress=progress))
@@ -232,7 +235,8 @@ def _add_labels(unit_dicts, acc, names, flip):
 
 
 def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=None, max_units=None,
-          random_state=0, device="cpu", progress=None, inputs=None, scheduler=None) -> UnitReport:
+          random_state=0, device="cpu", progress=None, inputs=None, scheduler=None, eval_fraction=0.2,
+          max_rows=None) -> UnitReport:
     """What each unit of a layer responds to: top-``k`` examples, quantile bands, histogram,
     moments, logit lens and label selectivity, from one streaming pass over the rows.
 
@@ -270,6 +274,11 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         with :func:`actkit.extractors.record_inputs`; False: no examples' inputs.
     scheduler : None, str or distributed.Client
         Run the pass on Dask (``docs/dask.md``); the same result as here.
+    eval_fraction : float, default=0.2
+        With recorded inputs, the share of input samples held out for ``token_r2`` and
+        ``context_r2`` (a seeded choice by ``random_state``; docs/definitions.md, section 7).
+    max_rows : int, optional
+        Score the token R^2 on whole input samples up to this many rows (default: all rows).
 
     Returns
     -------
@@ -279,6 +288,7 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
     context = _int("context", context, 0)
     if max_units is not None:
         max_units = _int("max_units", max_units, 1)
+    check_split(eval_fraction, max_rows)
     store, layer, opened = open_units_store(store, layer)
     try:
         b = resolve_basis(basis, store, layer, device=device)
@@ -286,8 +296,13 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
             raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of unit indices, got {order!r}")
         codes, names = _labels(labels, store[layer], int(store[layer].shape[0]))
         rec = _inputs(store, inputs)
-        acc = _run_pass(b, k, codes, 1 if names is None else len(names), random_state, scheduler, progress)
-        return _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state)
+        from actkit.units._unit_scores import Scoring  # token scores: where the inputs name each row's token
+
+        scoring = Scoring.for_inputs(store[layer], rec, eval_fraction=eval_fraction, max_rows=max_rows,
+                                     random_state=random_state)
+        acc = _run_pass(b, k, codes, 1 if names is None else len(names), random_state, scheduler, progress, scoring)
+        report = _report(store, layer, b, acc, k, context, order, max_units, rec, names, random_state)
+        return report if scoring is None else scoring.attach(report, rec)
     finally:
         if opened and hasattr(store, "close"):
             store.close()
