@@ -70,6 +70,8 @@ _LAZY = {
     "units": "actkit.units",
     "match_units": "actkit.units",
     "UnitReport": "actkit.units",
+    "compare_bases": "actkit.units",
+    "BasisComparison": "actkit.units",
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)

@@ -9,14 +9,21 @@ components, ICA sources, dictionary atoms and SAE latents (docs/units.md).
 * :func:`match_units` -- the units of two stores over the same inputs correlated over all rows
   (streamed cross moments), matched one-to-one (Hungarian on |correlation|) with a
   permutation p-value by input sample.
+* :func:`compare_bases` -- several bases of one layer (neurons, PCA, ICA, dictionaries, SAEs and
+  a random-rotation control) scored the same way per unit (token purity, token and context
+  R^2, label AUROC, k-sparse probing), with bootstrap intervals by input sample; a
+  :class:`BasisComparison`.
 """
 
 from actkit.units._api import ORDERS
 from actkit.units._api import units as _api_units
+from actkit.units._bases import compare_bases
+from actkit.units._comparison import BasisComparison
 from actkit.units._match import UnitMatch, check_match, match_units
 from actkit.units._report import SCHEMA, UnitReport
 
-__all__ = ["ORDERS", "SCHEMA", "UnitMatch", "UnitReport", "check_match", "match_units", "units"]
+__all__ = ["ORDERS", "SCHEMA", "BasisComparison", "UnitMatch", "UnitReport", "check_match", "compare_bases",
+           "match_units", "units"]
 
 
 class _CallableModule(__import__("types").ModuleType):

@@ -131,8 +131,12 @@ def _fit_merge(a, b):
 
 def fit_pass(basis, plan, lo, hi, rows, threads=True) -> RowPass:
     """The fit sums of units ``lo:hi`` alone (a chunk of units beyond the first)."""
-    return RowPass(_fit_new, _fit_only_add, _fit_merge, (basis, plan, lo, hi), int(rows), map=_fit_only_map,
+    return RowPass(_fit_only_new, _fit_only_add, _fit_merge, (basis, plan, lo, hi), int(rows), map=_fit_only_map,
                    threads=threads, name="scores")
+
+
+def _fit_only_new(basis, plan, lo, hi):
+    return _fit_new(plan, lo, hi)
 
 
 def _fit_only_map(block, first_row, basis, plan, lo, hi):
