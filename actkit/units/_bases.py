@@ -119,9 +119,14 @@ def _recorded(store, inputs):
 
 
 def _row_labels(labels, layer):
-    """Labels per row: one per input sample is spread over the sample's rows."""
-    if labels is None or isinstance(labels, (str, os.PathLike)):
-        return labels
+    """Labels per row: one per input sample (an array, or a label file as ``actkit evaluate``
+    reads it) is spread over the sample's rows."""
+    if labels is None:
+        return None
+    if isinstance(labels, (str, os.PathLike)):
+        from actkit.evaluation import read_labels  # the label files of actkit evaluate
+
+        labels = read_labels(labels, layer=layer)
     arr = np.asarray(labels)
     groups = np.asarray(layer.groups)
     n_samples = int(groups.max()) + 1 if groups.size else 0
@@ -196,8 +201,8 @@ def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None,
 
     Every basis gets, per unit, ``token_purity``, ``token_r2``, ``context_r2`` (and
     ``label_auroc`` with labels; docs/definitions.md, section 7), summarised over its units
-    (median, mean, 90th percentile, share at or above a threshold) with a percentile bootstrap
-    interval that resamples input samples; with labels, the labels that have a unit of their
+    (median, mean, 90th percentile, share at or above a threshold) with a bootstrap interval that
+    resamples input samples (centred percentile: :func:`actkit.units._summary.centred_interval`); with labels, the labels that have a unit of their
     own (AUROC >= 0.9) and SAEBench's k-sparse probing (k = 1, 2, 5); and a verdict for every
     pair of bases.
 

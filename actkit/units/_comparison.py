@@ -64,7 +64,7 @@ def _entry(name, report, scoring, plan, draws, k, confidence, control):
     for s in SCORES:
         if s == "context_r2" and scoring.context_r2 is None or s == "label_auroc" and data.get("labels") is None:
             continue
-        scores[s], stats[s] = summarize(values[s], boots[s], THRESHOLDS[s], confidence)
+        scores[s], stats[s] = summarize(s, values[s], boots[s], THRESHOLDS[s], confidence)
     labels = data.get("labels")
     best, worst = _shown(data, values)
     entry = {"name": name, "kind": data["basis"]["kind"], "source": data["basis"]["source"],
@@ -159,7 +159,7 @@ def assemble(store, layer, runs, plan, draws, *, k, confidence, bootstrap, contr
     first = runs[0][1]._data
     data = {"schema": SCHEMA, "store": str(getattr(store, "path", "")), "layer": layer, "n_rows": first["n_rows"],
             "n_samples": first["n_samples"], "k": int(k), "top_rows": int(plan.top), "bootstrap": int(bootstrap),
-            "confidence": float(confidence), "interval": "percentile", "thresholds": dict(THRESHOLDS),
+            "confidence": float(confidence), "interval": "centred percentile", "thresholds": dict(THRESHOLDS),
             "controls": list(controls), "split": plan.info(), "inputs": _inputs(reports, entries),
             "labels": None if first.get("labels") is None else first["labels"]["names"],
             "bases": entries, "verdicts": _verdicts(entries, stats, confidence, controls), "notes": list(notes)}
@@ -172,7 +172,8 @@ class BasisComparison:
     Every view reads the one dictionary :meth:`to_dict` returns (``"schema": "actkit-bases/1"``):
 
     * ``store``, ``layer``, ``n_rows``, ``n_samples``, ``k``, ``top_rows`` (rows per unit kept
-      for resampling the purity), ``bootstrap``, ``confidence``, ``interval`` ("percentile"),
+      for resampling the purity), ``bootstrap``, ``confidence``, ``interval`` ("centred percentile":
+      :func:`actkit.units._summary.centred_interval`),
       ``thresholds``, ``controls``, ``labels`` (names or None), ``notes``;
     * ``split``: ``eval_fraction``, ``max_rows``, ``random_state``, ``key`` ("token" or "patch
       cell"), ``fit_rows``, ``heldout_rows``, ``scored_samples``, ``heldout_samples`` (ids);

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from actkit.inference import percentile_interval
+from actkit.units._summary import centred_interval
 
 __all__ = ["KS", "MIN_POSITIVES", "Probes"]
 
@@ -111,7 +111,7 @@ class Probes:
     def results(self, draws=None, confidence=0.95):
         """``{k: {"accuracy", "ci_low", "ci_high", "per_label": {name: accuracy}, "units":
         {name: [unit, ...]}}}``: the held-out accuracy of each label's k-unit probe, averaged
-        over labels, with a percentile interval over ``draws`` (held-out samples resampled,
+        over labels, with a centred percentile interval over ``draws`` (held-out samples resampled,
         the probes fixed); None without a task."""
         from sklearn.linear_model import LogisticRegression  # scikit-learn: only where labels are probed
 
@@ -132,6 +132,6 @@ class Probes:
             value = float(np.mean(list(per.values())))
             lo = hi = None
             if draws is not None and len(draws):
-                lo, hi = percentile_interval(_resampled(draws, self.samples, hits), confidence)
+                lo, hi = centred_interval(_resampled(draws, self.samples, hits), value, confidence, 0.0, 1.0)
             out[k] = {"accuracy": value, "ci_low": lo, "ci_high": hi, "per_label": per, "units": units}
         return out

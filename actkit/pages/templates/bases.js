@@ -46,7 +46,8 @@
                  format: function (b) { var p = b.probing && b.probing[k]; return p ? ci({value: p.accuracy, ci_low: p.ci_low, ci_high: p.ci_high}) : ""; }});
     });
     table.appendChild(el("div", {cls: "scroll"}, A.table(cols, bases, {cls: "scores"})));
-    table.appendChild(A.notes(R.notes));
+    var notes = A.notes(R.notes);
+    if (notes) table.appendChild(notes);
     main.appendChild(table);
 
     /* ---------------------------------------------------------------- verdicts */
