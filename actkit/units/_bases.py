@@ -31,6 +31,8 @@ CONTROLS = ("random_rotation",)
 TOP_FACTOR = 3
 #: tokens either side of the examples of the best and worst units' cards
 CONTEXT = 8
+#: best and worst units (by token R^2) a comparison shows with their examples
+SHOWN = 5
 
 
 class RandomRotation:
@@ -185,13 +187,30 @@ def _rotation(store, layer, bases, random_state, progress):
     return b
 
 
-def _score_basis(store, layer, basis, k, codes, names, rec, plan, draws, probes, random_state, progress, control):
-    """One basis: its unit report with the scores, and its Scoring."""
+def _label_aurocs(acc, names, flipped, n_units):
+    """Every unit's label selectivity (the report shows only some units): ``(aurocs (n_units,),
+    summary)`` as :func:`actkit.units` reports them, or ``(None, None)`` without labels."""
+    if names is None:
+        return None, None
+    from actkit.units._api import _add_labels  # the label selectivity of the units report
+
+    flip = np.zeros(n_units, bool)
+    flip[np.asarray(flipped, np.int64)] = True
+    dicts = [{"unit": j} for j in range(n_units)]
+    summary = _add_labels(dicts, acc, names, flip)
+    return np.array([d["label"]["auroc"] if d.get("label") else np.nan for d in dicts]), summary
+
+
+def _score_basis(store, layer, basis, k, codes, names, rec, plan, draws, probes, random_state, progress):
+    """One basis: its Scoring (every unit's scores) and its unit report of the units it shows
+    (the best and the worst by token R^2: rendering every unit's examples is a units report's
+    work, not a comparison's)."""
     scoring = Scoring(plan, draws=draws, probes=None if probes is None else probes.fresh())
     acc = _run_pass(basis, k, codes, 1 if names is None else len(names), random_state, None, progress, scoring)
-    report = _report(store, layer, basis, acc, k, CONTEXT, "index" if control else None, None, rec, names,
-                     random_state)
-    return scoring.attach(report, rec), scoring
+    shown = scoring.best_and_worst(SHOWN) or [0]
+    report = scoring.attach(_report(store, layer, basis, acc, k, CONTEXT, shown, None, rec, names, random_state), rec)
+    scoring.label_auroc, scoring.labels = _label_aurocs(acc, names, scoring.flipped, basis.n_units)
+    return report, scoring
 
 
 def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None, eval_fraction=0.2, bootstrap=200,
@@ -260,7 +279,7 @@ def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None,
         if "random_rotation" in controls:
             resolved.append(("random_rotation", _rotation(store, layer, resolved, random_state, progress)))
         runs = [(name, *_score_basis(store, layer, b, k, codes, names, rec, plan, draws, probes, random_state,
-                                     progress, name in controls)) for name, b in resolved]
+                                     progress)) for name, b in resolved]
         return assemble(store, layer, runs, plan, draws, k=k, confidence=confidence, bootstrap=bootstrap,
                         controls=controls, notes=[note] if note else [])
     finally:

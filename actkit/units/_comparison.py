@@ -15,65 +15,48 @@ SCHEMA = "actkit-bases/1"
 COLUMNS = ("basis", "score", "statistic", "value", "ci_low", "ci_high", "n_units", "control")
 #: the scores a verdict compares (their medians)
 VERDICT_SCORES = ("token_purity", "token_r2", "context_r2")
-#: best and worst units shown per basis
-SHOWN = 5
 
 
-def _per_unit(units, n_units):
-    """``{score: (n_units,) float}`` and the descriptions, from a report's unit dicts."""
-    out = {s: np.full(n_units, np.nan) for s in SCORES}
-    desc = [""] * n_units
-    for u in units:
-        j = int(u["unit"])
-        for s in SCORES[:3]:
-            v = u.get(s)
-            out[s][j] = np.nan if v is None else float(v)
-        lab = u.get("label") or {}
-        out["label_auroc"][j] = float(lab["auroc"]) if lab.get("auroc") is not None else np.nan
-        desc[j] = u.get("description") or ""
-    return out, desc
+def _per_unit(scoring):
+    """``{score: (n_units,) float}`` of every unit of a basis."""
+    n = scoring.token_r2.size
+    none = np.full(n, np.nan)
+    return {"token_purity": scoring.token_purity, "token_r2": scoring.token_r2,
+            "context_r2": none if scoring.context_r2 is None else scoring.context_r2,
+            "label_auroc": none if getattr(scoring, "label_auroc", None) is None else scoring.label_auroc}
 
 
-def _resampled_purity(scoring, data, plan, draws, k):
+def _resampled_purity(scoring, plan, draws, k):
     """(B, units) token purity of every resample (the unit's top ``K`` rows, as oriented)."""
-    rows = scoring.oriented_top(data.get("flipped") or [])
+    rows = scoring.oriented_top()[0]
     ok = rows >= 0
     keys = np.where(ok, plan.token[np.maximum(rows, 0)], -2)
     samples = np.where(ok, plan.sample[np.maximum(rows, 0)], -1)
     return purity_resampled(keys, samples, draws, k)
 
 
-def _shown(data, values):
-    """The best and worst :data:`SHOWN` units by token purity, then token R^2 (units with both)."""
-    purity, r2 = values["token_purity"], values["token_r2"]
-    ok = np.flatnonzero(np.isfinite(purity) & np.isfinite(r2))
-    order = ok[np.lexsort((ok, -r2[ok], -purity[ok]))]
-    by_unit = {int(u["unit"]): u for u in data["units"]}
-    best = [int(j) for j in order[:SHOWN]]
-    worst = [int(j) for j in order[::-1][:SHOWN] if int(j) not in best]
-    return [by_unit[j] for j in best], [by_unit[j] for j in worst]
-
-
 def _entry(name, report, scoring, plan, draws, k, confidence, control):
     """One basis's part of the comparison and its resampled statistics ``{score: {stat: (B,)}}``."""
     data = report._data
-    values, desc = _per_unit(data["units"], int(data["basis"]["n_units"]))
-    boots = {"token_purity": None if draws is None else _resampled_purity(scoring, data, plan, draws, k),
+    values = _per_unit(scoring)
+    boots = {"token_purity": None if draws is None else _resampled_purity(scoring, plan, draws, k),
              "token_r2": scoring.boot_token_r2, "context_r2": scoring.boot_context_r2, "label_auroc": None}
+    labels = getattr(scoring, "labels", None)
     scores, stats = {}, {}
     for s in SCORES:
-        if s == "context_r2" and scoring.context_r2 is None or s == "label_auroc" and data.get("labels") is None:
+        if s == "context_r2" and scoring.context_r2 is None or s == "label_auroc" and labels is None:
             continue
         scores[s], stats[s] = summarize(s, values[s], boots[s], THRESHOLDS[s], confidence)
-    labels = data.get("labels")
-    best, worst = _shown(data, values)
+    shown = {int(u["unit"]): u for u in data["units"]}
+    best = [shown[j] for j in sorted(shown, key=lambda j: -scoring.token_r2[j])]
+    cut = min(len(best), 5)
     entry = {"name": name, "kind": data["basis"]["kind"], "source": data["basis"]["source"],
              "n_units": int(data["basis"]["n_units"]), "control": bool(control), "scores": scores,
              "labels": None if labels is None else {k_: labels[k_] for k_ in ("with_own_unit", "count", "threshold")},
              "probing": None if scoring.probes is None else scoring.probes.results(draws, confidence),
-             "flipped": list(data.get("flipped") or []), "dead": list(data.get("dead") or []),
-             "units": {"unit": list(range(len(desc))), **{s: values[s] for s in SCORES}, "description": desc},
-             "best": best, "worst": worst}
+             "flipped": list(data.get("flipped") or []),
+             "units": {"unit": list(range(values["token_r2"].size)), **values, "description": scoring.description},
+             "best": best[:cut], "worst": best[cut:][::-1]}
     return entry, stats
 
 
@@ -185,11 +168,13 @@ class BasisComparison:
       "threshold"}``; ``probing``: ``{k: {"accuracy", "ci_low", "ci_high", "per_label",
       "units"}}`` (k = 1, 2, 5); ``units``: every unit's scores and ``description``;
       ``best`` / ``worst``: the unit dicts (:class:`~actkit.units.UnitReport`'s schema) of the
-      five best and worst units by token purity, then token R^2; ``flipped``, ``dead``;
+      five units of the highest and of the lowest token R^2 (worst first); ``flipped``;
     * ``verdicts``: per pair of bases and score ``{"a", "b", "score", "statistic", "a_value",
       "b_value", "difference", "ci_low", "ci_high", "resolved"}``.
 
-    ``reports`` holds each basis's full :class:`~actkit.units.UnitReport`.
+    ``reports`` holds each basis's :class:`~actkit.units.UnitReport` of the units it shows (the
+    best and the worst: a comparison renders no other unit's examples; run :func:`actkit.units`
+    for every unit's card).
     """
 
     def __init__(self, data: dict, reports: dict | None = None):

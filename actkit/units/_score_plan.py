@@ -126,6 +126,8 @@ class ScorePlan:
     top : int
         Top rows per unit the pass keeps (more than the report's ``k`` where the token purity is
         resampled).
+    grid : tuple or None
+        Images: ``(prefix positions, rows, cols)`` of the patch grid (a key's cell).
     pool : bool
         Also the mean-pooled rows of every scored sample (k-sparse probing).
     """
@@ -152,6 +154,7 @@ class ScorePlan:
     top: int = 0
     pool: bool = False
     pool_slot: np.ndarray = field(default=None, repr=False)
+    grid: tuple | None = None
 
     @property
     def has_context(self) -> bool:
@@ -237,10 +240,15 @@ def plan_scores(layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state
     heldout = np.unique(sample[ev])
     eslot = np.where(ev, np.searchsorted(heldout, sample), -1)
     pool_slot = np.where(in_scope & ~special, np.searchsorted(scored, sample), -1) if pool else None
+    grid = None
+    if inputs.kind == "image":
+        from actkit.units._examples import Renderer  # the patch grid the examples are boxed on
+
+        grid = Renderer(inputs, 0, int(token.max()) + 1, dict(getattr(layer, "attrs", {}) or {})).grid
     return ScorePlan(kind=str(inputs.kind), token=token, prev=prev, special=special, sample=sample, role=role,
                      heldout=heldout, scored=scored, tslot=tslot, pslot=pslot, n_tok=n_tok, n_pair=n_pair,
                      fit_count=np.bincount(slot, minlength=n_tok + n_pair).astype(np.float64),
                      n_fit=int(fit.sum()), eslot=eslot,
                      eval_count=np.bincount(eslot[ev], minlength=heldout.size).astype(np.float64),
                      eval_fraction=float(eval_fraction), max_rows=None if max_rows is None else int(max_rows),
-                     random_state=int(random_state), top=int(top), pool=bool(pool), pool_slot=pool_slot)
+                     random_state=int(random_state), top=int(top), pool=bool(pool), pool_slot=pool_slot, grid=grid)

@@ -77,9 +77,15 @@ def _dense(item, lo, hi):
     return out
 
 
+def _runs(s):
+    """Where each run of equal values of ``s`` (sorted) starts."""
+    return np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+
+
 def group_sums(item, slots, lo, hi):
     """``(slots, sums)``: the sums of units ``lo:hi`` over a block's rows grouped by ``slots``
-    (n,) (-1: left out), in float64; ``slots`` increasing, ``sums`` (m, hi - lo)."""
+    (n,) (-1: left out), accumulated in float64; ``slots`` increasing, ``sums`` (m, hi - lo).
+    Rows already in slot order (a held-out block's samples) are summed where they lie."""
     width = hi - lo
     if isinstance(item, tuple):                                   # a sparse basis's entries
         _, r, u, v = item
@@ -91,10 +97,30 @@ def group_sums(item, slots, lo, hi):
     rows = np.flatnonzero(slots >= 0)
     if rows.size == 0:
         return np.zeros(0, np.int64), np.zeros((0, width))
-    rows = rows[np.argsort(slots[rows], kind="stable")]
     s = slots[rows]
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-    return s[starts], np.add.reduceat(np.asarray(item[rows, lo:hi], np.float64), starts, axis=0)
+    if np.any(s[1:] < s[:-1]):
+        order = np.argsort(s, kind="stable")
+        rows, s = rows[order], s[order]
+    X = item[:, lo:hi] if rows.size == item.shape[0] else item[rows, lo:hi]
+    starts = _runs(s)
+    return s[starts], np.add.reduceat(X, starts, axis=0, dtype=np.float64)
+
+
+def _token_pair_sums(item, tok, pair, lo, hi):
+    """The sums of units ``lo:hi`` by token slot ``tok`` and by pair slot ``pair`` (n,) (-1:
+    none; a row with a pair slot has a token slot), from one gather: the rows sorted by (token,
+    pair), summed by (token, pair) run, the runs summed by token."""
+    rows = np.flatnonzero(tok >= 0)
+    if rows.size == 0:
+        return [(np.zeros(0, np.int64), np.zeros((0, hi - lo)))] * 2
+    rows = rows[np.lexsort((pair[rows], tok[rows]))]
+    t, p = tok[rows], pair[rows]
+    starts = np.flatnonzero(np.r_[True, (t[1:] != t[:-1]) | (p[1:] != p[:-1])])
+    inner = np.add.reduceat(item[rows, lo:hi], starts, axis=0, dtype=np.float64)
+    t, p = t[starts], p[starts]
+    outer = _runs(t)
+    has = p >= 0
+    return [(t[outer], np.add.reduceat(inner, outer, axis=0)), (p[has], inner[has])]
 
 
 # ----------------------------------------------------------------------------- 1. the fit sums
@@ -111,8 +137,14 @@ def _fit_map(item, first_row, plan, lo, hi):
     fit = plan.role[sl] == FIT
     tok = np.where(fit, plan.tslot[sl], -1)
     pair = np.where(fit & (plan.pslot[sl] >= 0), plan.n_tok + plan.pslot[sl], -1)
-    out = {"sums": [group_sums(item, tok, lo, hi), group_sums(item, pair, lo, hi)],
-           "total": [group_sums(item, np.where(fit, 0, -1), lo, hi)]}
+    if isinstance(item, tuple):
+        sums = [group_sums(item, tok, lo, hi), group_sums(item, pair, lo, hi)]
+        total = group_sums(item, np.where(fit, 0, -1), lo, hi)
+    else:
+        sums = _token_pair_sums(item, tok, pair, lo, hi)
+        total = (np.zeros(1, np.int64), np.add.reduce(item[:, lo:hi], axis=0, dtype=np.float64,
+                                                      where=fit[:, None])[None])
+    out = {"sums": sums, "total": [total]}
     if plan.n_pooled:
         out["pool"] = [group_sums(item, plan.pool_slot[sl], lo, hi)]
     return out
@@ -200,13 +232,15 @@ def _heldout_map(block, first_row, basis, plan, tables, lo, hi):
     ts = plan.tslot[rows]
     P = tok[np.where(ts >= 0, ts, plan.n_tok)]
     D = A - mean
-    parts = [D, D * D, (A - P) ** 2]
+    parts = [D, D * D, np.square(A - P, out=P)]
     if pair is not None:
         hit = plan.pslot[rows] >= 0
+        P = tok[np.where(ts >= 0, ts, plan.n_tok)]
         P[hit] = pair[plan.pslot[rows][hit]]
-        parts.append((A - P) ** 2)
-    X = np.concatenate(parts, axis=1)
-    return group_sums(X, plan.eslot[rows], 0, X.shape[1])
+        parts.append(np.square(A - P, out=P))
+    slots = plan.eslot[rows]
+    sums = [group_sums(x, slots, 0, x.shape[1]) for x in parts]
+    return sums[0][0], np.concatenate([x[1] for x in sums], axis=1)
 
 
 def _heldout_new(basis, plan, tables, lo, hi):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["describe", "purity", "top_tokens"]
+__all__ = ["describe", "key_namer", "purity", "top_tokens", "unit_tokens"]
 
 #: distinct tokens a description names
 DESCRIBED = 3
@@ -44,21 +44,38 @@ def describe(tokens, name, total) -> str:
     return ", ".join(f"{name(key)} ({count}/{total})" for key, count, _ in tokens[:DESCRIBED])
 
 
-def example_names(inputs, keyed) -> dict:
-    """``{key: name}`` of ``keyed``, ``(key, example)`` pairs of a unit, for :func:`describe`: a text token as
-    Python's ``repr`` of its string (spaces and escapes visible), an image key as its patch
-    cell (``cell (row, col)``) or ``[CLS]``; -1 (a pooled row) as the whole input."""
-    out = {-1: "(whole input)"}
+def key_namer(inputs, grid=None):
+    """``name(key) -> str`` for descriptions: a text token as Python's ``repr`` of its string
+    (spaces and escapes visible), an image key (a position) as its patch cell ``cell (row,
+    col)`` of ``grid`` (``(prefix positions, rows, cols)``) or ``[CLS]``; -1 (a pooled row) as
+    the whole input."""
     vocab = inputs.vocab if inputs is not None and getattr(inputs, "kind", None) == "text" else None
-    for key, e in keyed:
+    extra, _, cols = grid if grid is not None else (0, 0, 0)
+
+    def name(key):
         key = int(key)
-        if key in out:
-            continue
+        if key < 0:
+            return "(whole input)"
         if vocab is not None:
-            out[key] = repr(str(vocab[key])) if key < len(vocab) else f"#{key}"
+            return repr(str(vocab[key])) if key < len(vocab) else f"#{key}"
+        if key < extra:
+            return "[CLS]"
+        if not cols:
+            return f"position {key}"
+        r, c = divmod(key - extra, cols)
+        return f"cell ({r}, {c})"
+    return name
+
+
+def unit_tokens(keys, values, k, name):
+    """``(purity, description)`` of every unit from its top rows: ``keys``, ``values`` (K,
+    units), row -1 as key -2 for an empty slot; the first ``k`` filled rows of each."""
+    purities, descriptions = np.full(keys.shape[1], np.nan), [""] * keys.shape[1]
+    for j in range(keys.shape[1]):
+        kj = keys[:, j]
+        keep = np.flatnonzero(kj > -2)[:k]
+        if keep.size == 0:
             continue
-        img = e.get("image") or {}
-        cell = img.get("cell")
-        out[key] = f"cell ({cell[0]}, {cell[1]})" if cell is not None else (
-            "[CLS]" if img.get("token") == "cls" else f"position {e.get('position')}")
-    return out
+        purities[j] = purity(kj[keep])
+        descriptions[j] = describe(top_tokens(kj[keep], values[keep, j]), name, keep.size)
+    return purities, descriptions

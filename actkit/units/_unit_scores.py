@@ -17,19 +17,19 @@ import numpy as np
 from actkit.units._score_plan import plan_scores
 from actkit.units._scores import (Computed, fit_pass, fused_pass, heldout_pass, predictions, r2,
                                   unit_chunks)
-from actkit.units._tokens import describe, example_names, purity, top_tokens
+from actkit.units._tokens import key_namer, unit_tokens
 
 __all__ = ["Scoring"]
 
 
 def _keep_first(acc, k, sparse):
-    """The units pass's top and bottom rows ``(top, bottom)``, each (K, units), -1 for an empty
-    slot (or a sparse unit's non-positive value); ``acc`` keeps its first ``k`` (what a report
-    of ``k`` shows: the top-``k`` of the top-``K``). Reads the pass's states ``(values, rows,
-    payload)``."""
-    top_values, top_rows = acc["top"][0], acc["top"][1]
-    top = np.where(top_values > 0, top_rows, -1) if sparse else top_rows.copy()
-    bottom = None if sparse else acc["bottom"][1].copy()
+    """The units pass's top and bottom rows and values ``((rows, values), (rows, values) or
+    None)``, each (K, units), row -1 for an empty slot (or a sparse unit's non-positive value);
+    ``acc`` keeps its first ``k`` (what a report of ``k`` shows: the top-``k`` of the top-``K``).
+    Reads the pass's states ``(values, rows, payload)`` (bottom: the largest of ``-value``)."""
+    values, rows = acc["top"][0], acc["top"][1]
+    top = (np.where(values > 0, rows, -1) if sparse else rows.copy(), values.copy())
+    bottom = None if sparse else (acc["bottom"][1].copy(), acc["bottom"][0].copy())
     for name in ("top", "bottom"):
         acc[name] = tuple(a[:k] for a in acc[name])
     return top, bottom
@@ -51,9 +51,10 @@ class Scoring:
 
     def __init__(self, plan, *, draws=None, probes=None, budget=None):
         self.plan, self.draws, self.probes, self.budget = plan, draws, probes, budget
-        self.token_r2 = self.context_r2 = None
+        self.token_r2 = self.context_r2 = self.token_purity = self.description = None
         self.boot_token_r2 = self.boot_context_r2 = None
         self.top = self.bottom = None
+        self.flipped = []
         self.chunks = []
 
     @classmethod
@@ -108,30 +109,39 @@ class Scoring:
         if self.probes is not None:
             self.probes.add_units(lo, fit["pool"])
 
-    def oriented_top(self, flipped):
-        """(K, units) the top rows of each unit as the report orients it (a flipped ICA
-        source's top rows are its lowest)."""
+    def oriented_top(self, flipped=None):
+        """``(rows, values)``, each (K, units): the top rows of each unit as the report orients it
+        (a flipped ICA source's top rows are its lowest; its values those of the negated source)."""
+        flipped = self.flipped if flipped is None else flipped
         if self.bottom is None or not len(flipped):
             return self.top
-        flip = np.zeros(self.top.shape[1], bool)
+        flip = np.zeros(self.top[0].shape[1], bool)
         flip[np.asarray(flipped, np.int64)] = True
-        return np.where(flip[None, :], self.bottom, self.top)
+        return tuple(np.where(flip[None, :], b, t) for t, b in zip(self.top, self.bottom))
+
+    def best_and_worst(self, n):
+        """The ``n`` units of the highest and the ``n`` of the lowest ``token_r2`` (units that
+        have one; ties by unit), highest first: the units a comparison shows."""
+        ok = np.flatnonzero(np.isfinite(self.token_r2))
+        order = ok[np.lexsort((ok, -self.token_r2[ok]))]
+        best = order[:n].tolist()
+        return best + [j for j in order[::-1][:n].tolist() if j not in best]
 
     def attach(self, report, inputs):
         """``report`` with every shown unit's ``token_purity``, ``token_r2``, ``context_r2``
-        and ``description``, and the split in ``report.to_dict()["scores"]``."""
+        and ``description`` (computed for every unit of the basis, from the top rows of the pass
+        as the report orients them), and the split in ``report.to_dict()["scores"]``."""
         data = report._data
-        plan = self.plan
+        plan, k = self.plan, int(data["k"])
+        self.flipped = list(data.get("flipped") or [])
+        rows, values = self.oriented_top()
+        keys = np.where(rows >= 0, plan.token[np.maximum(rows, 0)], -2)
+        self.token_purity, self.description = unit_tokens(keys, values, k, key_namer(inputs, plan.grid))
         for u in data["units"]:
             j = int(u["unit"])
-            top = u.get("top") or []
-            keys = [int(plan.token[e["row"]]) for e in top]
-            tokens = top_tokens(keys, [e["value"] for e in top])
-            names = example_names(inputs, zip(keys, top))
-            u["token_purity"] = purity(keys)
+            u["token_purity"] = float(self.token_purity[j])
             u["token_r2"] = float(self.token_r2[j])
             u["context_r2"] = None if self.context_r2 is None else float(self.context_r2[j])
-            u["description"] = describe(tokens, names.get, len(keys)) if keys else ""
-        data["scores"] = dict(plan.info(), k=int(data.get("k", 0)))
-        report._scoring = self
+            u["description"] = self.description[j]
+        data["scores"] = dict(plan.info(), k=k)
         return report
