@@ -321,3 +321,47 @@ def test_cli_bad_input_is_one_line_before_any_pass(planted, tmp_path, capsys, mo
              ((path, "--device", "bogus"), "unknown device")]
     for argv, message in cases:
         assert message in cli_error(capsys, "bases", *argv), argv
+
+
+def test_resampled_purity_equals_a_loop_over_resamples():
+    """Every resample's top-k rows taken one row at a time, each as often as its input sample
+    is drawn, up to k; rows of no sample (-1) count nothing."""
+    from actkit.inference import bootstrap_draws
+    from actkit.units._summary import purity_resampled
+
+    rng = np.random.default_rng(4)
+    K, U, k, G = 15, 7, 5, 40
+    keys, samples = rng.integers(0, 4, (K, U)), rng.integers(0, G, (K, U))
+    samples[-4:, :2] = -1
+    W = bootstrap_draws(G, 30, 1)
+    got = purity_resampled(keys, samples, W, k)
+    for b in range(W.shape[0]):
+        for j in range(U):
+            taken = []
+            for key, s in zip(keys[:, j], samples[:, j]):
+                if s >= 0:
+                    taken += [key] * int(W[b, s])
+            taken = taken[:k]
+            want = np.unique(taken, return_counts=True)[1].max() / len(taken) if taken else np.nan
+            assert got[b, j] == pytest.approx(want, nan_ok=True)
+
+
+def test_zoo_vit_with_its_hue_and_shape_labels(tmp_path):
+    """Image rows keyed by patch cell, one label per image spread over its patches, k-sparse
+    probing of every basis; the ICA basis is a fitted estimator."""
+    from actkit import zoo
+
+    v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), tmp_path / "v.h5",
+                       layers=["encoder.layer.3"], max_samples=96, progress=False)
+    layer = actkit.open_store(v)["encoder.layer.3"]
+    factors, names = zoo.image_factors()
+    ica = actkit.FastICA(n_components=16, random_state=0).fit(layer)
+    for f in ("shape", "object_hue"):
+        res = compare_bases(v, bases={"ica": ica}, k=8, labels=factors[:96, names.index(f)], bootstrap=40,
+                            progress=False)
+        d = res.to_dict()
+        assert res.bases == ["neurons", "ica", "random_rotation"] and d["split"]["key"] == "patch cell"
+        for b in d["bases"]:
+            assert "context_r2" not in b["scores"] and b["labels"]["count"] >= 0
+            assert set(b["probing"]) == {"1", "2", "5"} and 0 <= b["probing"]["1"]["accuracy"] <= 1
+            assert all(x == "" or x.startswith(("cell (", "[CLS]")) for x in b["units"]["description"])

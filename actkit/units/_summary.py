@@ -122,8 +122,9 @@ def purity_resampled(keys, samples, draws, k, chunk=256):
         before = np.cumsum(w, axis=1) - w
         take = np.clip(k - before, 0.0, w)
         same = (keys[:, None, lo:hi] == keys[None, :, lo:hi]) & (s[:, None] >= 0) & (s[None, :] >= 0)
-        counts = np.einsum("bju,iju->biu", take, same)                              # weight of each row's key
+        # the weight of each row's key: one (B, K) x (K, K) product per unit (batched matmul, BLAS)
+        counts = np.matmul(take.transpose(2, 0, 1), same.transpose(2, 0, 1).astype(np.float64))   # (u, B, K)
         total = take.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[:, lo:hi] = np.where(total > 0, counts.max(axis=1) / total, np.nan)
+            out[:, lo:hi] = np.where(total > 0, counts.max(axis=2).T / total, np.nan)
     return out
