@@ -97,7 +97,8 @@ FLOORS: list = [
         ("synthetic", ["actkit.synthetic"], "data-generating processes and the paper reproductions"),
         ("units", ["actkit.units"],
          "`units`, `match_units`, `UnitReport`: what each unit of any basis responds to (top-k, bands, "
-         "histograms, moments in one mergeable pass; logit lens; label selectivity; matched units)"),
+         "histograms, moments in one mergeable pass; logit lens; label selectivity; matched units); "
+         "per-unit token scores; `compare_bases`, `BasisComparison`: bases side by side"),
     ]),
     ("presentation", [
         ("cli", ["actkit.cli", "actkit._commands", "actkit.__main__"],

@@ -47,8 +47,6 @@ def _cards(d, b):
 def bases_data(d: dict, *, title: str = "", subtitle: str = "") -> dict:
     """The page's form of a comparison's ``to_dict()``: its table and verdicts as they are,
     per basis the histogram of each score over its units and its cards' data."""
-    from actkit.units._comparison import verdict_lines  # the verdicts' words, as the terminal says them
-
     bases = []
     for b in d.get("bases") or []:
         hist = {s: _histogram(b["units"].get(s) or [], s) for s in b.get("scores") or {}}
@@ -57,7 +55,8 @@ def bases_data(d: dict, *, title: str = "", subtitle: str = "") -> dict:
     head = {k: v for k, v in d.items() if k not in ("bases", "inputs", "split")}
     split = {k: v for k, v in (d.get("split") or {}).items() if k != "heldout_samples"}
     return {"schema": PAGE_SCHEMA, "title": title, "subtitle": subtitle, "report": head, "split": split,
-            "bases": bases, "verdict_lines": verdict_lines(d.get("verdicts") or [])}
+            "bases": bases, "verdicts": [{"pair": f"{v['a']} vs {v['b']}", "text": v["text"]}
+                                         for v in d.get("verdicts") or []]}
 
 
 def _title(d):

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from actkit.errors import InputError
-from actkit.units._api import _int, _labels, _report, _run_pass, open_units_store
+from actkit.units._api import _add_labels, _inputs, _int, _labels, _report, _run_pass, open_units_store
 from actkit.units._basis import Basis, resolve_basis
 from actkit.units._comparison import BasisComparison, assemble
 from actkit.units._probe import Probes
@@ -115,8 +115,6 @@ def _recorded(store, inputs):
     if inputs is False or (inputs is None and getattr(store, "inputs", None) is None):
         raise InputError(f"{store.path} does not record its inputs, and token scores need each row's token; "
                          "pass inputs=PATH (--inputs) to re-attach them")
-    from actkit.units._api import _inputs
-
     return _inputs(store, inputs)
 
 
@@ -192,8 +190,6 @@ def _label_aurocs(acc, names, flipped, n_units):
     summary)`` as :func:`actkit.units` reports them, or ``(None, None)`` without labels."""
     if names is None:
         return None, None
-    from actkit.units._api import _add_labels  # the label selectivity of the units report
-
     flip = np.zeros(n_units, bool)
     flip[np.asarray(flipped, np.int64)] = True
     dicts = [{"unit": j} for j in range(n_units)]

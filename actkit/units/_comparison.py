@@ -82,7 +82,8 @@ def _verdicts(entries, stats, confidence, controls):
             ra, rb = stats[a].get(s), stats[b].get(s)
             diff = difference(va, None if ra is None else ra["median"], vb, None if rb is None else rb["median"],
                               confidence)
-            out.append({"a": a, "b": b, "score": s, "statistic": "median", "a_value": va, "b_value": vb, **diff})
+            v = {"a": a, "b": b, "score": s, "statistic": "median", "a_value": va, "b_value": vb, **diff}
+            out.append(dict(v, text=verdict_text(v)))
     return out
 
 
@@ -104,7 +105,7 @@ def verdict_lines(verdicts) -> list:
     """One line per pair of bases: ``"ica vs neurons: token_purity median ...; token_r2 ..."``."""
     lines, seen = [], {}
     for v in verdicts:
-        seen.setdefault((v["a"], v["b"]), []).append(verdict_text(v))
+        seen.setdefault((v["a"], v["b"]), []).append(v["text"])
     for (a, b), parts in seen.items():
         lines.append(f"{a} vs {b}: " + "; ".join(parts))
     return lines
@@ -170,7 +171,8 @@ class BasisComparison:
       ``best`` / ``worst``: the unit dicts (:class:`~actkit.units.UnitReport`'s schema) of the
       five units of the highest and of the lowest token R^2 (worst first); ``flipped``;
     * ``verdicts``: per pair of bases and score ``{"a", "b", "score", "statistic", "a_value",
-      "b_value", "difference", "ci_low", "ci_high", "resolved"}``.
+      "b_value", "difference", "ci_low", "ci_high", "resolved", "text"}`` (``text``: the
+      verdict in words, :func:`verdict_text`).
 
     ``reports`` holds each basis's :class:`~actkit.units.UnitReport` of the units it shows (the
     best and the worst: a comparison renders no other unit's examples; run :func:`actkit.units`

@@ -52,7 +52,12 @@
 
     /* ---------------------------------------------------------------- verdicts */
     var verdicts = A.section("Verdicts (a difference whose interval holds 0 is not resolved)", "verdicts");
-    verdicts.appendChild(el("ul", {cls: "verdicts"}, (data.verdict_lines || []).map(function (v) { return el("li", {text: v}); })));
+    var pairs = [], byPair = {};                               /* one line per pair of bases, as the terminal prints them */
+    (data.verdicts || []).forEach(function (v) {
+      if (!byPair[v.pair]) { byPair[v.pair] = []; pairs.push(v.pair); }
+      byPair[v.pair].push(v.text);
+    });
+    verdicts.appendChild(el("ul", {cls: "verdicts"}, pairs.map(function (p) { return el("li", {text: p + ": " + byPair[p].join("; ")}); })));
     main.appendChild(verdicts);
 
     /* ---------------------------------------------------------------- per basis */
