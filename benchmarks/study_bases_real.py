@@ -124,6 +124,77 @@ def fit_bases(work, store, layer, fit_rows, atoms, topk):
     return out, times
 
 
+def _summary(res) -> dict:
+    """The numbers docs/bases.md quotes: per basis the medians with intervals, the shares, the
+    labels with a unit of their own, k-sparse probing, the best units' descriptions."""
+    d = res.to_dict()
+    out = {"rows": d["n_rows"], "samples": d["n_samples"], "heldout_samples": len(d["split"]["heldout_samples"]),
+           "bases": {}, "verdicts": res.verdicts(), "notes": d["notes"]}
+    for b in d["bases"]:
+        e = {"n_units": b["n_units"]}
+        for s, summ in b["scores"].items():
+            e[s] = {stat: [round(summ[stat][x], 3) if summ[stat][x] is not None else None
+                           for x in ("value", "ci_low", "ci_high")] for stat in ("median", "mean", "p90", "share")}
+            e[s]["n_units"] = summ["n_units"]
+        if b["labels"]:
+            e["own_unit"] = f"{b['labels']['count']} of {len(d['labels'])}"
+        if b["probing"]:
+            e["probing"] = {k: [round(v["accuracy"], 3), round(v["ci_low"], 3), round(v["ci_high"], 3)]
+                            for k, v in b["probing"].items()}
+        e["best"] = [(u["unit"], u["description"], round(u["token_r2"], 3)) for u in b["best"]]
+        out["bases"][b["name"]] = e
+    return out
+
+
+def compare_layer(work, store, layer, bases, labels, bootstrap):
+    import actkit
+
+    tag = layer.split(".")[-1]
+    out = work / f"bases-{tag}.json"
+    if out.exists():
+        return json.loads(out.read_text())
+    t0 = time.time()
+    res = actkit.compare_bases(store, layer, bases={k: str(v) for k, v in bases.items()}, k=20, labels=labels,
+                               bootstrap=bootstrap, progress=False)
+    seconds = time.time() - t0
+    res.to_html(work / f"bases-{tag}.html", overwrite=True)
+    res.to_json(work / f"comparison-{tag}.json")
+    summary = dict(_summary(res), seconds=round(seconds, 1), load=_load())
+    out.write_text(json.dumps(summary, indent=1))
+    _log(f"{layer}: compare_bases in {seconds:.0f} s")
+    print(res, flush=True)
+    return summary
+
+
+def vit(work, bootstrap):
+    """The zoo's ViT-tiny (seed 0, last layer) on its 512 held-out shapes images: neurons, PCA,
+    ICA (32 sources) and the random rotation, with the shape and the object-hue labels."""
+    import actkit
+    from actkit import zoo
+
+    out = work / "vit.json"
+    if out.exists():
+        return json.loads(out.read_text())
+    v = work / "vit.h5"
+    if not v.exists():
+        actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), v, layers=["encoder.layer.3"],
+                       progress=False)
+    layer = actkit.open_store(v)["encoder.layer.3"]
+    pca = actkit.transform_store(actkit.Whitener().fit(layer), layer, work / "vit-pca.h5", overwrite=True,
+                                 progress=False)
+    ica = actkit.transform_store(actkit.FastICA(n_components=32, random_state=0).fit(layer), layer,
+                                 work / "vit-ica.h5", overwrite=True, progress=False)
+    factors, names = zoo.image_factors()
+    result = {}
+    for f in ("shape", "object_hue"):
+        res = actkit.compare_bases(v, bases={"pca": str(pca), "ica": str(ica)}, k=20,
+                                   labels=factors[:, names.index(f)], bootstrap=bootstrap, progress=False)
+        result[f] = _summary(res)
+        print(res, flush=True)
+    out.write_text(json.dumps(result, indent=1))
+    return result
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", default="/tmp/bases-real")
@@ -132,6 +203,7 @@ def main(argv=None):
     p.add_argument("--fit-rows", type=int, default=100_000)
     p.add_argument("--atoms", type=int, default=1536)
     p.add_argument("--topk", type=int, default=32)
+    p.add_argument("--bootstrap", type=int, default=200)
     args = p.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -140,6 +212,13 @@ def main(argv=None):
     if args.stage == "fit":
         _log("fitted: " + json.dumps({k: v[1] for k, v in bases.items()}))
         return
+    _, sections = paragraphs()
+    out = {"fit_seconds": {k: v[1] for k, v in bases.items()}}
+    for layer in LAYERS:
+        out[layer] = compare_layer(work, store, layer, bases[layer][0], sections, args.bootstrap)
+    out["vit"] = vit(work, args.bootstrap)
+    (work / "study.json").write_text(json.dumps(out, indent=1))
+    _log("done: " + str(work / "study.json"))
 
 
 if __name__ == "__main__":
