@@ -124,19 +124,19 @@ def _token_pair_sums(item, tok, pair, lo, hi):
 
 
 # ----------------------------------------------------------------------------- 1. the fit sums
-def _fit_new(plan, lo, hi):
+def _fit_new(keys, lo, hi):
     w = hi - lo
-    return {"sums": np.zeros((plan.n_tok + plan.n_pair, w)), "total": np.zeros((1, w)),
-            "pool": np.zeros((plan.n_pooled, w)) if plan.n_pooled else None}
+    return {"sums": np.zeros((keys.n_tok + keys.n_pair, w)), "total": np.zeros((1, w)),
+            "pool": np.zeros((keys.n_pooled, w)) if keys.n_pooled else None}
 
 
-def _fit_map(item, first_row, plan, lo, hi):
+def _fit_map(item, first_row, keys, lo, hi):
     """A block's fit-split sums by token slot and by pair slot, its fit total and (``pool``)
     its samples' sums over their non-special rows."""
     sl = slice(first_row, first_row + _rows_of(item))
-    fit = plan.role[sl] == FIT
-    tok = np.where(fit, plan.tslot[sl], -1)
-    pair = np.where(fit & (plan.pslot[sl] >= 0), plan.n_tok + plan.pslot[sl], -1)
+    fit = keys.role[sl] == FIT
+    tok = np.where(fit, keys.tslot[sl], -1)
+    pair = np.where(fit & (keys.pslot[sl] >= 0), keys.n_tok + keys.pslot[sl], -1)
     if isinstance(item, tuple):
         sums = [group_sums(item, tok, lo, hi), group_sums(item, pair, lo, hi)]
         total = group_sums(item, np.where(fit, 0, -1), lo, hi)
@@ -145,8 +145,8 @@ def _fit_map(item, first_row, plan, lo, hi):
         total = (np.zeros(1, np.int64), np.add.reduce(item[:, lo:hi], axis=0, dtype=np.float64,
                                                       where=fit[:, None])[None])
     out = {"sums": sums, "total": [total]}
-    if plan.n_pooled:
-        out["pool"] = [group_sums(item, plan.pool_slot[sl], lo, hi)]
+    if keys.n_pooled:
+        out["pool"] = [group_sums(item, keys.pool_slot[sl], lo, hi)]
     return out
 
 
@@ -161,36 +161,36 @@ def _fit_merge(a, b):
     return {k: None if a[k] is None else a[k] + b[k] for k in a}
 
 
-def fit_pass(basis, plan, lo, hi, rows, threads=True) -> RowPass:
+def fit_pass(basis, keys, lo, hi, rows, threads=True) -> RowPass:
     """The fit sums of units ``lo:hi`` alone (a chunk of units beyond the first)."""
-    return RowPass(_fit_only_new, _fit_only_add, _fit_merge, (basis, plan, lo, hi), int(rows), map=_fit_only_map,
+    return RowPass(_fit_only_new, _fit_only_add, _fit_merge, (basis, keys, lo, hi), int(rows), map=_fit_only_map,
                    threads=threads, name="scores")
 
 
-def _fit_only_new(basis, plan, lo, hi):
-    return _fit_new(plan, lo, hi)
+def _fit_only_new(basis, keys, lo, hi):
+    return _fit_new(keys, lo, hi)
 
 
-def _fit_only_map(block, first_row, basis, plan, lo, hi):
-    return _fit_map(activations(basis, block, first_row), first_row, plan, lo, hi)
+def _fit_only_map(block, first_row, basis, keys, lo, hi):
+    return _fit_map(activations(basis, block, first_row), first_row, keys, lo, hi)
 
 
-def _fit_only_add(acc, parts, first_row, basis, plan, lo, hi):
+def _fit_only_add(acc, parts, first_row, basis, keys, lo, hi):
     return _fit_add(acc, parts)
 
 
 # ----------------------------------------------------------------------------- the units pass, scored
-def _fused_new(up, basis, plan, lo, hi):
-    return {"units": up.new(*up.args), "fit": _fit_new(plan, lo, hi)}
+def _fused_new(up, basis, keys, lo, hi):
+    return {"units": up.new(*up.args), "fit": _fit_new(keys, lo, hi)}
 
 
-def _fused_map(block, first_row, up, basis, plan, lo, hi):
+def _fused_map(block, first_row, up, basis, keys, lo, hi):
     item = activations(basis, block, first_row)
     units_item = up.map(item, first_row, *up.args) if up.map is not None else item
-    return units_item, _fit_map(item, first_row, plan, lo, hi)
+    return units_item, _fit_map(item, first_row, keys, lo, hi)
 
 
-def _fused_add(acc, item, first_row, up, basis, plan, lo, hi):
+def _fused_add(acc, item, first_row, up, basis, keys, lo, hi):
     acc["units"] = up.add(acc["units"], item[0], first_row, *up.args)
     _fit_add(acc["fit"], item[1])
     return acc
@@ -200,54 +200,54 @@ def _fused_merge(units_merge, a, b):
     return {"units": units_merge(a["units"], b["units"]), "fit": _fit_merge(a["fit"], b["fit"])}
 
 
-def fused_pass(up: RowPass, basis, plan, lo, hi) -> RowPass:
+def fused_pass(up: RowPass, basis, keys, lo, hi) -> RowPass:
     """The units pass ``up`` (built over :class:`Computed`) with the fit sums of units
     ``lo:hi`` folded in: one read and one computation of the activations for both."""
-    return RowPass(_fused_new, _fused_add, functools.partial(_fused_merge, up.merge), (up, basis, plan, lo, hi),
+    return RowPass(_fused_new, _fused_add, functools.partial(_fused_merge, up.merge), (up, basis, keys, lo, hi),
                    up.rows, map=_fused_map, threads=up.threads, name=up.name)
 
 
 # ----------------------------------------------------------------------------- 2. the held-out rows
-def predictions(fit, plan):
+def predictions(fit, keys):
     """``(mean, token table, pair table)`` of a chunk's fit sums: the fit mean (1, w), each
     token slot's fit mean with the fit mean appended (the back-off of an unseen token), each
     pair slot's fit mean (None for images)."""
-    count = np.maximum(plan.fit_count, 1.0)[:, None]
+    count = np.maximum(keys.fit_count, 1.0)[:, None]
     means = fit["sums"] / count
-    mean = fit["total"] / max(plan.n_fit, 1)
-    tok = np.concatenate([means[:plan.n_tok], mean])
-    return mean, tok, means[plan.n_tok:] if plan.has_context else None
+    mean = fit["total"] / max(keys.n_fit, 1)
+    tok = np.concatenate([means[:keys.n_tok], mean])
+    return mean, tok, means[keys.n_tok:] if keys.has_context else None
 
 
-def _heldout_map(block, first_row, basis, plan, tables, lo, hi):
+def _heldout_map(block, first_row, basis, keys, tables, lo, hi):
     """Per held-out sample of a block: the sums of ``d = a - fit mean``, ``d^2``, the token
     model's and the context model's squared errors, units ``lo:hi`` side by side."""
     n = len(block)
-    e = np.flatnonzero(plan.role[first_row:first_row + n] == EVAL)
+    e = np.flatnonzero(keys.role[first_row:first_row + n] == EVAL)
     if e.size == 0:
         return None
     rows = first_row + e
     A = _dense(activations(basis, np.asarray(block)[e], int(rows[0])), lo, hi)
     mean, tok, pair = tables
-    ts = plan.tslot[rows]
-    P = tok[np.where(ts >= 0, ts, plan.n_tok)]
+    ts = keys.tslot[rows]
+    P = tok[np.where(ts >= 0, ts, keys.n_tok)]
     D = A - mean
     parts = [D, D * D, np.square(A - P, out=P)]
     if pair is not None:
-        hit = plan.pslot[rows] >= 0
-        P = tok[np.where(ts >= 0, ts, plan.n_tok)]
-        P[hit] = pair[plan.pslot[rows][hit]]
+        hit = keys.pslot[rows] >= 0
+        P = tok[np.where(ts >= 0, ts, keys.n_tok)]
+        P[hit] = pair[keys.pslot[rows][hit]]
         parts.append(np.square(A - P, out=P))
-    slots = plan.eslot[rows]
+    slots = keys.eslot[rows]
     sums = [group_sums(x, slots, 0, x.shape[1]) for x in parts]
     return sums[0][0], np.concatenate([x[1] for x in sums], axis=1)
 
 
-def _heldout_new(basis, plan, tables, lo, hi):
-    return np.zeros((plan.n_heldout, (4 if plan.has_context else 3) * (hi - lo)))
+def _heldout_new(basis, keys, tables, lo, hi):
+    return np.zeros((keys.n_heldout, (4 if keys.has_context else 3) * (hi - lo)))
 
 
-def _heldout_add(acc, item, first_row, basis, plan, tables, lo, hi):
+def _heldout_add(acc, item, first_row, basis, keys, tables, lo, hi):
     if item is not None:
         acc[item[0]] += item[1]
     return acc
@@ -257,10 +257,10 @@ def _add(a, b):
     return a + b
 
 
-def heldout_pass(basis, plan, tables, lo, hi, rows, threads=True) -> RowPass:
+def heldout_pass(basis, keys, tables, lo, hi, rows, threads=True) -> RowPass:
     """The held-out pass of units ``lo:hi``: (held-out samples, parts x w) sums, the parts
     ``d``, ``d^2``, token SSE and (text) context SSE."""
-    return RowPass(_heldout_new, _heldout_add, _add, (basis, plan, tables, lo, hi), int(rows), map=_heldout_map,
+    return RowPass(_heldout_new, _heldout_add, _add, (basis, keys, tables, lo, hi), int(rows), map=_heldout_map,
                    threads=threads, name="held-out rows")
 
 
@@ -274,10 +274,10 @@ def r2(sse, d1, d2, n):
         return np.where(ok, 1.0 - sse / np.where(ok, sst, 1.0), np.nan)
 
 
-def unit_chunks(n_units, plan, budget=None):
+def unit_chunks(n_units, keys, budget=None):
     """``[(lo, hi)]``: the units in chunks whose per-key, per-sample and pooled sums fit
     ``budget`` bytes (:data:`SCORE_BYTES`); one chunk for all units where they fit."""
     budget = SCORE_BYTES if budget is None else budget
-    per_unit = 8 * (2 * (plan.n_tok + plan.n_pair + 1) + 5 * plan.n_heldout + plan.n_pooled)
+    per_unit = 8 * (2 * (keys.n_tok + keys.n_pair + 1) + 5 * keys.n_heldout + keys.n_pooled)
     size = int(max(1, min(n_units, budget // max(per_unit, 1))))
     return [(lo, min(n_units, lo + size)) for lo in range(0, n_units, size)]

@@ -58,11 +58,11 @@ class Scoring:
         self.chunks = []
 
     @classmethod
-    def for_inputs(cls, layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state=0, **kw):
-        """A :class:`Scoring` of ``layer`` with recorded ``inputs``; None without inputs."""
-        plan = plan_scores(layer, inputs, eval_fraction=eval_fraction, max_rows=max_rows, random_state=random_state,
-                           top=kw.pop("top", 0), pool=kw.get("probes") is not None)
-        return None if plan is None else cls(plan, **kw)
+    def for_inputs(cls, layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state=0):
+        """The :class:`Scoring` of a unit report of ``layer`` with recorded ``inputs`` (None
+        without inputs)."""
+        plan = plan_scores(layer, inputs, eval_fraction=eval_fraction, max_rows=max_rows, random_state=random_state)
+        return None if plan is None else cls(plan)
 
     def run(self, basis, k, rows, codes, classes, random_state, threads, scheduler, progress):
         """The units pass of ``basis`` (as :func:`actkit.units._api._run_pass` runs it) with the
