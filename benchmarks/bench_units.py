@@ -168,6 +168,9 @@ def main(argv=None):
     p.add_argument("--k", type=int, default=20)
     p.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is kept (default: 3)")
     p.add_argument("--work-dir", default=None)
+    p.add_argument("--bases", action="store_true",
+                   help="issue 50: compare_bases with three bases against the three unit reports it needs "
+                        "(benchmarks/bench_bases.py; its flags follow)")
     p.add_argument("--floor", action="store_true",
                    help="also time a compiled histogram and moments alone (needs numba): the neurons floor")
     args = p.parse_args(argv)
