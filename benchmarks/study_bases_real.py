@@ -10,7 +10,8 @@ fitted by actkit on ``--fit-rows`` seeded rows and written for every row:
 * PCA (``actkit.Whitener``, all components) -> a whiten store;
 * ICA (``actkit.FastICA``, every source the rows support) -> an ica store;
 * a dictionary (``actkit.SparseDictionary``: ``--atoms`` non-negative atoms, top-``--topk``
-  codes) -> a dictionary store of its codes;
+  codes, ``--dict-epochs`` epochs on the first ``--dict-rows`` of the fit rows: a budget, not
+  convergence) -> a dictionary store of its codes;
 * an SAE trained by actkit: that dictionary saved as a SAELens SAE (``actkit.save_sae``), whose
   encoder gives its own codes (a linear map and top-k, not the dictionary's coding).
 
@@ -87,7 +88,7 @@ def extract(work, max_length):
     return store
 
 
-def fit_bases(work, store, layer, fit_rows, atoms, topk):
+def fit_bases(work, store, layer, fit_rows, atoms, topk, dict_rows, dict_epochs):
     """The four fitted bases of ``layer`` (cached): ``{name: path}`` and the fit seconds."""
     import actkit
     from actkit._rows import sample_rows
@@ -113,13 +114,14 @@ def fit_bases(work, store, layer, fit_rows, atoms, topk):
             est = actkit.FastICA(random_state=0).fit(rows)
         elif name == "dictionary":
             est = actkit.SparseDictionary(atoms, code="topk", k=topk, positive=True, random_state=0,
-                                          n_epochs=3).fit(rows)
+                                          max_iter=dict_epochs).fit(rows[:dict_rows])
             actkit.save_sae(est, out["sae"], hook_name=layer)
         else:
             continue
         times[name] = round(time.time() - t0, 1)
         actkit.transform_store(est, L, path, progress=False)
-        _log(f"{layer}: {name} fitted in {times[name]} s on {fit_rows:,} rows, written to {path}")
+        _log(f"{layer}: {name} fitted in {times[name]} s on {dict_rows if name == 'dictionary' else fit_rows:,} "
+             f"rows, written to {path}")
         times_path.write_text(json.dumps(times))
     return out, times
 
@@ -201,14 +203,17 @@ def main(argv=None):
     p.add_argument("--stage", choices=("fit", "all"), default="all")
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--fit-rows", type=int, default=100_000)
-    p.add_argument("--atoms", type=int, default=1536)
+    p.add_argument("--atoms", type=int, default=768)
     p.add_argument("--topk", type=int, default=32)
+    p.add_argument("--dict-rows", type=int, default=50_000, help="rows the dictionary is fitted on")
+    p.add_argument("--dict-epochs", type=int, default=10, help="epochs of the dictionary fit (not to convergence)")
     p.add_argument("--bootstrap", type=int, default=200)
     args = p.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     store = extract(work, args.max_length)
-    bases = {layer: fit_bases(work, store, layer, args.fit_rows, args.atoms, args.topk) for layer in LAYERS}
+    bases = {layer: fit_bases(work, store, layer, args.fit_rows, args.atoms, args.topk, args.dict_rows,
+                              args.dict_epochs) for layer in LAYERS}
     if args.stage == "fit":
         _log("fitted: " + json.dumps({k: v[1] for k, v in bases.items()}))
         return

@@ -221,3 +221,20 @@ def test_image_rows_are_keyed_by_patch_cell(tmp_path):
         assert u["token_r2"] == pytest.approx(want["token_r2"][u["unit"]], rel=1e-9, abs=1e-9)
         assert "cell (" in u["description"] or "[CLS]" in u["description"]
     json.dumps(d)
+
+
+def test_pooled_rows_or_too_few_samples_have_no_token_scores(tmp_path):
+    """A pooled store (one row per sample, position -1) has no token per row, and two samples
+    cannot be split 80/20: the report carries no token scores, compare_bases says why in one
+    line."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 5, size=(40, 6))
+    inputs = TextInputs(list(ids), [f"w{i}" for i in range(5)])
+    pooled = np.stack([np.arange(40), np.full(40, -1)], 1).astype(np.int64)
+    path = _store(tmp_path / "pooled.h5", rng.normal(size=(40, 4)), pooled)
+    d = units(path, k=3, inputs=inputs).to_dict()
+    assert "scores" not in d and "token_r2" not in d["units"][0]
+    with pytest.raises(actkit.ActkitError, match="token scores need rows of tokens"):
+        actkit.compare_bases(path, bases=[], inputs=inputs, progress=False)
+    two = _store(tmp_path / "two.h5", rng.normal(size=(12, 4)), _index(2, 6))
+    assert "scores" not in units(two, k=3, inputs=TextInputs(list(ids[:2]), [f"w{i}" for i in range(5)])).to_dict()

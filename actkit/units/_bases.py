@@ -270,6 +270,10 @@ def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None,
         rec = _recorded(store, inputs)
         plan = plan_scores(store[layer], rec, eval_fraction=eval_fraction, max_rows=max_rows,
                            random_state=random_state, top=TOP_FACTOR * k, pool=codes is not None)
+        if plan is None:
+            raise InputError(f"layer {layer}: token scores need rows of tokens or patches (not pooled rows) from "
+                             f"enough input samples to hold out eval_fraction={eval_fraction:g} of them and fit on "
+                             "the rest")
         draws = _draws(plan, bootstrap, random_state)
         probes, note = _probes(plan, codes, names, random_state)
         if "random_rotation" in controls:

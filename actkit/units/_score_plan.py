@@ -213,9 +213,9 @@ def _slots(keys, fit, ev):
 
 
 def plan_scores(layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state=0, top=0, pool=False):
-    """The :class:`ScorePlan` of a store layer with recorded ``inputs`` (None: no plan, no
-    token scores). One-line :class:`~actkit.errors.InputError` where too few input samples
-    have keyed rows for a split."""
+    """The :class:`ScorePlan` of a store layer with recorded ``inputs``; None (no token scores)
+    without inputs, where no row has a token (pooled rows) or where too few input samples have
+    token rows to hold out ``eval_fraction`` of them and keep one to fit on."""
     if inputs is None or getattr(inputs, "kind", None) not in ("text", "image"):
         return None
     from actkit.alignment import split  # the fit/eval split by whole input samples compare uses
@@ -225,9 +225,9 @@ def plan_scores(layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state
     keyed = token >= 0
     scored = _scored_samples(sample, keyed, max_rows, random_state)
     in_scope = keyed & np.isin(sample, scored)
-    if scored.size < 2:
-        raise InputError(f"token scores need at least 2 input samples with token rows; {scored.size} "
-                         f"{'fit max_rows' if max_rows else 'has them'}")
+    n_eval = int(round(float(eval_fraction) * scored.size))
+    if scored.size < 2 or not 1 <= n_eval <= scored.size - 1:   # pooled rows, or too few samples to split
+        return None
     is_eval, _ = split(int(in_scope.sum()), sample[in_scope], float(eval_fraction), int(random_state))
     role = np.zeros(token.size, np.int8)
     role[np.flatnonzero(in_scope)] = np.where(is_eval, EVAL, FIT)
