@@ -283,6 +283,15 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
     Returns
     -------
     UnitReport
+
+    Notes
+    -----
+    With recorded inputs each unit also gets ``token_purity``, ``token_r2``, ``context_r2`` and
+    ``description`` (docs/definitions.md, section 7), folded into the same pass plus one pass
+    over the held-out rows. Their memory: per unit, float64 sums over the keys seen in both
+    splits (at most the held-out rows' tokens and pairs, whatever the vocabulary) and four per
+    held-out sample; the units are scored in chunks (a pass per chunk) where that passes
+    ``actkit.units._scores.SCORE_BYTES`` (512 MiB).
     """
     k = _int("k", k, 1)
     context = _int("context", context, 0)
