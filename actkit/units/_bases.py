@@ -203,8 +203,9 @@ def _score_basis(store, layer, basis, k, codes, names, rec, plan, draws, probes,
     work, not a comparison's)."""
     scoring = Scoring(plan, draws=draws, probes=None if probes is None else probes.fresh())
     acc = _run_pass(basis, k, codes, 1 if names is None else len(names), random_state, None, progress, scoring)
-    shown = scoring.best_and_worst(SHOWN) or [0]
-    report = scoring.attach(_report(store, layer, basis, acc, k, CONTEXT, shown, None, rec, names, random_state), rec)
+    scoring.shown = scoring.best_and_worst(SHOWN)
+    ids = scoring.shown[0] + scoring.shown[1] or [0]
+    report = scoring.attach(_report(store, layer, basis, acc, k, CONTEXT, ids, None, rec, names, random_state), rec)
     scoring.label_auroc, scoring.labels = _label_aurocs(acc, names, scoring.flipped, basis.n_units)
     return report, scoring
 

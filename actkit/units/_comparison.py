@@ -23,7 +23,7 @@ def _per_unit(scoring):
     none = np.full(n, np.nan)
     return {"token_purity": scoring.token_purity, "token_r2": scoring.token_r2,
             "context_r2": none if scoring.context_r2 is None else scoring.context_r2,
-            "label_auroc": none if getattr(scoring, "label_auroc", None) is None else scoring.label_auroc}
+            "label_auroc": none if scoring.label_auroc is None else scoring.label_auroc}
 
 
 def _resampled_purity(scoring, plan, draws, k):
@@ -41,22 +41,21 @@ def _entry(name, report, scoring, plan, draws, k, confidence, control):
     values = _per_unit(scoring)
     boots = {"token_purity": None if draws is None else _resampled_purity(scoring, plan, draws, k),
              "token_r2": scoring.boot_token_r2, "context_r2": scoring.boot_context_r2, "label_auroc": None}
-    labels = getattr(scoring, "labels", None)
+    labels = scoring.labels
     scores, stats = {}, {}
     for s in SCORES:
         if s == "context_r2" and scoring.context_r2 is None or s == "label_auroc" and labels is None:
             continue
         scores[s], stats[s] = summarize(s, values[s], boots[s], THRESHOLDS[s], confidence)
     shown = {int(u["unit"]): u for u in data["units"]}
-    best = [shown[j] for j in sorted(shown, key=lambda j: -scoring.token_r2[j])]
-    cut = min(len(best), 5)
+    best, worst = ([shown[j] for j in ids] for ids in scoring.shown)
     entry = {"name": name, "kind": data["basis"]["kind"], "source": data["basis"]["source"],
              "n_units": int(data["basis"]["n_units"]), "control": bool(control), "scores": scores,
              "labels": None if labels is None else {k_: labels[k_] for k_ in ("with_own_unit", "count", "threshold")},
              "probing": None if scoring.probes is None else scoring.probes.results(draws, confidence),
              "flipped": list(data.get("flipped") or []),
              "units": {"unit": list(range(values["token_r2"].size)), **values, "description": scoring.description},
-             "best": best[:cut], "worst": best[cut:][::-1]}
+             "best": best, "worst": worst}
     return entry, stats
 
 

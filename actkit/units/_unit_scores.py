@@ -54,7 +54,8 @@ class Scoring:
         self.token_r2 = self.context_r2 = self.token_purity = self.description = None
         self.boot_token_r2 = self.boot_context_r2 = None
         self.top = self.bottom = None
-        self.flipped = []
+        self.flipped, self.shown = [], ([], [])
+        self.label_auroc = self.labels = None
         self.chunks = []
 
     @classmethod
@@ -120,12 +121,13 @@ class Scoring:
         return tuple(np.where(flip[None, :], b, t) for t, b in zip(self.top, self.bottom))
 
     def best_and_worst(self, n):
-        """The ``n`` units of the highest and the ``n`` of the lowest ``token_r2`` (units that
-        have one; ties by unit), highest first: the units a comparison shows."""
+        """``(best, worst)``: the ``n`` units of the highest ``token_r2`` (highest first) and the
+        ``n`` others of the lowest (lowest first), among the units that have one (ties by
+        unit): the units a comparison shows."""
         ok = np.flatnonzero(np.isfinite(self.token_r2))
-        order = ok[np.lexsort((ok, -self.token_r2[ok]))]
-        best = order[:n].tolist()
-        return best + [j for j in order[::-1][:n].tolist() if j not in best]
+        order = ok[np.lexsort((ok, -self.token_r2[ok]))].tolist()
+        best = order[:n]
+        return best, [j for j in order[::-1][:n] if j not in best]
 
     def attach(self, report, inputs):
         """``report`` with every shown unit's ``token_purity``, ``token_r2``, ``context_r2``
