@@ -365,3 +365,14 @@ def test_zoo_vit_with_its_hue_and_shape_labels(tmp_path):
             assert "context_r2" not in b["scores"] and b["labels"]["count"] >= 0
             assert set(b["probing"]) == {"1", "2", "5"} and 0 <= b["probing"]["1"]["accuracy"] <= 1
             assert all(x == "" or x.startswith(("cell (", "[CLS]")) for x in b["units"]["description"])
+
+
+def test_the_same_comparison_at_one_and_two_threads(planted):
+    from actkit._threads import use_threads
+
+    path, X, ids, labels, tmp = planted
+    out = []
+    for n in (1, 2):
+        with use_threads(n):
+            out.append(compare_bases(path, bases=[], k=5, labels=labels, bootstrap=40, progress=False).to_dict())
+    assert json.dumps(out[0], sort_keys=True) == json.dumps(out[1], sort_keys=True)
