@@ -367,7 +367,7 @@ def test_zoo_vit_with_its_hue_and_shape_labels(tmp_path):
             assert all(x == "" or x.startswith(("cell (", "[CLS]")) for x in b["units"]["description"])
 
 
-def test_the_same_comparison_at_one_and_two_threads(planted):
+def test_the_same_comparison_at_one_and_two_threads_and_on_dask(planted):
     from actkit._threads import use_threads
 
     path, X, ids, labels, tmp = planted
@@ -376,3 +376,7 @@ def test_the_same_comparison_at_one_and_two_threads(planted):
         with use_threads(n):
             out.append(compare_bases(path, bases=[], k=5, labels=labels, bootstrap=40, progress=False).to_dict())
     assert json.dumps(out[0], sort_keys=True) == json.dumps(out[1], sort_keys=True)
+    there = compare_bases(path, bases=[], k=5, labels=labels, bootstrap=40, progress=False, scheduler="threads")
+    for a, b in zip(out[0]["bases"], there.to_dict()["bases"]):
+        assert a["units"]["token_purity"] == b["units"]["token_purity"]
+        assert np.allclose(a["units"]["token_r2"], b["units"]["token_r2"], atol=1e-12)

@@ -48,6 +48,8 @@ def register(sub) -> None:
                                                       "basis's score histograms and its best and worst units' cards")
     p.add_argument("--overwrite", action="store_true", help="replace an existing page at --html (only a page "
                                                            "actkit wrote)")
+    p.add_argument("--scheduler", metavar="ADDR", help="run the passes on Dask: local:N, threads, or a scheduler "
+                                                      "address")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -75,7 +77,8 @@ def run(args) -> int:
                                   max_rows=args.max_rows, eval_fraction=args.eval_fraction, bootstrap=args.bootstrap,
                                   confidence=args.confidence, random_state=args.seed,
                                   controls=() if args.no_control else ("random_rotation",),
-                                  progress=False if args.quiet else None, inputs=args.inputs, device=args.device)
+                                  progress=False if args.quiet else None, inputs=args.inputs, device=args.device,
+                                  scheduler=args.scheduler)
     print(result)
     if args.json:
         result.to_json(args.json)

@@ -197,12 +197,12 @@ def _label_aurocs(acc, names, flipped, n_units):
     return np.array([d["label"]["auroc"] if d.get("label") else np.nan for d in dicts]), summary
 
 
-def _score_basis(store, layer, basis, k, codes, names, rec, plan, draws, probes, random_state, progress):
+def _score_basis(store, layer, basis, k, codes, names, rec, plan, draws, probes, random_state, progress, scheduler):
     """One basis: its Scoring (every unit's scores) and its unit report of the units it shows
     (the best and the worst by token R^2: rendering every unit's examples is a units report's
     work, not a comparison's)."""
     scoring = Scoring(plan, draws=draws, probes=None if probes is None else probes.fresh())
-    acc = _run_pass(basis, k, codes, 1 if names is None else len(names), random_state, None, progress, scoring)
+    acc = _run_pass(basis, k, codes, 1 if names is None else len(names), random_state, scheduler, progress, scoring)
     scoring.shown = scoring.best_and_worst(SHOWN)
     ids = scoring.shown[0] + scoring.shown[1] or [0]
     report = scoring.attach(_report(store, layer, basis, acc, k, CONTEXT, ids, None, rec, names, random_state), rec)
@@ -212,7 +212,7 @@ def _score_basis(store, layer, basis, k, codes, names, rec, plan, draws, probes,
 
 def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None, eval_fraction=0.2, bootstrap=200,
                   confidence=0.95, random_state=0, controls=CONTROLS, progress=None, inputs=None,
-                  device="cpu") -> BasisComparison:
+                  device="cpu", scheduler=None) -> BasisComparison:
     """Score the units of several bases of one layer the same way, side by side.
 
     Every basis gets, per unit, ``token_purity``, ``token_r2``, ``context_r2`` (and
@@ -251,6 +251,8 @@ def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None,
         Re-attach the inputs of a store that did not record them.
     device : str, default="cpu"
         Torch device of SAE bases.
+    scheduler : None, str or distributed.Client
+        Run every basis's passes on Dask (``docs/dask.md``); the same result as here.
 
     Returns
     -------
@@ -280,7 +282,7 @@ def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None,
         if "random_rotation" in controls:
             resolved.append(("random_rotation", _rotation(store, layer, resolved, random_state, progress)))
         runs = [(name, *_score_basis(store, layer, b, k, codes, names, rec, plan, draws, probes, random_state,
-                                     progress)) for name, b in resolved]
+                                     progress, scheduler)) for name, b in resolved]
         return assemble(store, layer, runs, plan, draws, k=k, confidence=confidence, bootstrap=bootstrap,
                         controls=controls, notes=[note] if note else [])
     finally:
