@@ -67,11 +67,12 @@ _LAZY = {
     "to_torch": "actkit.loader",
     "ActivationDataset": "actkit.loader",
     "export_store": "actkit.export",
-    "units": "actkit.units",
-    "match_units": "actkit.units",
-    "UnitReport": "actkit.units",
-    "compare_bases": "actkit.units",
-    "BasisComparison": "actkit.units",
+    "units": "actkit._units",
+    "match_units": "actkit._units",
+    "UnitReport": "actkit._units",
+    "UnitMatch": "actkit._units",
+    "compare_bases": "actkit._units",
+    "BasisComparison": "actkit._units",
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)

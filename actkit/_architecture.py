@@ -32,8 +32,11 @@ FLOORS: list = [
          "`ActkitError` and its subclasses: a user mistake, one line at the CLI"),
         ("helpers", ["actkit._rows", "actkit._threads", "actkit._device", "actkit._atomic", "actkit._h5",
                      "actkit._faults", "actkit._progress", "actkit._versions", "actkit._lazy", "actkit._architecture", "actkit._warn", "actkit._frames",
-                     "actkit._pipes"],
-         "one idea each: row blocks and `sample_rows` (`_rows`), the thread budget, torch devices, atomic "
+                     "actkit._pipes", "actkit._groups", "actkit._matching", "actkit._json"],
+         "one idea each: row blocks and `sample_rows` (`_rows`), rows as input samples: lengths, "
+         "re-pairings, draws, a clustered standard error (`_groups`), the one-to-one matching of two sets of columns (`_matching`), numpy values as "
+         "JSON, NaN as null (`_json`), "
+         "the thread budget, torch devices, atomic "
          "files, opening HDF5 for reading, fault injection for tests, progress bars, library versions, "
          "lazy attributes, this plan, warnings that point at the user's line (`_warn`), pandas for `to_frame()` and "
          "notebook tables (`_frames`), a pipe whose reader has gone (`_pipes`)"),
@@ -75,8 +78,14 @@ FLOORS: list = [
         ("inference", ["actkit.inference"],
          "permutation p-values and bootstrap intervals by input sample: per-sample blocks, re-weighted or re-paired"),
         ("metrics", ["actkit.metrics"], "CKA, CCA, R^2, Amari, MCC, Hoyer, InfoMEC, softmax distances"),
+        ("units", ["actkit._units"],
+         "`units`, `match_units`, `UnitReport`, `UnitMatch`: what each unit of any basis responds to (top-k, "
+         "bands, histograms, moments in one pass of declared states; logit lens; label selectivity; matched units); "
+         "per-unit token scores; `compare_bases`, `BasisComparison`: bases side by side"),
         ("alignment", ["actkit.alignment"],
-         "`align`, `compare`, `compare_many` (and their task lists), maps, splits, `CompareResult`, tables"),
+         "`align`, `compare` (its steps: `alignment.steps`), `compare_many` (and their task lists), "
+         "`compare_stores` / `compare_store_matrix` (what `actkit compare` prints and writes), maps, splits, "
+         "`CompareResult`, tables"),
         ("evaluation", ["actkit.evaluation"], "the downstream protocol of `actkit evaluate` and its result"),
     ]),
     ("outputs", [
@@ -95,10 +104,6 @@ FLOORS: list = [
         ("pipeline", ["actkit.pipeline"], "`compare_models`: extract two models, then compare"),
         ("demo", ["actkit.demo"], "`actkit demo`: the Table 1 protocol on the zoo"),
         ("synthetic", ["actkit.synthetic"], "data-generating processes and the paper reproductions"),
-        ("units", ["actkit.units"],
-         "`units`, `match_units`, `UnitReport`: what each unit of any basis responds to (top-k, bands, "
-         "histograms, moments in one mergeable pass; logit lens; label selectivity; matched units); "
-         "per-unit token scores; `compare_bases`, `BasisComparison`: bases side by side"),
     ]),
     ("presentation", [
         ("cli", ["actkit.cli", "actkit._commands", "actkit.__main__"],
@@ -114,6 +119,13 @@ HANDOFFS = {
     ("actkit.store._layer", "Layer.to_torch"): "loader",
     ("actkit.matrix_files._files", "MatrixLayer.to_dask"): "runners",
     ("actkit.matrix_files._files", "MatrixLayer.to_torch"): "loader",
+    ("actkit._units._api", "_inputs"): "extractors",
+    ("actkit._units._api", "_labels"): "evaluation",
+    ("actkit._units._report", "UnitReport.to_html"): "pages",
+    ("actkit._units._report", "UnitReport._repr_html_"): "pages",
+    ("actkit._units._comparison", "BasisComparison.to_html"): "pages",
+    ("actkit.alignment._stores", "StoreComparison.to_html"): "pages",
+    ("actkit.alignment._stores", "StoreMatrices.to_html"): "pages",
 }
 
 

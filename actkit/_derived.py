@@ -203,20 +203,15 @@ def _write_here(estimator, layer, out, spec, kw, kind, block_rows, progress, ech
     if writer.samples_done:  # an interrupted run of the same request: recompute from scratch
         writer.abort()
         writer = create_store(out, [spec], **kw)
-    try:
-        def write(block):
-            rows = np.asarray(estimator.transform(block), dtype=np.float32)
-            if not np.all(np.isfinite(rows)):
-                raise ValidationError(f"the {kind} output has non-finite values; check the input data")
-            fault("derived-rows")
-            writer.append(name, rows)
+    def write(block):
+        rows = np.asarray(estimator.transform(block), dtype=np.float32)
+        if not np.all(np.isfinite(rows)):
+            raise ValidationError(f"the {kind} output has non-finite values; check the input data")
+        fault("derived-rows")
+        writer.append(name, rows)
 
-        _feed(layer, write, block_rows, f"{kind}: transform", progress)
-        writer.checkpoint(kw["n_samples"], force=True)
-        path = writer.finalize()
-    except BaseException:
-        writer.abort()
-        raise
+    path = _fill(writer, layer, write, block_rows, f"{kind}: transform", progress,
+                 lambda: writer.checkpoint(kw["n_samples"], force=True))
     if echo is not None:
         echo(f"wrote {out}: layer {name}, {n} rows x {spec.features} ({kind}); "
              f"params: {', '.join(sorted(kw['params']))}")
@@ -281,19 +276,28 @@ def _write_codes(sae, layer, out, overwrite, block_rows, settings, progress, ech
                                                "actkit_version": actkit.__version__}}
     writer = CodesWriter(out, name, n, sae.n_components_, np.asarray(layer.index), meta, sae.weights_)
     rows = int(block_rows or max(64, min(8192, (64 << 20) // (4 * max(sae.n_components_, width)))))
-    try:
-        def write(block):
-            writer.append(*_csr(sae.encode_block(np.asarray(block))))
+    def write(block):
+        writer.append(*_csr(sae.encode_block(np.asarray(block))))
 
-        _feed(layer, write, rows, "sae: codes", progress)
-        path = writer.finalize()
-    except BaseException:
-        writer.abort()
-        raise
+    path = _fill(writer, layer, write, rows, "sae: codes", progress)
     if echo is not None:
         echo(f"wrote {out}: codes of layer {name}, {n} rows x {sae.n_components_} latents, "
              f"{writer.nnz / max(n, 1):.2f} non-zero per row (CSR)")
     return path
+
+
+def _fill(writer, layer, write, block_rows, desc, progress, before_finalize=None):
+    """Every row block of ``layer`` through ``write`` (:func:`_feed`), then ``before_finalize()``
+    and ``writer.finalize()``; on any error (a kill, a full disk) the writer is aborted, so no
+    half-written store is left. Returns the finished path."""
+    try:
+        _feed(layer, write, block_rows, desc, progress)
+        if before_finalize is not None:
+            before_finalize()
+        return writer.finalize()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def _feed(layer, write, block_rows, desc, progress):

@@ -13,7 +13,8 @@ columns
 ``parquet`` writes one file (a row group per block); ``hf-datasets`` writes the folder that
 ``datasets.load_from_disk`` opens (an Arrow stream file with ``dataset_info.json`` and
 ``state.json``; ``activation`` is a ``Sequence(Value("float32"), length=features)``).
-Both are written beside ``PATH`` (in a hidden ``.PATH.*.partial`` folder of this run's own)
+Both are written beside ``PATH`` (in a hidden ``.PATH.XXXXXXXX.partial`` folder of this run's
+own, :class:`actkit._atomic.Temporary`, which a killed export leaves and the next one removes)
 and renamed into place when complete; ``overwrite`` replaces only an earlier actkit export of
 the same format (a parquet file whose schema metadata carries ``actkit_export``, a folder
 holding ``.actkit-export``), never anything else.
@@ -30,17 +31,14 @@ where present).
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from actkit._atomic import Temporary, move_into_place
 from actkit._faults import fault
 from actkit._rows import block_rows as default_rows
 from actkit.errors import InputError, LayerError, ValidationError
@@ -160,12 +158,11 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
         recorded = _recorded(src)
         index = lay.index
         step = block_rows or default_rows(feats, lay.dtype.itemsize)
-        _remove_stale_partials(out)
-        # written beside OUT under a fresh name of its own (never a name someone else may hold),
-        # then renamed into place; any failure removes exactly what this call created
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".partial"))
-        try:
-            target = tmp / out.name
+        # written beside OUT in a temporary folder of its own (never a name someone else may
+        # hold), then renamed into place; any failure removes exactly what this call created,
+        # and what a killed export left is removed first
+        with Temporary(out) as tmp:
+            target = tmp.file()
             if format == "saelens":
                 if rows < context_size:
                     raise InputError(f"layer {layer} has {rows} rows, fewer than one context of --context-size "
@@ -185,9 +182,7 @@ def export_store(store, out, *, format: str = "parquet", layer: str | None = Non
                     else:
                         _write_hf(tables, target, bar, lay)
             check_export_out(out, format, overwrite)  # what is there now (it may have appeared meanwhile)
-            _move_into_place(target, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            move_into_place(target, out)
         return out
     finally:
         if isinstance(store, (str, Path)):
@@ -256,35 +251,6 @@ def check_export_out(out, format: str, overwrite: bool) -> None:
         what = "a folder" if out.is_dir() else "a file"
         raise InputError(f"{out} is {what} that is not an actkit {format} export; actkit replaces only its own "
                          "outputs (even with --overwrite): move it away or choose another --out")
-
-
-def _remove_stale_partials(out: Path) -> None:
-    """The hidden ``.OUT.*.partial`` folders an export killed with SIGKILL left beside ``out``
-    (holding nothing but its unfinished ``OUT``): removed before the next export of ``out``."""
-    for p in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
-        if p.is_dir() and not p.is_symlink() and {c.name for c in p.iterdir()} <= {out.name}:
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _move_into_place(target: Path, out: Path) -> None:
-    """Rename the finished ``target`` to ``out``; an earlier export there (checked by the
-    caller) is moved aside first and removed only once the new one is in place."""
-    if not out.exists():
-        target.rename(out)
-        return
-    if out.is_file():
-        os.replace(target, out)
-        return
-    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
-    try:
-        os.replace(out, old / out.name)
-        target.rename(out)
-    except BaseException:
-        if (old / out.name).exists() and not out.exists():
-            os.replace(old / out.name, out)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _write_parquet(tables, path, bar):

@@ -46,6 +46,7 @@ def main(argv=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _, res = actkit.compare_many([A, B, *copies], groups=a.groups, metric="ica",
+                                         methods=("permutation", "rigid", "linear", "ica"),
                                          ica_restarts=args.restarts, **DEMO_ICA, progress=False)
         runs = [res[(0, 1)]] + [res[(0, 2 + c)] for c in range(args.copies)]
         selfs = [res[(1, 2 + c)] for c in range(args.copies)]

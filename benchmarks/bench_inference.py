@@ -392,13 +392,14 @@ def rsatoolbox_side_by_side(args, A, B, a, b, g, ms, kw):
     them out, as it leaves out a row's pairs with its copies)."""
     from actkit._threads import use_threads
     from actkit.inference import infer_rows, percentile_interval
-    from actkit.measures import SampleLayout, structure_for
+    from actkit._groups import SampleGroups
+from actkit.measures import structure_for
 
     M, R = args.bootstrap, args.rsatoolbox_resamples
     with use_threads(args.threads):
         rec, ours, cpu = _timed_cpu(lambda: infer_rows(a, b, g, ms, bootstrap=M, **kw)["rsa"])
         vals, draws, (t_wall, t_cpu) = rsatoolbox_bootstrap(A, B, g, R)
-        st = structure_for("rsa", {"method": "spearman"}, a, b, SampleLayout(g), permutations=False,
+        st = structure_for("rsa", {"method": "spearman"}, a, b, SampleGroups(g), permutations=False,
                            bootstrap=True)
         same = np.array([st.resampled(m) for m in draws])
     scale = M / R

@@ -38,9 +38,11 @@ sys.path.insert(0, str(REPO))
 
 class CorpusInputs:
     """Recorded text inputs (the RecordedInputs interface) from word pieces of the shipped
-    texts: every sample is ``length`` consecutive words, GPT-2 style (a leading ``Ġ``)."""
+    texts: every sample is ``length`` consecutive words, GPT-2 style (a leading ``Ġ``), its
+    text the words each after a space (each token's span: the space and the word)."""
 
     kind = "text"
+    has_text = True
 
     def __init__(self, n_samples, length):
         words = (REPO / "data/zoo/inputs/text.txt").read_text().split()
@@ -60,11 +62,18 @@ class CorpusInputs:
     def tokens(self, sample):
         return [self.vocab[i] for i in self.ids[sample]]
 
+    def text(self, sample):
+        return "".join(" " + self.vocab[i][1:] for i in self.ids[sample])
+
+    def token_spans(self, sample):
+        ends = np.cumsum([len(self.vocab[i]) for i in self.ids[sample]])
+        return np.stack([ends - [len(self.vocab[i]) for i in self.ids[sample]], ends], 1)
+
 
 def make_report(folder, units, k, samples, length, seed=0):
     """A unit report of ``units`` units (every piece of the page filled in)."""
     from actkit.store import LayerSpec, create_store
-    from actkit.units import match_units, units as unit_report
+    from actkit import match_units, units as unit_report
 
     rng = np.random.default_rng(seed)
     inputs = CorpusInputs(samples, length)
@@ -90,7 +99,7 @@ def make_report(folder, units, k, samples, length, seed=0):
     labels = np.array(["news", "fiction", "code", "<b>other</b>"])[rng.integers(0, 4, samples)].repeat(length)
     t = time.perf_counter()
     report = unit_report(a, k=k, inputs=inputs, labels=labels, context=8, progress=False)
-    match_units(report, b, permutations=49, progress=False)
+    report = match_units(report, b, permutations=49, progress=False).report
     return report, time.perf_counter() - t
 
 

@@ -18,6 +18,15 @@ The numpy brute force computes the same statistics from the whole matrix in memo
 bottom-k by ``argsort`` (stable: ties by row), a histogram per column, mean / SD / skewness /
 kurtosis and share active (scipy.stats), and 256 sampled rows per unit.
 
+The store records text inputs (16 tokens a sample from a vocabulary of ``--vocab`` words, each
+sample's text and its tokens' character spans, as an extraction records them), so the report is
+timed twice: statistics only (``inputs=False``) and whole (each unit's ``top_tokens`` over its
+``k_tokens = 200`` highest rows, every example as its text with the unit's activation at every
+token of its window, read back from the store). The brute force is timed with the same two
+views added: the tokens of each column's 200 highest rows (counts and means by ``np.unique``)
+and each top and bottom example's window of activations (``context`` = 8 tokens either side),
+gathered from the matrix in memory.
+
 Run::
 
     python benchmarks/bench_units.py                 # 400k x 256
@@ -43,13 +52,30 @@ from pathlib import Path
 import numpy as np
 
 
-def _store(path, X, n_per_sample=16):
+def _text(n_samples, n_per_sample, vocab_size, seed=0):
+    """``(token ids (n_samples, n_per_sample), record)``: text inputs as an extraction records
+    them (:func:`actkit.store.text_record`: the ids, each sample's text, its tokens' spans)."""
+    from actkit.store import text_record
+
+    vocab = [f" w{i}" for i in range(vocab_size)]
+    ids = np.random.default_rng(seed).zipf(1.3, size=(n_samples, n_per_sample)) % vocab_size
+    texts = ["".join(vocab[i] for i in row) for row in ids]
+    spans = []
+    for row in ids:
+        ends = np.cumsum([len(vocab[i]) for i in row])
+        spans.append(np.stack([ends - [len(vocab[i]) for i in row], ends], 1))
+    record = text_record(list(ids), tokenizer={"name_or_path": "bench"}, vocab=vocab,
+                         special=np.zeros(vocab_size, bool), texts=texts, spans=spans)
+    return ids, record
+
+
+def _store(path, X, n_per_sample=16, inputs=None):
     from actkit.store import LayerSpec, create_store
 
     n = X.shape[0]
     index = np.stack([np.arange(n) // n_per_sample, np.arange(n) % n_per_sample], 1).astype(np.int64)
     w = create_store(path, [LayerSpec("h", n, X.shape[1], index=index)], n_samples=n // n_per_sample,
-                     request={"bench": str(path)}, inputs_fingerprint="bench")
+                     request={"bench": str(path)}, inputs_fingerprint="bench", inputs=inputs)
     for s in range(0, n, 65536):
         w.append("h", X[s:s + 65536])
     w.checkpoint(n // n_per_sample)
@@ -80,11 +106,19 @@ def _read_all(layer, rows, activations=None):
 
 
 def _unit_rows(width, n_units):
-    """The rows per block of ``units()``'s pass (``actkit.units._api._run_pass``)."""
-    return int(max(64, min(16384, (16 << 20) // (4 * max(width, n_units)))))
+    """The rows per block of ``units()``'s pass (``actkit._units._api._run_pass``)."""
+    try:
+        from actkit._units._api import MAX_BLOCK_ROWS
+    except ImportError:  # an actkit before issue 51 (its rule, for a run against it)
+        return int(max(64, min(16384, (16 << 20) // (4 * max(width, n_units)))))
+    from actkit._rows import block_rows
+
+    return block_rows(max(width, n_units), max_rows=MAX_BLOCK_ROWS)
 
 
-def _brute(A, k):
+def _brute(A, k, tokens=None, n_per_sample=16, k_tokens=200, context=8):
+    """The report's statistics from the matrix in memory; with ``tokens`` ((rows,) token id of
+    each row), also each column's top tokens and each top / bottom example's window."""
     import scipy.stats
 
     order = np.argsort(-A, axis=0, kind="stable")
@@ -93,7 +127,20 @@ def _brute(A, k):
         np.histogram(A[:, j], bins=256)
     stats = (A.mean(0), A.std(0, ddof=1), scipy.stats.skew(A), scipy.stats.kurtosis(A), (A != 0).mean(0))
     sample = np.random.default_rng(0).choice(A.shape[0], 256, replace=False)
-    return top, bottom, stats, A[sample]
+    if tokens is None:
+        return top, bottom, stats, A[sample]
+    views = []
+    for j in range(A.shape[1]):
+        rows = order[:k_tokens, j]
+        uniq, inverse, counts = np.unique(tokens[rows], return_inverse=True, return_counts=True)
+        means = np.bincount(inverse, A[rows, j], minlength=uniq.size) / counts
+        shown = np.concatenate([top[:, j], bottom[:, j]])
+        first = shown // n_per_sample * n_per_sample
+        lo = np.maximum(first, shown - context)
+        hi = np.minimum(first + n_per_sample, shown + context + 1)
+        windows = [A[a:b, j] for a, b in zip(lo, hi)]
+        views.append((uniq[np.lexsort((uniq, -means, -counts))], windows))
+    return top, bottom, stats, A[sample], views
 
 
 def _floor(X, read_wall, read_cpu):
@@ -166,6 +213,7 @@ def main(argv=None):
     p.add_argument("--features", type=int, default=256)
     p.add_argument("--latents", type=int, default=1024)
     p.add_argument("--k", type=int, default=20)
+    p.add_argument("--vocab", type=int, default=5000, help="words of the recorded text inputs (default: 5000)")
     p.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is kept (default: 3)")
     p.add_argument("--work-dir", default=None)
     p.add_argument("--bases", action="store_true",
@@ -177,7 +225,9 @@ def main(argv=None):
     tmp = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_units_"))
     rng = np.random.default_rng(0)
     X = rng.laplace(size=(args.rows, args.features)).astype(np.float32)
-    src = _store(tmp / "s.h5", X)
+    ids, record = _text(args.rows // 16, 16, args.vocab)
+    tokens = ids.ravel()
+    src = _store(tmp / "s.h5", X, inputs=record)
     layer = actkit.open_store(src)["h"]
     ica = actkit.FastICA(n_components=min(64, args.features), random_state=0, max_iter=50).fit(X[:50_000])
     ica_path = actkit.transform_store(ica, layer, tmp / "ica.h5", progress=False)
@@ -187,7 +237,8 @@ def main(argv=None):
     sae = actkit.load_sae(sae_path)
     print(f"rows {args.rows:,} x {args.features} float32 ({X.nbytes / 2**20:.0f} MiB), k={args.k}, "
           f"load {os.getloadavg()[0]:.1f} (1 min), CPUs {os.cpu_count()}, best of {args.repeat}; wall (CPU) seconds")
-    print(f"{'basis':<8s} {'read+activations':>17s} {'units()':>15s} {'ratio':>13s} {'numpy brute':>15s} {'speed-up':>8s}")
+    print(f"{'basis':<8s} {'read+activations':>17s} {'units()':>15s} {'ratio':>13s} {'numpy brute':>15s} {'speed-up':>8s}"
+          f" | {'units() + text':>15s} {'numpy + text':>15s} {'speed-up':>8s}")
     F, L = args.features, sae.n_components_
     cases = [("neurons", None, lambda: _read_all(layer, _unit_rows(F, F)), X),
              ("ica", ica_path, lambda: _read_all(actkit.open_store(ica_path)["h"], _unit_rows(min(64, F), min(64, F))), None),
@@ -201,11 +252,15 @@ def main(argv=None):
         if dense is None and name == "sae":
             dense = sae.transform(X) if args.rows * args.latents * 4 < 2 ** 31 else None
         brute = _timed(lambda: _brute(dense, args.k), 1) if dense is not None else (float("nan"),) * 2
+        text = _timed(lambda: actkit.units(src, basis=basis, k=args.k, progress=False), args.repeat)
+        brute_text = (_timed(lambda: _brute(dense, args.k, tokens), 1) if dense is not None
+                      else (float("nan"),) * 2)
         if name == "neurons":
             read = base
         print(f"{name:<8s} {base[0]:7.2f} ({base[1]:5.2f})s {full[0]:6.2f} ({full[1]:5.2f})s "
               f"{full[0] / base[0]:5.1f}x ({full[1] / base[1]:4.1f}x) {brute[0]:6.2f} ({brute[1]:5.2f})s "
-              f"{brute[0] / full[0]:7.1f}x")
+              f"{brute[0] / full[0]:7.1f}x | {text[0]:6.2f} ({text[1]:5.2f})s {brute_text[0]:6.2f} ({brute_text[1]:5.2f})s "
+              f"{brute_text[0] / text[0]:7.1f}x")
     if args.floor:
         _floor(X, *read)
 

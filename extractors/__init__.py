@@ -30,9 +30,10 @@ record        record_inputs: the inputs of a store that did not record them, rea
 
 
 def __getattr__(name):
-    """``actkit.extractors.record_inputs``, imported when first used (it loads a model)."""
-    if name == "record_inputs":
-        from .record import record_inputs  # transformers and torch: only when it is used
+    """``actkit.extractors.record_inputs`` and ``decoded_text``, imported when first used (they
+    load a model or a tokenizer)."""
+    if name in ("record_inputs", "decoded_text"):
+        from . import record  # transformers and torch: only when it is used
 
-        return record_inputs
+        return getattr(record, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,14 +53,13 @@ from ._base import DTYPES
 from ._batching import Batching, check_batching_options, check_token_budget, take
 from ._buffer import RowBuffer
 from ._hooks import Capture
+from ._budget import check_budget_before_load
 from ._options import FINAL_HIDDEN, check_options, check_output_path, check_window_options
 from ._plan import plan_layers, to_rows
 from ._records import (INIT_SEED, keep_labels, layer_specs, provenance_record, request_record,
                        samples_fingerprint)
-from .hf_text import tokenize
 from .inputs import read_inputs
 from .naming import resolve_names
-from .windows import quiet_logs
 
 #: What the last :func:`extract` call in this process did: ``outcome`` (``"written"``,
 #: ``"resumed"`` or ``"complete"``: already finished, nothing computed), ``resumed_from``
@@ -312,7 +311,7 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         progress = progress and world.rank == 0
     data = read_inputs(inputs, max_samples=max_samples, column=column, split=split, config=config)
     sort_by_length, max_batch_tokens = batching
-    tokenized = _check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
+    tokenized = check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
                                           trust_remote_code)
     adapter = registry.load_model(model, revision=revision, checkpoint=checkpoint, device=device, dtype=dtype,
                                   trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
@@ -323,9 +322,12 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
         raise InputError(f"{adapter.name} takes {adapter.kind} inputs but {data.source} holds {data.kind}s")
     adapter = adapter.for_inputs(data.kind)
     names, extra, modules_of, aliases_of, final_hidden, random_init = _resolve_layers(adapter, layers, final_hidden)
-    params = {}
+    params, final_norm = {}, None
     if unembedding:
         params["unembedding"] = adapter.unembedding()
+        final_norm = getattr(adapter, "final_norm", lambda: None)()  # what the logit lens folds in
+        if final_norm is not None:
+            params["final_norm_gain"] = final_norm.pop("gain")
 
     if context_length is not None:
         adapter.prepare_windows(data, context_length, max_tokens, progress=progress)
@@ -365,7 +367,8 @@ def _prepare(model, inputs, out, *, layers, pool, revision, checkpoint, batch_si
     provenance = provenance_record(adapter, data, specs, request, dtype, store_dtype_name, pool, n, fingerprint,
                                     preprocessing, max_length, batch_size, device_name, final_hidden, unembedding)
     extra_provenance = {"inputs_column": data.column, "inputs_split": split, "inputs_config": config,
-                        "packing": packing, "device_map": device_map, "label_names": label_names}
+                        "packing": packing, "device_map": device_map, "label_names": label_names,
+                        "final_norm": final_norm}
     provenance.update({k: v for k, v in extra_provenance.items() if v is not None})
     recorded = adapter.record_inputs(data)  # what each sample was: the store's /inputs
     if world is not None:
@@ -414,33 +417,6 @@ def _sharded_runner(world, out, adapter, data, plans, names, extra, pool, batch_
                                            inputs=recorded)
 
     return run_sharded
-
-
-def _check_budget_before_load(model, data, max_batch_tokens, max_length, context_length, revision,
-                              trust_remote_code):
-    """``--max-batch-tokens`` that some input cannot fit: one line before the model loads.
-
-    Returns the token ids of the texts when they were computed for the check (the adapter
-    reuses them), else ``None``.
-    """
-    if max_batch_tokens is None or context_length is not None:
-        return None
-    if data.kind != "text":
-        raise InputError(f"--max-batch-tokens cuts batches of text by tokens; {data.source} holds {data.kind}s")
-    if max_length is not None and int(max_length) <= max_batch_tokens:
-        return None  # every input is truncated to fit
-    loaded = registry.load_tokenizer(model, revision=revision, trust_remote_code=trust_remote_code)
-    if loaded is None:  # not local or cached: checked once the model is loaded
-        return None
-    tokenizer, limit = loaded
-    with quiet_logs():  # "sequence longer than ..." is the model's limit: truncated (and said) later
-        ids = tokenize(tokenizer, data.texts)
-    if max_length is not None:
-        limit = int(max_length) if limit is None else min(limit, int(max_length))
-    lengths = np.fromiter((len(s) for s in ids), dtype=np.int64, count=len(ids))
-    check_token_budget(lengths if limit is None else np.minimum(lengths, limit), max_batch_tokens, data.texts,
-                       data.source)
-    return ids
 
 
 def _run(adapter, data, writer, plans, names, extra, pool, batch_size, store_dtype, progress, every, *,

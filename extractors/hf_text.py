@@ -20,17 +20,27 @@ from actkit.store import text_record
 from actkit._warn import warn_user
 
 from ._base import Adapter, Batch
+from ._spans import encode
 from .windows import pack_windows, quiet_logs
 
 
-def tokenize(tokenizer, texts, step: int = 1024) -> list:
-    """Token ids of every text (``add_special_tokens=True``, untruncated), with a bar."""
-    ids = []
+def special_ids(tokenizer) -> list:
+    """The ids of the tokenizer's special tokens."""
+    return sorted(set(int(i) for i in getattr(tokenizer, "all_special_ids", []) or []))
+
+
+def tokenize(tokenizer, texts, step: int = 1024):
+    """``(ids, spans)``: the token ids of every text (``add_special_tokens=True``, untruncated)
+    and each token's character span (:func:`actkit.extractors._spans.encode`; None for a slow
+    tokenizer), with a bar."""
+    ids, spans = [], []
     with tqdm(total=len(texts), desc="tokenising", unit="samples", disable=None, leave=False) as bar:
         for start in range(0, len(texts), step):
-            ids.extend(tokenizer(texts[start : start + step], add_special_tokens=True)["input_ids"])
+            i, s = encode(tokenizer, texts[start : start + step], add_special_tokens=True)
+            ids.extend(i)
+            spans = None if s is None else spans + s
             bar.update(min(step, len(texts) - start))
-    return ids
+    return ids, spans
 
 
 def position_limit(config) -> int | None:
@@ -54,12 +64,12 @@ class TextAdapter(Adapter):
         self.tokenizer = tokenizer
         self.causal = causal
         self._ids: list | None = None
+        self._text = None  # (texts, spans): what each sample's tokens cover, or None
         self._windows = None  # (W, L) int64 ids with --context-length
         self.packing: dict | None = None
         self._max_length = None
         self._skip = False  # --skip-special-tokens
-        self._special = np.asarray(sorted(set(int(i) for i in getattr(tokenizer, "all_special_ids", []) or [])),
-                                   dtype=np.int64)
+        self._special = np.asarray(special_ids(tokenizer), dtype=np.int64)
         pad = tokenizer.pad_token_id
         if pad is None:
             pad = tokenizer.eos_token_id
@@ -79,7 +89,7 @@ class TextAdapter(Adapter):
         return position_limit(self.model.config)
 
     def prepare(self, inputs, max_length, tokenized=None):
-        """Tokenise every text (``tokenized``: the ids :func:`tokenize` already gave, reused)."""
+        """Tokenise every text (``tokenized``: what :func:`tokenize` already gave, reused)."""
         if max_length is not None and int(max_length) < 1:
             raise InputError(f"--max-length must be a positive integer, got {max_length}")
         model_max = self._model_max()
@@ -89,13 +99,16 @@ class TextAdapter(Adapter):
         self._max_length = limit
         texts = inputs.texts
         with quiet_logs():  # "sequence longer than ..." is reported below, once
-            ids = tokenize(self.tokenizer, texts) if tokenized is None else list(tokenized)
+            ids, spans = tokenize(self.tokenizer, texts) if tokenized is None else tokenized
+            ids = list(ids)
             long = [i for i, seq in enumerate(ids) if limit is not None and len(seq) > limit]
             if long:
-                enc = self.tokenizer([texts[i] for i in long], add_special_tokens=True, truncation=True,
-                                     max_length=limit)["input_ids"]
-                for i, seq in zip(long, enc):
-                    ids[i] = seq
+                enc, cut = encode(self.tokenizer, [texts[i] for i in long], add_special_tokens=True,
+                                  truncation=True, max_length=limit)
+                for n, i in enumerate(long):
+                    ids[i] = enc[n]
+                    if spans is not None:
+                        spans[i] = cut[n]
         if long and (max_length is None or int(max_length) > limit):
             warn_user(
                 f"{len(long)} of {len(texts)} samples are longer than the model's {limit} positions "
@@ -105,11 +118,13 @@ class TextAdapter(Adapter):
             if len(seq) == 0:
                 raise InputError(f"sample {i} of {inputs.source} gives no tokens: {texts[i][:40]!r}")
         self._ids = ids
+        self._text = None if spans is None else (list(texts), spans)
 
     def prepare_windows(self, inputs, context_length, max_tokens=None, progress=True):
         """Pack the texts into token windows (:func:`actkit.extractors.windows.pack_windows`)."""
-        self._windows, self.packing = pack_windows(self.tokenizer, inputs.texts, context_length, max_tokens,
-                                                   model_positions=self._model_max(), progress=progress)
+        self._windows, self.packing, self._text = pack_windows(
+            self.tokenizer, inputs.texts, context_length, max_tokens, model_positions=self._model_max(),
+            progress=progress, record_text=True)
         self._max_length = int(context_length)
 
     @property
@@ -144,9 +159,11 @@ class TextAdapter(Adapter):
         return keep if mask is None else keep & mask
 
     def record_inputs(self, inputs) -> dict:
-        """The token ids of every sample (windows with ``--context-length``), the tokenizer's
+        """The token ids of every sample (windows with ``--context-length``), each sample's text
+        and its tokens' character spans (a fast tokenizer's offset mapping), the tokenizer's
         identity and its vocabulary (:func:`tokenizer_record`)."""
-        return text_record([np.asarray(s, np.int64) for s in self._sequences()],
+        texts, spans = self._text if self._text is not None else (None, None)
+        return text_record([np.asarray(s, np.int64) for s in self._sequences()], texts=texts, spans=spans,
                            **tokenizer_record(self.tokenizer, self.info.get("revision")))
 
     def _pack(self, seqs) -> Batch:
@@ -197,6 +214,26 @@ class TextAdapter(Adapter):
         if head is None or getattr(head, "weight", None) is None:
             return super().unembedding()
         return head.weight.detach().to("cpu", torch.float32).numpy().copy()
+
+    def final_norm(self) -> dict | None:
+        """The norm a causal LM applies before its unembedding, which the logit lens folds in:
+        ``{"module": dotted name, "kind": "layernorm" | "rmsnorm", "gain": (D,) float32}`` (the
+        last norm child of the decoder: GPT-NeoX's ``final_layer_norm``, GPT-2's ``ln_f``,
+        Llama's ``norm``; a Gemma norm's gain is ``1 + weight``), or None."""
+        if not self.causal:
+            return None
+        decoder = self.final_module()
+        norms = [m for _, m in decoder.named_children() if "norm" in type(m).__name__.lower()
+                 and isinstance(getattr(m, "weight", None), torch.Tensor) and m.weight.ndim == 1]
+        if not norms:
+            return None
+        norm = norms[-1]
+        name = next(n for n, m in self.model.named_modules() if m is norm)
+        gain = norm.weight.detach().to("cpu", torch.float32).numpy().copy()
+        if "gemma" in type(norm).__name__.lower():
+            gain = gain + 1.0
+        kind = "layernorm" if isinstance(norm, torch.nn.LayerNorm) else "rmsnorm"
+        return {"module": name, "kind": kind, "gain": gain}
 
 
 def _byte_alphabet() -> dict[str, int]:

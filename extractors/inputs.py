@@ -4,7 +4,9 @@ Every reader returns an :class:`Inputs` holding the samples in a fixed order (th
 order of the rows in the store), and a content digest used for the inputs fingerprint.
 
 * ``.txt`` -- one sample per line; blank (whitespace-only) lines are skipped, so sample
-  ``i`` is the ``i``-th non-blank line.
+  ``i`` is the ``i``-th non-blank line. A line ends at ``\n``, ``\r\n`` or ``\r`` only
+  (:func:`lines`): U+2028, U+2029, form feeds and the other characters ``str.splitlines``
+  breaks at stay inside their sample.
 * ``.jsonl`` -- one JSON object per line with a string field ``"text"``; blank lines skipped.
 * a folder -- every image below it (recursively; ``.png .jpg .jpeg .webp .bmp .gif .tif
   .tiff``), in sorted order of the path relative to the folder.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,15 @@ from .hf_datasets import is_hf_inputs, read_hf
 __all__ = ["IMAGE_SUFFIXES", "Inputs", "inputs_fingerprint", "read_inputs", "text_digest"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def lines(content: str) -> list:
+    """The lines of a text file as a text editor shows them: broken at ``\n``, ``\r\n`` and
+    ``\r`` (not at U+2028, U+2029, ``\f``, ``\v``, U+0085 or U+001C-U+001E, where
+    ``str.splitlines`` breaks: they are characters of a sample); no empty last line."""
+    out = _LINE_BREAK.split(content)
+    return out[:-1] if out and out[-1] == "" else out
 
 
 def read_inputs(path, max_samples: int | None = None, *, column: str | None = None, split: str | None = None,
@@ -104,7 +116,7 @@ def _read_text(p: Path, max_samples, jsonl: bool) -> Inputs:
     except UnicodeDecodeError as exc:
         raise InputError(f"inputs {p} are not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     texts = []
-    for lineno, line in enumerate(content.splitlines(), start=1):
+    for lineno, line in enumerate(lines(content), start=1):
         if max_samples is not None and len(texts) >= max_samples:
             break
         if not line.strip():

@@ -57,7 +57,7 @@ def _say_no_document_tokens(tokenizer, bos, eos) -> None:
 
 
 def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None = None,
-                 model_positions: int | None = None, progress: bool = True):
+                 model_positions: int | None = None, progress: bool = True, record_text: bool = False):
     """Pack ``texts`` into windows of ``context_length`` token ids.
 
     Parameters
@@ -71,6 +71,9 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
         N: at most ``N // L`` windows.
     model_positions : int, optional
         The model's position table; ``L`` larger than it is refused.
+    record_text : bool, default=False
+        Also return each window's text and its tokens' character spans
+        (:func:`actkit.extractors._spans.window_texts`; a fast tokenizer's offset mapping).
 
     Returns
     -------
@@ -79,6 +82,8 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
         JSON-ready record of the packing (for the provenance): ``context_length``, ``bos``,
         ``separator``, ``max_tokens``, ``windows``, ``tokens``, ``rows_used`` (texts read),
         ``dropped_tokens`` (the unused tail of the stream that was tokenised).
+    text : (list of str, list of ndarray (L, 2) int64) or None
+        Only with ``record_text``: each window's text and spans (None for a slow tokenizer).
 
     Raises
     ------
@@ -101,6 +106,8 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
     limit = None if max_tokens is None else int(max_tokens) // L  # windows
     need = None if limit is None else limit * body  # stream tokens
     pieces, have, rows = [], 0, 0
+    fast = record_text and bool(getattr(tokenizer, "is_fast", False))
+    where, used = [], []  # with the text: each piece's (doc, span) rows, and the texts read
     n = len(texts)
     bar = tqdm(total=need if need is not None else n, desc="packing token windows",
                unit="tokens" if need is not None else "texts", disable=None if progress else True, leave=False)
@@ -109,15 +116,20 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
         while start < n:
             if need is not None and have >= need:
                 break
-            chunk = texts[start : min(n, start + step)]
+            chunk = list(texts[start : min(n, start + step)])
             start, step = start + step, min(_CHUNK, 2 * step)
             with quiet_logs():  # whole texts may exceed the model's limit: the windows cut them
-                ids = tokenizer(list(chunk), add_special_tokens=False)["input_ids"]
-            for seq in ids:
+                enc = tokenizer(chunk, add_special_tokens=False, return_offsets_mapping=fast)
+            for n_seq, seq in enumerate(enc["input_ids"]):
                 if need is not None and have >= need:
                     break
                 rows += 1
                 arr = np.asarray(seq + ([eos] if eos is not None else []), dtype=np.int64)
+                if fast:
+                    used.append(chunk[n_seq])
+                    span = np.asarray(enc["offset_mapping"][n_seq], np.int64).reshape(-1, 2)
+                    span = np.concatenate([span, np.full((arr.size - len(seq), 2), -1, np.int64)])
+                    where.append(np.concatenate([np.full((arr.size, 1), rows - 1, np.int64), span], axis=1))
                 pieces.append(arr)
                 have += arr.size
                 bar.update(arr.size if need is not None else 1)
@@ -143,4 +155,11 @@ def pack_windows(tokenizer, texts, context_length: int, max_tokens: int | None =
         "convention": "texts + EOS separator concatenated; BOS + (L-1) stream tokens per window "
                       "(L tokens without BOS); tail dropped",
     }
-    return windows, packing
+    if not record_text:
+        return windows, packing
+    if not fast:
+        return windows, packing, None
+    from ._spans import window_texts  # the windows' characters: only where a store records them
+
+    w = np.concatenate(where)
+    return windows, packing, window_texts(used, w[:, 0], w[:, 1:], count, body, bos is not None)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import actkit
-from actkit.units import BasisComparison, compare_bases
+from actkit import BasisComparison, compare_bases
 from tests._browser import Visit, chromium_fixture
 from tests.cli_helpers import cli_error, run_cli
 
@@ -96,7 +96,7 @@ def test_indicator_units_score_one_and_the_random_rotation_loses_it(planted_resu
 
 def test_a_rotated_planted_basis_given_as_a_basis_loses_the_scores(planted):
     path, X, ids, labels, tmp = planted
-    from actkit.units._bases import RandomRotation
+    from actkit._units._bases import RandomRotation
 
     class Rotated(RandomRotation):       # a fitted estimator: transform, fit, n_features_in_
         n_features_in_ = X.shape[1]
@@ -158,8 +158,8 @@ def test_intervals_cover_on_a_designed_case():
     about 95% of 120 datasets; resampling rows instead covers far less. The purity of each
     unit's top rows covers its expected value at the same size (from 400 fresh datasets)."""
     from actkit.inference import bootstrap_draws
-    from actkit.units._scores import r2
-    from actkit.units._summary import centred_interval, purity_resampled, statistics
+    from actkit._units._scores import r2
+    from actkit._units._summary import centred_interval, purity_resampled, statistics
 
     G, L, V, U, B = 100, 30, 12, 5, 200
     p = np.full(V, 1 / V)
@@ -284,7 +284,7 @@ def test_cli_writes_the_comparison(planted, tmp_path, capsys):
 
 
 def test_cli_bad_input_is_one_line_before_any_pass(planted, tmp_path, capsys, monkeypatch):
-    from actkit.units import _bases
+    from actkit._units import _bases
 
     path, X, ids, labels, tmp = planted
     monkeypatch.setattr(_bases, "_score_basis", lambda *a, **k: pytest.fail("a pass ran"))
@@ -327,7 +327,7 @@ def test_resampled_purity_equals_a_loop_over_resamples():
     """Every resample's top-k rows taken one row at a time, each as often as its input sample
     is drawn, up to k; rows of no sample (-1) count nothing."""
     from actkit.inference import bootstrap_draws
-    from actkit.units._summary import purity_resampled
+    from actkit._units._summary import purity_resampled
 
     rng = np.random.default_rng(4)
     K, U, k, G = 15, 7, 5, 40
@@ -364,7 +364,7 @@ def test_zoo_vit_with_its_hue_and_shape_labels(tmp_path):
         for b in d["bases"]:
             assert "context_r2" not in b["scores"] and b["labels"]["count"] >= 0
             assert set(b["probing"]) == {"1", "2", "5"} and 0 <= b["probing"]["1"]["accuracy"] <= 1
-            assert all(x == "" or x.startswith(("cell (", "[CLS]")) for x in b["units"]["description"])
+            assert all(x == "" or x.startswith(("patch (", "CLS token")) for x in b["units"]["description"])
 
 
 def test_the_same_comparison_at_one_and_two_threads_and_on_dask(planted):

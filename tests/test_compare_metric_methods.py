@@ -74,11 +74,28 @@ def test_each_metric_fits_what_it_needs(three, fitted, capsys):
                    "--quiet")[0] == 0
     assert set(fitted) == {"PermutationAlignment", "RigidAlignment", "ICAAlignment", "FastICA.fit"}
     fitted.clear()
-    # --methods given: the metric's methods of it (linear is not fitted for a rigid matrix)
+    # --methods given: those methods, as compare_many(methods=...) fits them (issue 51: the rule is the API's)
     assert run_cli(capsys, "compare", *paths, "--metric", "rigid", "--methods", "rigid,linear", "--quiet")[0] == 0
-    assert set(fitted) == {"RigidAlignment"}
-    assert "--metric ica needs the method(s) ica" in cli_error(capsys, "compare", *paths, "--metric", "ica",
-                                                                "--methods", "rigid", "--quiet")
+    assert set(fitted) == {"RigidAlignment", "LinearAlignment"}
+    assert "metric ica needs the method(s) ica" in cli_error(capsys, "compare", *paths, "--metric", "ica",
+                                                              "--methods", "rigid", "--quiet")
+
+
+def test_compare_many_fits_what_its_metric_needs(three, fitted):
+    """The rule is the API's (issue 51): ``compare_many(..., metric="rigid")`` fits no FastICA."""
+    import actkit
+    from actkit.alignment import compare_many
+
+    _, paths = three
+    layers = [actkit.open_store(p)["l"] for p in paths]
+    matrix, results = compare_many(layers, metric="rigid", progress=False)
+    assert set(fitted) == {"RigidAlignment"} and "FastICA.fit" not in fitted and len(fitted) == 9
+    assert results[(0, 1)].to_dict()["ica"] is None and np.isfinite(matrix).all()
+    fitted.clear()
+    compare_many(layers, metric="linear_cka", progress=False)
+    assert fitted == []
+    with pytest.raises(ValueError, match="metric ica_efficiency needs the method"):
+        compare_many(layers, metric="ica_efficiency", methods=["rigid"])
 
 
 def test_two_stores_still_fit_every_method_by_default(three, fitted, capsys):

@@ -1,29 +1,46 @@
-"""Splitting compare() changes nothing for users (issue 43): ``to_dict()`` of ``actkit.compare``
-on the zoo stores, with measures, permutations and bootstrap asked, has the same keys and
-equal values (to 1e-12 relative; strings, booleans and None exactly) as the JSON recorded
-before the change, ``tests/data/compare_before_split.json``.
+"""What users see of the analysis equals the recording, ``tests/data/compare_recorded.json``.
 
-The recording is made on main, just before compare() is split (after the work that
-legitimately changes compare's numbers is merged), by one command::
+``tests/_compare_record.py`` computes, on fixed inputs it makes itself, what a user sees of
+the analysis: ``actkit.compare``'s ``to_dict()`` (and its printed table, matched and source
+correlations, held-out rows), ``compare_many``'s matrices and results, ``actkit compare``'s
+stdout, stderr, ``--json`` and one-line errors, the records of the resampling (p-values,
+null means and SDs, intervals) by both permutation routes, the draws and the chance pairing
+of the input-sample groups, the Hungarian matchings and ``dictionary_stability``, and the
+JSON writers' output. This test computes it again and compares.
 
-    python tests/_compare_record.py
+**Why it exists.** A refactor (code moved, merged or made pure: issue 51's input-sample
+groups, compare's steps, the command line as a shell) must change nothing a user sees. The
+recording made before the refactor is the reference that says so.
 
-It holds the library versions, Python and CPU model it was recorded with. Values to 1e-12
-hold only on one machine and one set of libraries, and a test must never need (nearly)
-bitwise-equal floats across machines, so the comparison has two strengths:
+**The two strengths.** Values to 1e-12 hold only on one machine and one set of libraries, so
+- **in the recording's environment** (the same library versions, Python and CPU model:
+  ``recorded_with``): every key and line, numbers to 1e-12 relative, strings, booleans and
+  None exactly;
+- **elsewhere**: the same keys, numbers to 1e-6 relative, strings exactly, leaving out what
+  comes from the FastICA fits (the ``ica*`` keys, the notes on those fits, the printed text
+  that carries their digits): FastICA's optimum moves with 1e-7 noise in its input (README,
+  "ICA alignment").
 
-- **the recording's environment** (same library versions, Python and CPU model): every key,
-  numbers to 1e-12 relative; strings, booleans and None exactly. This is the check that the
-  split changed nothing.
-- **any other environment** (another CPU's BLAS rounds differently; other libraries): the same
-  keys, strings, booleans and None exactly, numbers to 1e-6 relative, leaving out what comes
-  from the FastICA fits (the ``ica*`` keys and the notes on those fits): FastICA's optimum
-  moves with 1e-7 noise in its input (README, "ICA alignment"), so those values are not
-  reproducible across machines to any useful tolerance.
+**When it is re-recorded, and why** (``python tests/_compare_record.py``, then commit the
+JSON alone or with the change that requires it):
+1. **a change that alters what users see on purpose** (a fix, a new key, another default,
+   another message): the commit that makes the change re-records, and its message names
+   the keys or lines that move and why. A refactor never re-records: if it moves a
+   recorded value it changed something users see, and the refactor is wrong;
+2. **the extraction changed the zoo stores' rows** (``inputs_sha256`` differs: the test says
+   so before anything else): the analysis is then not what moved; re-record in the commit
+   that changed the extraction, saying so;
+3. **the environment changed** (numpy, scipy, torch, scikit-learn, Python or the CPU: the
+   test names the loose check in its message): to restore the strict check, re-record from
+   a commit with no refactor in flight (main before the refactor's branch is merged), never
+   from the refactor itself;
+4. **a new surface is added** to ``tests/_compare_record.py``: re-record in that commit from
+   a commit before the change it is to guard.
 
-To restore the strict check after an upgrade of numpy / scipy / torch, record it again from
-the commit before the split, never from the split. The pairs, inputs and keyword arguments are
-``tests/_compare_record.py``'s.
+History: first recorded for issue 43 (compare split into steps); re-recorded for issue 51
+(one home per idea) on the commit before its refactor, with the surfaces above added, after
+the issue 43 recording had been outrun by later deliberate changes (the extraction's rows
+and FastICA's fits had moved: rules 1 and 2) without being re-recorded.
 """
 
 from __future__ import annotations
@@ -38,10 +55,12 @@ from _compare_record import (
     PAIRS,
     RECORD,
     differences,
+    record_all,
     same_environment,
     without_ica_fits,
-    zoo_compare_dicts,
 )
+
+SURFACES = ("compare", "compare_many", "cli", "inference", "stability", "json")
 
 
 # ----------------------------------------------------------------------------- the checker itself
@@ -54,7 +73,7 @@ def test_the_checker_sees_every_kind_of_difference():
         "a: 1.00000000001, recorded 1.0 (relative difference 1e-11 > 1e-12)"]
     assert differences(base, {k: v for k, v in base.items() if k != "c"}) == ["(top): key 'c' is gone"]
     assert differences(base, {**base, "g": 1}) == ["(top): new key 'g'"]
-    assert differences(base, {**base, "b": "y"}) == ["b: 'y', recorded 'x'"]
+    assert differences(base, {**base, "b": "y"}) == ["b: text differs:\n--- recorded\nx\n--- now\ny"]
     assert differences(base, {**base, "c": 0.0}) == ["c: 0.0, recorded None"]
     assert differences(base, {**base, "d": [1, 2.5, 3]}) == ["d: 3 items, recorded 2"]
     assert differences(base, {**base, "d": [1, 2.6]}) == [
@@ -65,15 +84,16 @@ def test_the_checker_sees_every_kind_of_difference():
     # the cross-machine strength: 1e-6 relative, the FastICA fits left out, the rest exact
     assert differences(base, {**base, "a": 1.0 + 1e-7}, rtol=1e-6) == []
     assert differences(base, {**base, "a": 1.0 + 1e-5}, rtol=1e-6) != []
-    ica = {"p": {"linear": 0.3, "ica": 0.5, "ica_identifiable": True, "notes": [
-        "with 9 permutations", "ica_identifiable is false: the two halves share 3"]}}
-    moved = {"p": {"linear": 0.3, "ica": 0.7, "ica_identifiable": False, "notes": [
-        "with 9 permutations", "ica_identifiable is false: the two halves share 5"]}}
+    ica = {"compare": {"p": {"to_dict": {"linear": 0.3, "ica": 0.5, "ica_identifiable": True, "notes": [
+        "with 9 permutations", "ica_identifiable is false: the two halves share 3"]}, "table": "ica 0.5"}}}
+    moved = {"compare": {"p": {"to_dict": {"linear": 0.3, "ica": 0.7, "ica_identifiable": False, "notes": [
+        "with 9 permutations", "ica_identifiable is false: the two halves share 5"]}, "table": "ica 0.7"}}}
     assert differences(ica, moved) != []
     assert differences(without_ica_fits(ica), without_ica_fits(moved), rtol=1e-6) == []
-    assert without_ica_fits(ica) == {"p": {"linear": 0.3, "notes": ["with 9 permutations"]}}
-    assert differences(without_ica_fits(ica), without_ica_fits({"p": {**moved["p"], "linear": 0.4}}),
-                       rtol=1e-6) == ["p.linear: 0.4, recorded 0.3 (relative difference 0.25 > 1e-06)"]
+    assert without_ica_fits(ica) == {"compare": {"p": {"to_dict": {"linear": 0.3, "notes": ["with 9 permutations"]}}}}
+    moved["compare"]["p"]["to_dict"]["linear"] = 0.4
+    assert differences(without_ica_fits(ica), without_ica_fits(moved), rtol=1e-6) == [
+        "compare.p.to_dict.linear: 0.4, recorded 0.3 (relative difference 0.25 > 1e-06)"]
 
 
 def test_the_strict_check_runs_where_the_recording_was_made():
@@ -85,23 +105,36 @@ def test_the_strict_check_runs_where_the_recording_was_made():
 
 
 # ----------------------------------------------------------------------------- the recording
-def test_compare_on_the_zoo_stores_equals_the_recording(tmp_path):
+@pytest.fixture(scope="module")
+def recording():
     if not RECORD.is_file():
-        pytest.fail(f"{RECORD.relative_to(RECORD.parents[2])} is missing: record it on main, before "
-                    f"compare() is split, with `{COMMAND}`")
-    recorded = json.loads(RECORD.read_text(encoding="utf-8"))
-    assert recorded["pairs"] == {k: list(v) for k, v in PAIRS.items()} and recorded["kwargs"] == KWARGS, \
-        f"tests/_compare_record.py's pairs or arguments changed since the recording: record it again ({COMMAND})"
-    fresh = json.loads(json.dumps(zoo_compare_dicts(tmp_path)))   # the values as the JSON holds them
-    for name in PAIRS:
-        d = fresh[name]
-        assert d["permutations"] == KWARGS["permutations"] and d["bootstrap"] == KWARGS["bootstrap"]
-        assert d["measures"] == KWARGS["measures"]
-    if same_environment(recorded["recorded_with"]):
-        diff, how = differences(recorded["results"], fresh), "to 1e-12, same environment"
+        pytest.fail(f"{RECORD.name} is missing: record it with `{COMMAND}` (the module docstring says when)")
+    return json.loads(RECORD.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    return record_all(tmp_path_factory.mktemp("recorded"))
+
+
+def test_the_recording_is_of_these_inputs(recording, fresh):
+    assert recording["pairs"] == {k: list(v) for k, v in PAIRS.items()} and recording["kwargs"] == KWARGS, \
+        f"tests/_compare_record.py's pairs or arguments changed since the recording: re-record (rule 4, {COMMAND})"
+    assert set(recording["results"]) == set(SURFACES) == set(fresh["results"])
+    if same_environment(recording["recorded_with"]):
+        assert fresh["inputs_sha256"] == recording["inputs_sha256"], (
+            "the zoo stores' extracted rows differ from the recording's: the extraction changed, not the "
+            f"analysis; re-record in the commit that changed the extraction (rule 2, {COMMAND})")
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_what_users_see_equals_the_recording(recording, fresh, surface):
+    if same_environment(recording["recorded_with"]):
+        diff = differences(recording["results"][surface], fresh["results"][surface], path=surface)
+        how = "to 1e-12, same environment"
     else:
-        diff = differences(without_ica_fits(recorded["results"]), without_ica_fits(fresh),
-                           rtol=CROSS_MACHINE_RTOL)
-        how = f"to {CROSS_MACHINE_RTOL:g}, FastICA keys left out: another environment"
-    assert not diff, (f"compare's to_dict() differs from the recording ({how}; recorded with "
-                      f"{recorded['recorded_with']}):\n" + "\n".join(diff[:40]))
+        diff = differences(without_ica_fits(recording["results"]).get(surface),
+                           without_ica_fits(fresh["results"]).get(surface), rtol=CROSS_MACHINE_RTOL, path=surface)
+        how = f"to {CROSS_MACHINE_RTOL:g}, FastICA keys and printed text left out: another environment (rule 3)"
+    assert not diff, (f"{surface} differs from the recording ({how}; recorded with {recording['recorded_with']}); "
+                      f"see the module docstring for when a re-recording is right:\n" + "\n".join(diff[:40]))

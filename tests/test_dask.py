@@ -317,9 +317,11 @@ def test_compare_many_raises_worker_warnings_on_the_client(client, three_stores)
     from actkit import compare_many
 
     layers = [s["l"] for s in three_stores[:2]]
-    # too few rows per component on purpose: the rows rule's note, raised here
+    # too few rows per component on purpose: the rows rule's note, raised here (ICA asked: a rigid
+    # matrix alone fits no FastICA)
     with pytest.warns(UserWarning, match="ICA fitted the leading 4 of 5 whitened components"):
-        compare_many(layers, metric="rigid", progress=False, scheduler=client, ica_max_rows=200)
+        compare_many(layers, metric="rigid", methods=("rigid", "ica"), progress=False, scheduler=client,
+                     ica_max_rows=200)
 
 
 def test_cli_compare_with_scheduler(client, three_stores, capsys):

@@ -27,7 +27,7 @@ from actkit.demo import DEMO_ICA, _extract, zoo_pairs
 
 TOL = 0.01
 METHODS = ("permutation", "rigid", "linear", "ica")
-CONSENSUS = {**DEMO_ICA, "ica_method": "consensus", "ica_restarts": 3}
+CONSENSUS = {**DEMO_ICA, "ica_method": "consensus", "ica_restarts": 3, "methods": METHODS}
 
 
 def _holds_or_noted(res, name):

@@ -353,3 +353,74 @@ def test_a_hostile_string_anywhere_in_the_data_stays_text(chromium, tmp_path):
     assert v.page.eval_on_selector_all("img", "x => x.length") == 0        # the bad figure left out
     assert v.page.evaluate("document.title") == HOSTILE[2]
     v.close()
+
+
+# ------------------------------------------------------------------ the pages say what the terminal says
+def test_the_compare_page_withholds_ica_digits_where_the_table_does(chromium, tmp_path):
+    """Gaussian sources: ICA is not identifiable (the halves of the restarts disagree), the
+    terminal's table prints ``not identifiable‡`` for the ICA cell and so does the page, with
+    no digit of the ICA error or efficiency anywhere in it."""
+    import warnings
+
+    from scipy.stats import ortho_group
+
+    from actkit.alignment import format_table
+    from actkit.pages import compare_page
+    from actkit.pages._views import WITHHELD
+
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(2000, 6)) @ rng.normal(size=(6, 6))
+    B = A @ ortho_group.rvs(6, random_state=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = actkit.compare(A, B, progress=False)
+    d = res.to_dict()
+    assert d["ica_identifiable"] is False
+    assert WITHHELD in format_table([d], ["pair"])
+    page = compare_page(res, tmp_path / "c.html", labels=["pair"])
+    html = page.read_text()
+    for key in ("ica", "ica_efficiency", "ica_std", "ica_efficiency_std"):
+        if d.get(key) is not None:
+            assert f"{d[key]!r}"[:8] not in html, key
+    v = Visit(chromium, page)
+    _clean(v)
+    cells = v.page.eval_on_selector_all("table.measures tbody tr", "rs => rs.map(r => [r.children[0].textContent, "
+                                                                   "r.children[2].textContent])")
+    shown = dict(cells)
+    assert shown["ica"] == WITHHELD and shown["ica_efficiency"] == WITHHELD
+    assert shown["permutation"] == f"{d['permutation']:.4f}"
+    v.close()
+
+
+def test_the_layer_map_colours_span_the_maps_own_range(chromium, tmp_path):
+    """Cells of 0.68 to 0.72 get four colours (a scale from 0 made them one), and the colour
+    bar's ends are the map's smallest and largest values."""
+    data = {"title": "map", "subtitle": "", "pairs": [], "figures": [],
+            "maps": [{"measure": "linear_cka", "layers_a": ["a1", "a2"], "layers_b": ["b1", "b2"],
+                      "matrix": [[0.68, 0.6933], [0.7067, 0.72]], "p": None, "caption": ""}]}
+    (tmp_path / "m.html").write_text(render_page("compare", data, title="map"))
+    v = Visit(chromium, tmp_path / "m.html")
+    _clean(v)
+    fills = v.page.eval_on_selector_all("svg.heatmap rect.cell", "x => x.map(r => r.getAttribute('fill'))")
+    assert len(set(fills)) == 4
+    ends = v.page.eval_on_selector_all("svg.heatmap text.colorbar-hi, svg.heatmap text.colorbar-lo",
+                                       "x => x.map(t => t.textContent)")
+    assert ends == ["0.7200", "0.6800"]
+    v.close()
+
+
+def test_the_evaluate_verdict_says_equal_where_the_values_print_the_same():
+    from actkit.evaluation import EvaluationResult
+
+    class Values:
+        def __init__(self, ica, rand):
+            self.d = {"pca+ica": {"auroc": ica, "sparsity": 0.4, "concentration": 0.3},
+                      "pca+rand": {"auroc": rand, "sparsity": 0.3, "concentration": 0.3}}
+
+        def to_dict(self):
+            return self.d
+
+    line = EvaluationResult.verdict(Values(0.70812, 0.70791))
+    assert "auroc 0.708 vs 0.708 (equal)" in line and "sparsity 0.400 vs 0.300 (higher)" in line
+    assert "concentration 0.300 vs 0.300 (equal)" in line
+    assert "(not higher)" in EvaluationResult.verdict(Values(0.6, 0.7))

@@ -108,7 +108,7 @@ def test_text_store_records_ids_tokenizer_and_vocabulary(text_pair):
     model, full, _ = text_pair
     tok = _tokenizer(model)
     with open_store(full) as st:
-        assert st.attrs["actkit_format"] == "actkit-store/4"
+        assert st.attrs["actkit_format"] == "actkit-store/5"
         # depth order, not request order (resid.1,embed,resid.0 was asked)
         assert st.layers == ["embed", "resid.0", "resid.1"]
         rec = st.inputs
@@ -123,6 +123,14 @@ def test_text_store_records_ids_tokenizer_and_vocabulary(text_pair):
             assert rec.token_ids(i).dtype == np.int64 and rec.token_ids(i).tolist() == ids
             assert rec.tokens(i) == [tok.decode([t]) for t in ids]
             assert index[index[:, 0] == i, 1].tolist() == list(range(len(ids)))  # position p = entry p
+            # the original text and the tokenizer's offset mapping; a token without characters
+            # (a special token, mapped to (0, 0)) has an empty span where it stands
+            assert rec.has_text and rec.text(i) == text
+            spans, end = rec.token_spans(i).tolist(), 0
+            for t, off, span in zip(ids, tok(text, return_offsets_mapping=True)["offset_mapping"], spans):
+                assert span == ([end, end] if off[0] == off[1] else list(off))
+                assert off[0] < off[1] or t in tok.all_special_ids
+                end = span[1]
         # the recorded identity is enough for transformers to decode offline
         again = _tokenizer(rec.tokenizer["name_or_path"])
         assert again.decode(rec.token_ids(3).tolist()) == tok.decode(tok(SENTENCES[3])["input_ids"])
@@ -391,6 +399,14 @@ def test_token_windows_record_the_windows_and_take_them_again(tiny_neox_bos_eos,
         assert st["resid.0"].index[:8, 1].tolist() == list(range(8))
         again = record_inputs(o, text_file)
         assert all(again.token_ids(w).tolist() == rec.token_ids(w).tolist() for w in range(st.n_samples))
+        # fewer texts than the windows were cut from: refused from the count, before any tokenizer loads
+        short = tmp_path / "short.txt"
+        short.write_text("\n".join(text_file.read_text().splitlines()[:1]) + "\n")
+        from actkit.extractors import registry
+
+        monkeypatch.setattr(registry, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+        with pytest.raises(ActkitError, match="hold 1 texts; the windows of"):
+            record_inputs(o, short)
 
 
 def test_dataset_images_are_shown_through_record_inputs(tiny_vit, tmp_path):

@@ -17,8 +17,9 @@ import torch
 import actkit
 from actkit._threads import use_threads
 from actkit.inference import infer_rows, row_measure
-from actkit.measures import SampleLayout, structure_for
-from actkit.inference._resample import bootstrap_draws
+from actkit._groups import SampleGroups
+from actkit.measures import structure_for
+from actkit._groups import bootstrap_draws
 from actkit.measures import get_measure, sample_by_groups
 
 STRUCTURED = [("rsa", {"method": "spearman"}), ("rsa", {"method": "pearson"}), ("mutual_knn", {"k": 5}),
@@ -67,7 +68,7 @@ def test_a_resample_that_draws_each_sample_at_most_once_equals_the_measure_on_it
     """Where no sample is drawn twice the definitions coincide: the structure's value is the
     measure recomputed on the drawn samples' rows."""
     A, B, sid = _texts(G=30, seed=2)
-    a, b, layout = torch.from_numpy(A), torch.from_numpy(B), SampleLayout(sid)
+    a, b, layout = torch.from_numpy(A), torch.from_numpy(B), SampleGroups(sid)
     rng = np.random.default_rng(0)
     for name, params in STRUCTURED:
         st = structure_for(name, params, a, b, layout, permutations=False, bootstrap=True)
@@ -164,7 +165,7 @@ def test_a_bootstrap_resample_never_pairs_a_sample_with_its_copy(name, params, t
     A, B, sid = _texts(G=16, seed=3)
     if ties:
         A[-1], B[-1] = A[0], B[0]
-    st = structure_for(name, params, torch.from_numpy(A), torch.from_numpy(B), SampleLayout(sid),
+    st = structure_for(name, params, torch.from_numpy(A), torch.from_numpy(B), SampleGroups(sid),
                        permutations=False, bootstrap=True)
     for w in bootstrap_draws(16, 4, 5):
         assert w.max() >= 2
@@ -361,7 +362,7 @@ def test_rsa_bootstrap_equals_rsatoolboxs_own_resample_by_resample_where_the_rul
     A, B, _ = _texts(G=40, seed=12)
     sid = np.arange(A.shape[0])
     st = structure_for("rsa", {"method": "spearman"}, torch.from_numpy(A), torch.from_numpy(B),
-                       SampleLayout(sid), permutations=False, bootstrap=True)
+                       SampleGroups(sid), permutations=False, bootstrap=True)
     values, draws = _rsatoolbox_draws(A, B, sid, 30, seed=1)
     assert draws.max() >= 3
     for v, m in zip(values, draws):
@@ -375,7 +376,7 @@ def test_rsa_bootstrap_is_rsatoolboxs_less_the_pairs_between_copies_of_one_sampl
     < 0.02 (by ~0.002 on average: they are pairs of one sample, close in both spaces)."""
     A, B, sid = _texts(G=40, seed=11, lengths=(4, 6))
     st = structure_for("rsa", {"method": "spearman"}, torch.from_numpy(A), torch.from_numpy(B),
-                       SampleLayout(sid), permutations=False, bootstrap=True)
+                       SampleGroups(sid), permutations=False, bootstrap=True)
     kept, draws = _rsatoolbox_draws(A, B, sid, 20, seed=2)
     dropped, _ = _rsatoolbox_draws(A, B, sid, 20, seed=2, drop_between_copies=True)
     ours = np.array([st.resampled(m) for m in draws])
@@ -395,7 +396,7 @@ def test_rsa_bootstrap_interval_agrees_with_rsatoolboxs():
     rec = _records(A, B, sid, [("rsa", {"method": "spearman"})], bootstrap=M, random_state=0,
                    interval="percentile")["rsa0"]
     st = structure_for("rsa", {"method": "spearman"}, torch.from_numpy(A), torch.from_numpy(B),
-                       SampleLayout(sid), permutations=False, bootstrap=True)
+                       SampleGroups(sid), permutations=False, bootstrap=True)
     shift = float(np.mean(theirs - np.array([st.resampled(m) for m in draws])))
     p = 0.025
     se = theirs.std() * np.sqrt(p * (1 - p) / M) / scipy.stats.norm.pdf(scipy.stats.norm.ppf(p))

@@ -78,6 +78,7 @@ def test_cli_sae_eval(tmp_path, X, capsys):
     (["--sae", "{tmp}/sae", "--layer", "nope"], "no layer"),
     (["--sae", "{tmp}/wide"], "features"),
     (["--sae", "{tmp}/sae", "--json", "{tmp}/missing/m.json"], "--json"),
+    (["--sae", "{tmp}/sae", "--device", "bogus"], "unknown device 'bogus'"),
 ])
 def test_cli_sae_eval_errors_are_one_line(tmp_path, X, capsys, args, msg):
     saelens_folder(tmp_path / "sae", "standard")

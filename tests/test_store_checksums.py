@@ -1,4 +1,4 @@
-"""Block checksums: xxh3_128 since actkit-store/3 (and in /4, which adds the recorded inputs),
+"""Block checksums: xxh3_128 since actkit-store/3 (and in /4, which adds the recorded inputs, and /5, their text),
 and actkit-store/2 stores (sha256) still read and verified (tests/data/store_v2.h5.gz was
 written by the actkit-store/2 code, see tests/data/make_store_v2.py; tests/data/store_v3.h5.gz
 by the actkit-store/3 code: a 2-sample store of 7 rows, rows ``arange(42).reshape(7, 6) / 7``,
@@ -47,7 +47,7 @@ def test_new_stores_record_xxh3_128_and_its_block_digests(tmp_path):
     rows = np.random.default_rng(0).standard_normal((3000, 300)).astype(np.float32)
     _write(tmp_path / "s.h5", rows)
     with open_store(tmp_path / "s.h5", verify=True) as st:
-        assert FORMAT == "actkit-store/4" == st.file.attrs["actkit_format"].decode()
+        assert FORMAT == "actkit-store/5" == st.file.attrs["actkit_format"].decode()
         assert st.meta["checksum"] == "xxh3_128"
         br = st.meta["layers"]["a"]["block_rows"]
         sums = st.file["layers/a/checksums"][()]

@@ -115,10 +115,10 @@ def test_sweep_against_final_reuses_stores_and_writes_json_and_figure(checkpoint
 def test_sweep_against_previous_and_the_cli(checkpoints, tmp_path, capsys):
     texts = _texts(tmp_path)
     out, plot = tmp_path / "s.json", tmp_path / "s.png"
-    code, stdout, _ = run_cli(capsys, "sweep", "--checkpoints", ",".join(str(c) for c in checkpoints[:3]),
-                              "--inputs", texts, "--layers", LAYER, "--against", "previous", "--methods",
-                              "rigid,linear", "--work-dir", tmp_path / "w", "--json", out, "--plot", plot, "--quiet")
-    assert code == 0 and "wrote" in stdout
+    code, stdout, err = run_cli(capsys, "sweep", "--checkpoints", ",".join(str(c) for c in checkpoints[:3]),
+                                "--inputs", texts, "--layers", LAYER, "--against", "previous", "--methods",
+                                "rigid,linear", "--work-dir", tmp_path / "w", "--json", out, "--plot", plot, "--quiet")
+    assert code == 0 and f"wrote {out} and {plot}" in err.splitlines() and "wrote" not in stdout
     result = json.loads(out.read_text())
     assert [(r["step"], r["reference_step"]) for r in result["comparisons"]] == [(20, 10), (30, 20)]
     assert plot.stat().st_size > 10_000
@@ -220,7 +220,7 @@ def test_sweep_prints_compares_table_and_writes_nothing_unasked(checkpoints, tmp
     code, stdout, err = run_cli(capsys, "sweep", "--checkpoints", f"{checkpoints[0]},{checkpoints[3]}", "--inputs",
                                 texts, "--layers", LAYER, "--work-dir", work, *opts, "--quiet")
     assert code == 0, err
-    assert list(cwd.iterdir()) == [] and "wrote" not in stdout
+    assert list(cwd.iterdir()) == [] and "wrote" not in stdout + err
     row = next(line for line in stdout.splitlines() if line.startswith(f"10 vs step-40: {LAYER}"))
     code, cmp_out, err = run_cli(capsys, "compare", work / "step-10.h5", work / "step-40.h5", "--layers", LAYER,
                                  *opts, "--quiet")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import actkit
-from actkit.units import units
+from actkit import units
 from test_units import TextInputs, _index, _store
 
 pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
@@ -113,7 +113,7 @@ def test_max_rows_scores_whole_samples_and_the_split_is_seeded(planted):
 
 def test_chunks_of_units_threads_and_dask_give_the_same_scores(planted, monkeypatch):
     from actkit._threads import use_threads
-    from actkit.units import _scores
+    from actkit._units import _scores
 
     path, X, inputs, index = planted
     keys = ("token_purity", "token_r2", "context_r2", "description")
@@ -219,7 +219,7 @@ def test_image_rows_are_keyed_by_patch_cell(tmp_path):
         assert u["context_r2"] is None
         assert u["token_purity"] == pytest.approx(want["token_purity"][u["unit"]])
         assert u["token_r2"] == pytest.approx(want["token_r2"][u["unit"]], rel=1e-9, abs=1e-9)
-        assert "cell (" in u["description"] or "[CLS]" in u["description"]
+        assert "patch (" in u["description"] or "CLS token" in u["description"]
     json.dumps(d)
 
 

@@ -13,7 +13,7 @@ import pytest
 import scipy.stats
 
 import actkit
-from actkit.units import UnitReport, match_units, units
+from actkit import UnitReport, match_units, units
 from cli_helpers import cli_error as _error, run_cli as _run
 
 pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
@@ -111,22 +111,27 @@ def test_top_k_equals_numpy_brute_force_at_any_block_and_thread_count(planted, t
             assert [e["value"] for e in r.unit(j)["top"]] == Y[want[:, j], j].astype(np.float64).tolist()
 
 
-def _pass_result(basis, X, k, rows, threads):
+def _pass_result(basis, X, k, rows, threads, flippable=False):
     from actkit._threads import use_threads
     from actkit.runners import LOCAL
-    from actkit.units._pass import finish, unit_pass
+    from actkit._units._pass import finish, setup, unit_pass
 
+    st = setup(basis, k, flippable=flippable)
     with use_threads(threads):
-        return finish(LOCAL.run(X, unit_pass(basis, k, rows), progress=False))
+        return finish(LOCAL.run(X, unit_pass(st, rows), progress=False), st)
 
 
-def _brute_sample(A, size, random_state=0):
-    """Each column's uniform sample by brute force: its ``size`` active rows of largest
-    ``1 - priority`` (the pass's splitmix64 numbers), ties by row."""
-    from actkit.units._pass import priority
+def _brute_sample(A, size, random_state=0, eligible=None):
+    """Each column's sample by brute force: its ``size`` active rows (and ``eligible``, where
+    given) of smallest priority ``frac(p_row + c_unit)`` (the pass's splitmix64 numbers of the
+    row and the unit), ties by row."""
+    from actkit._units._pass import priority
 
-    p = 1.0 - priority(np.arange(A.shape[0]), random_state)
-    score = np.where(A != 0, p[:, None], -np.inf)
+    p = priority(np.arange(A.shape[0]), random_state)
+    c = priority(np.arange(A.shape[1]), random_state, salt=1)
+    q = (p[:, None] + c[None, :]) % 1.0
+    ok = A != 0 if eligible is None else (A != 0) & eligible
+    score = np.where(ok, 1.0 - q, -np.inf)
     order = np.argsort(-score, axis=0, kind="stable")[:size]
     return np.where(np.take_along_axis(score, order, 0) > -np.inf, order, -1)
 
@@ -136,8 +141,8 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
     """Many blocks: the running thresholds, the short first chunks and the queued rebuilds of
     the top-k, bottom-k and sample states give numpy's brute force (ties by row order, exact
     zeros, a dead unit), and the same bits at every block size and thread count."""
-    from actkit.units._basis import Basis
-    from actkit.units._pass import SAMPLE
+    from actkit._units._basis import Basis
+    from actkit._units._pass import SAMPLE, TAIL
 
     rng = np.random.default_rng(7)
     A = np.round(rng.laplace(size=(6000, 9)), 1).astype(np.float32)  # ties and exact zeros
@@ -145,31 +150,55 @@ def test_the_pass_equals_brute_force_at_any_block_size_and_thread_count(sparse):
         A = np.where(rng.random(A.shape) < 0.1, np.abs(A) + 0.1, 0).astype(np.float32)
     A[:, 4] = 0  # a dead unit
     basis = Basis("dictionary" if sparse else "neuron", A, A.shape[1], source="test")
-    runs = [_pass_result(basis, A, 6, rows, threads) for rows in (97, 1000, 6000) for threads in (1, 2)]
+    runs = [_pass_result(basis, A, 6, rows, threads, flippable=not sparse) for rows in (97, 1000, 6000)
+            for threads in (1, 2)]
+    keys = ("top", "sample", "tail") + (() if sparse else ("bottom",))
     for acc in runs[1:]:
-        for key in ("top", "bottom", "sample"):
-            for a, b in zip(runs[0][key], acc[key]):
+        for key in keys:
+            for a, b in zip(getattr(runs[0], key), getattr(acc, key)):
                 np.testing.assert_array_equal(a, b)
-        np.testing.assert_array_equal(runs[0]["hist"]["counts"], acc["hist"]["counts"])
-        np.testing.assert_array_equal(runs[0]["active"], acc["active"])
+        for key in ("counts", "edges"):
+            if runs[0].hist[key] is not None:
+                np.testing.assert_array_equal(runs[0].hist[key], acc.hist[key])
+        for key in ("active", "vmin", "vmax"):
+            np.testing.assert_array_equal(getattr(runs[0], key), getattr(acc, key))
+        np.testing.assert_allclose(acc.kurtosis, runs[0].kurtosis, rtol=1e-12, atol=1e-12)
     acc = runs[0]
     top = np.where(A[_brute_top(A, 6), np.arange(A.shape[1])] > 0, _brute_top(A, 6), -1) if sparse \
         else _brute_top(A, 6)
-    np.testing.assert_array_equal(acc["top"][1], top)
+    np.testing.assert_array_equal(acc.top[1], top)
     if not sparse:
-        np.testing.assert_array_equal(acc["bottom"][1], _brute_top(-A, 6))
-    np.testing.assert_array_equal(acc["sample"][1], _brute_sample(A, SAMPLE))
-    np.testing.assert_array_equal(acc["active"], np.count_nonzero(A, axis=0))
-    n, mean, m2, m3, m4 = acc["moments"]
-    np.testing.assert_allclose(mean, A.mean(axis=0, dtype=np.float64), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(m2 / (n - 1), A.astype(np.float64).var(axis=0, ddof=1), rtol=1e-7, atol=1e-12)
+        np.testing.assert_array_equal(acc.bottom[1], _brute_top(-A, 6))
+    np.testing.assert_array_equal(acc.sample[1], _brute_sample(A, SAMPLE))
+    live = [0, 1, 2, 3, 5, 6, 7, 8]  # the thresholds: quantiles of the active values (here of every row)
+    def up(q):  # the smallest float32 at or above q (the thresholds are float32 values)
+        return float(np.float32(q) if np.float32(q) >= q else np.nextafter(np.float32(q), np.float32(np.inf)))
+
+    def down(q):
+        return float(np.float32(q) if np.float32(q) <= q else np.nextafter(np.float32(q), np.float32(-np.inf)))
+
+    hi = [up(np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.98)) for j in live]
+    np.testing.assert_array_equal(acc.tau_hi[live], hi)
+    assert acc.tau_hi[4] == -np.inf and (acc.tau_lo == -np.inf).all() == sparse
+    if not sparse:
+        lo = [down(np.quantile(A[A[:, j] != 0, j].astype(np.float64), 0.02)) for j in live]
+        np.testing.assert_array_equal(acc.tau_lo[live], lo)
+    eligible = (A >= acc.tau_hi) | (A <= acc.tau_lo)
+    np.testing.assert_array_equal(acc.tail[1], _brute_sample(A, TAIL, eligible=eligible))
+    np.testing.assert_array_equal(acc.active, np.count_nonzero(A, axis=0))
+    np.testing.assert_array_equal(acc.vmin, A.min(axis=0))
+    np.testing.assert_array_equal(acc.vmax, A.max(axis=0))
+    np.testing.assert_allclose(acc.mean, A.mean(axis=0, dtype=np.float64), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(acc.variance, A.astype(np.float64).var(axis=0, ddof=1), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(acc.skewness, np.nan_to_num(scipy.stats.skew(A.astype(np.float64))), rtol=1e-10,
+                               atol=1e-12)
 
 
 def test_sae_top_k_codes_give_the_pass_of_their_dense_codes(tmp_path):
     """An SAE basis is folded from its top-k codes as they are (never densified): the same
     examples, histograms and counts as the pass over the dense codes."""
-    from actkit.units._basis import Basis
-    from actkit.units._pass import SAMPLE
+    from actkit._units._basis import Basis
+    from actkit._units._pass import SAMPLE
 
     X = np.random.default_rng(5).normal(size=(3000, 6)).astype(np.float32)
     sd = actkit.SparseDictionary(12, k=3, code="topk", positive=True, random_state=0, max_iter=3).fit(X)
@@ -177,12 +206,12 @@ def test_sae_top_k_codes_give_the_pass_of_their_dense_codes(tmp_path):
     codes = sae.transform(X)
     by_sae = _pass_result(Basis("sae", X, 12, source="sae", sae=sae), X, 5, 700, 2)
     dense = _pass_result(Basis("dictionary", codes, 12, source="codes"), codes, 5, 700, 1)
-    for key in ("top", "sample"):
-        for a, b in zip(by_sae[key], dense[key]):
+    for key in ("top", "sample", "tail"):
+        for a, b in zip(getattr(by_sae, key), getattr(dense, key)):
             np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(by_sae["hist"]["counts"], dense["hist"]["counts"])
-    np.testing.assert_array_equal(by_sae["active"], np.count_nonzero(codes, axis=0))
-    np.testing.assert_array_equal(by_sae["sample"][1], _brute_sample(codes, SAMPLE))
+    np.testing.assert_array_equal(by_sae.hist["counts"], dense.hist["counts"])
+    np.testing.assert_array_equal(by_sae.active, np.count_nonzero(codes, axis=0))
+    np.testing.assert_array_equal(by_sae.sample[1], _brute_sample(codes, SAMPLE))
 
 
 def test_moments_and_histogram_equal_numpy(planted):
@@ -345,14 +374,17 @@ def test_match_recovers_a_permutation_with_sign_flips(planted, tmp_path):
     signs = np.array([1, -1, 1, 1, -1, -1, 1, -1])
     other = _store(tmp_path / "b.h5", X[:, perm] * signs, _index(300, 10))
     r = units(path, k=3, inputs=False)
+    before = json.dumps(r.to_dict(), sort_keys=True)
     m = match_units(r, other, permutations=50)
     got = {p["a"]: p["b"] for p in m.pairs}
     assert all(got[perm[i]] == i for i in range(8))
     for p in m.pairs:
-        assert abs(p["corr"]) == pytest.approx(1.0, abs=1e-6)
+        assert abs(p["corr"]) == pytest.approx(1.0, abs=1e-6) and p["abs_corr"] == abs(p["corr"])
+        assert p["ci_low"] <= p["abs_corr"] + 1e-9 and p["ci_high"] == pytest.approx(1.0, abs=1e-6)
         assert np.sign(p["corr"]) == signs[p["b"]] and p["shared"]
-    assert all(u["match"]["shared"] for u in r.to_dict()["units"])
-    assert r.to_frame()["shared"].all()
+    assert json.dumps(r.to_dict(), sort_keys=True) == before  # the report given is not changed
+    assert all(u["match"]["shared"] for u in m.report.to_dict()["units"])
+    assert m.report.to_frame()["shared"].all() and r.to_frame()["shared"].isna().all()
 
 
 def test_match_of_a_gaussian_control_shares_nothing(tmp_path):
@@ -414,18 +446,29 @@ def test_corpus_markup_is_data_in_every_output(planted, tmp_path):
     back = json.loads((tmp_path / "r.json").read_text())
     assert back["units"] == r.to_dict()["units"]
     assert "<script>alert(1)</script>" in json.dumps(back)
-    assert isinstance(repr(r), str) and isinstance(r.to_frame(), __import__("pandas").DataFrame)
+    assert "<script>alert(1)</script>" in repr(r.unit(3)["top"][0]["text"]) and r.to_frame()["unit"].tolist() == r.units
 
 
-def test_report_views_share_one_data_structure(planted):
-    path, *_ = planted
+def test_the_frame_and_the_dict_hold_each_units_numpy_moments(planted):
+    """Every view's number is the unit's own, computed here from the rows by numpy / scipy
+    (mean, SD with ddof=1, variance, skewness and excess kurtosis as ``scipy.stats`` with
+    ``bias=True``), not only the views agreeing with each other."""
+    import scipy.stats
+
+    path, X, *_ = planted
     r = units(path, k=2, inputs=False, max_units=3)
     assert isinstance(r, UnitReport) and len(r) == 3
     d = r.to_dict()
     assert d["schema"] == "actkit-units/1" and len(d["units"]) == 3
     frame = r.to_frame()
     assert frame["unit"].tolist() == r.units == [u["unit"] for u in d["units"]]
-    assert frame["skewness"].tolist() == [u["skewness"] for u in d["units"]]
+    for row, u in zip(frame.to_dict("records"), d["units"]):
+        col = X[:, row["unit"]].astype(np.float64)
+        expect = {"mean": col.mean(), "sd": col.std(ddof=1), "variance": col.var(ddof=1),
+                  "skewness": scipy.stats.skew(col), "kurtosis": scipy.stats.kurtosis(col)}
+        for key, value in expect.items():
+            assert row[key] == pytest.approx(value, rel=1e-6), (row["unit"], key)
+            assert u[key] == pytest.approx(value, rel=1e-6), (row["unit"], key)
     assert repr(r).startswith("UnitReport: 8 neuron units of layer h (3,000 rows)")
 
 
@@ -435,6 +478,7 @@ def test_cli_writes_the_report_and_matches(planted, tmp_path, capsys):
     other = _store(tmp_path / "b.h5", -X, _index(300, 10))
     code, out, err = _run(capsys, "units", path, "--no-inputs", "-k", "3", "--match", other, "--permutations", "20",
                           "--json", tmp_path / "u.json", "--quiet")
+    assert f"wrote {tmp_path / 'u.json'}" in err and "wrote" not in out
     assert code == 0, err
     d = json.loads((tmp_path / "u.json").read_text())
     assert d["matches"]["shared"] == 8 and "UnitReport" in out
@@ -563,7 +607,7 @@ def test_match_units_on_compare_s_ica_sources_gives_compare_s_pairs_and_correlat
                          permutations=20, progress=False)
     np.testing.assert_allclose(stored.corr, held.corr, rtol=0, atol=1e-5)  # float32 rows of the stores
     code, _, err = _run(capsys, "units", pythia, "--layer", layer, "--basis", ica_a, "--match", other, "--basis-b", ica_b,
-                        "--permutations", "10", "--no-inputs", "-k", "2", "--json", tmp_path / "u.json", "--quiet")
+                        "--permutations", "20", "--no-inputs", "-k", "2", "--json", tmp_path / "u.json", "--quiet")
     assert code == 0, err
     every = match_units(pythia, other, **kw)
     got = json.loads((tmp_path / "u.json").read_text())["matches"]["pairs"]
@@ -573,9 +617,9 @@ def test_match_units_on_compare_s_ica_sources_gives_compare_s_pairs_and_correlat
 def test_match_units_rows_and_ica_basis_bad_input_is_one_line(pythia):
     layer = "gpt_neox.layers.1"
     with pytest.raises(actkit.errors.InputError, match=r"rows must lie in \[0, "):
-        match_units(pythia, pythia, layer=layer, rows=[0, 10 ** 9], permutations=5)
+        match_units(pythia, pythia, layer=layer, rows=[0, 10 ** 9], permutations=20)
     with pytest.raises(actkit.errors.InputError, match="rows must be two or more row numbers"):
-        match_units(pythia, pythia, layer=layer, rows=[[1, 2]], permutations=5)
+        match_units(pythia, pythia, layer=layer, rows=[[1, 2]], permutations=20)
     X = np.asarray(actkit.open_store(pythia)[layer])
     res = actkit.compare(X, X + 0.1, methods=["permutation", "rigid"], groups=np.asarray(actkit.open_store(pythia)[layer].groups),
                          progress=False)
@@ -604,12 +648,14 @@ def test_zoo_text_examples_are_the_recorded_tokens_in_context(pythia):
     promoted = r.unit(r.units[0])["logits"]["promoted"]
     for p in promoted:
         _is_token(p[1], tok, p[0])
-    # the report's line shows a partial byte-level token's escaped bytes once escaped, as Python
-    # writes them ('\xe2\x80'), not with doubled backslashes
+    # the report's line shows the top example's context text, and a partial byte-level top token's
+    # escaped bytes once escaped, as Python writes them ('\xe2\x80'), not with doubled backslashes
     d = r.to_dict()
     t = d["units"][0]["top"][0]["text"]
-    t["tokens"][t["highlight"]] = r"\xe2\x80"
-    assert "top {:+.3g} '\\xe2\\x80'\n".format(d["units"][0]["top"][0]["value"]) in repr(UnitReport(d)) + "\n"
+    a, b = t["span"]
+    assert f"[{t['context'][a:b]}]" in repr(r).splitlines()[1]
+    d["units"][0]["top_tokens"]["tokens"][0]["token"] = r"\xe2\x80"
+    assert "tokens '\\xe2\\x80' " in repr(UnitReport(d))
 
 
 def _is_token(shown, tok, i):
@@ -672,4 +718,331 @@ def test_inputs_of_an_older_store_are_reattached_and_checked(pythia, tmp_path, c
     assert r.to_dict()["units"] == ref.to_dict()["units"]
     other = tmp_path / "other.txt"
     other.write_text("something else entirely\n" * 40)
+    from actkit.extractors import registry
+
+    # refused from the raw text, before any tokenizer loads (the count, then the fingerprint)
+    monkeypatch.setattr(registry, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
     assert "not the inputs of" in _error(capsys, "units", old, "--inputs", other)
+    other.write_text("too few\n" * 7)
+    assert "hold 7 samples" in _error(capsys, "units", old, "--inputs", other)
+
+
+# ----------------------------------------------------------------------------- honest statistics (issue 49)
+class FastICA:
+    """An ICA as ``units`` reads a fitted one (kind "ica" by its class name): the identity,
+    so the sources are the stored columns themselves."""
+
+    def __init__(self, d):
+        self.n_features_in_, self.mixing_ = d, np.eye(d)
+
+    def fit(self, X):
+        return self
+
+    def transform(self, X):
+        return np.asarray(X)
+
+
+def test_flipped_units_histograms_equal_numpy_of_the_oriented_column_with_values_on_edges(tmp_path):
+    """Sources of negative skew are flipped; values lying exactly on a bin edge (multiples of
+    1/8 here) land where np.histogram of the negated column puts them, by label too."""
+    rng = np.random.default_rng(21)
+    S = np.round(rng.exponential(size=(4000, 4)) * 8) / 8 * np.array([1, -1, -1, 1])  # on edges, two negated
+    S[:, 3] = np.round(rng.normal(size=4000) * 8) / 8 - 0.5 * S[:, 0]
+    src = _store(tmp_path / "s.h5", S, _index(400, 10))
+    labels = np.arange(4000) % 3
+    r = units(src, basis=FastICA(4), k=4, inputs=False, labels=labels).to_dict()
+    flipped = [j for j in range(4) if scipy.stats.skew(S[:, j]) < 0]
+    assert r["flipped"] == flipped and {1, 2} <= set(flipped)
+    on_edge = 0
+    for u in r["units"]:
+        z = -S[:, u["unit"]] if u["flipped"] else S[:, u["unit"]]
+        edges = np.asarray(u["hist"]["edges"])
+        assert np.histogram(z, edges)[0].tolist() == u["hist"]["counts"]
+        on_edge += int(np.isin(z, edges).sum())
+        binned = np.searchsorted(edges, z, side="right")  # the label AUROC of the oriented bins
+        if u["label"] is not None:
+            from sklearn.metrics import roc_auc_score
+
+            y = labels.astype(str) == u["label"]["name"]
+            assert u["label"]["auroc"] == pytest.approx(roc_auc_score(y, binned), abs=1e-12)
+    assert on_edge > 1000  # the case is the one that was wrong: many values on edges
+
+
+def test_moments_of_near_constant_units_are_numpy_s_float64_and_tiny_units_are_dead(tmp_path):
+    """Units with |x| < 1e-31 and units at 1e6 +- a few: float64 moments as numpy / scipy
+    compute them from the stored float32 values; the tiny ones (within 1e-6 of the layer's
+    scale of 0) are dead, listed last whatever the order, their share never active."""
+    rng = np.random.default_rng(22)
+    n = 6000
+    X = np.c_[rng.exponential(size=n) * 1e-32, rng.normal(size=n) * 1e-33, 1e6 + np.round(rng.exponential(size=n) * 8),
+              rng.laplace(size=n), 1e6 + rng.normal(size=n) * 3].astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(600, 10))
+    x64 = X.astype(np.float64)
+    for order in ("kurtosis", "variance", "skewness"):
+        d = units(src, k=3, inputs=False, order=order).to_dict()
+        assert d["dead"] == [0, 1] and [u["unit"] for u in d["units"]][-2:] == [0, 1]
+    for u in d["units"]:
+        j = u["unit"]
+        assert u["mean"] == pytest.approx(x64[:, j].mean(), rel=1e-12)
+        assert u["variance"] == pytest.approx(x64[:, j].var(ddof=1), rel=1e-9)
+        assert u["skewness"] == pytest.approx(scipy.stats.skew(x64[:, j]), rel=1e-9, abs=1e-12)
+        assert u["kurtosis"] == pytest.approx(scipy.stats.kurtosis(x64[:, j]), rel=1e-9, abs=1e-12)
+        assert u["dead"] == (j in (0, 1))
+
+
+def _brute_bands(z, edges, top_rows, p, per_band=5):
+    """The rows of each band by brute force: rows with ``lo <= z < hi`` (``<= hi`` for the
+    top band), the top rows left out, the ``per_band`` of smallest priority ``p``, highest
+    value first."""
+    out = []
+    for lo, hi, top in edges:
+        ok = (z >= lo) & ((z <= hi) if top else (z < hi)) & (z != 0)
+        ok[top_rows] = False
+        rows = np.flatnonzero(ok)
+        rows = rows[np.argsort(p[rows], kind="stable")][:per_band]
+        out.append(sorted(rows.tolist(), key=lambda r: (-z[r], r)))
+    return out
+
+
+def test_bands_have_histogram_quantile_edges_and_their_own_rows_sorted_by_value(tmp_path):
+    """Each band's edges are the unit's quantiles to within one histogram bin; each band holds
+    5 rows of the band (the top band too: its rows come from the unit's tail sample), the 5 of
+    smallest priority by brute force, sorted by value; two units share band rows only by
+    chance."""
+    from actkit._units._pass import priority
+
+    rng = np.random.default_rng(23)
+    n, U = 20000, 12
+    X = (rng.laplace(size=(n, U)) * np.arange(1, U + 1)).astype(np.float32)
+    X[:, 5] = np.maximum(X[:, 5], 0)  # a ReLU-like unit: bands over its active rows
+    src = _store(tmp_path / "s.h5", X, _index(2000, 10))
+    d = units(src, k=6, inputs=False, order="index").to_dict()
+    p = priority(np.arange(n))
+    c = priority(np.arange(U), salt=1)
+    seen = []
+    for u in d["units"]:
+        j, z = u["unit"], X[:, u["unit"]].astype(np.float64)
+        act = z[z != 0]
+        w = np.diff(u["hist"]["edges"])[0]
+        bands = u["bands"]
+        assert [b["quantiles"] for b in bands] == [[0.99, 1.0], [0.9, 0.99], [0.5, 0.9]]
+        assert bands[0]["source"] == "tail" and bands[0]["hi"] == float(act.max())
+        for b in bands:
+            assert abs(b["lo"] - np.quantile(act, b["quantiles"][0])) <= w
+            assert len(b["examples"]) == 5
+            values = [e["value"] for e in b["examples"]]
+            assert values == sorted(values, reverse=True)
+        want = _brute_bands(z, [(b["lo"], b["hi"], b["quantiles"][1] == 1.0) for b in bands],
+                            [e["row"] for e in u["top"]], (p + c[j]) % 1.0)
+        assert [[e["row"] for e in b["examples"]] for b in bands] == want
+        seen += [e["row"] for b in bands for e in b["examples"]]
+    assert len(set(seen)) >= len(seen) - 3  # 180 rows of 12 units: shared only by chance
+
+
+def test_dense_units_show_the_share_beyond_3_sd(tmp_path):
+    rng = np.random.default_rng(24)
+    n = 8000
+    X = np.c_[rng.standard_t(3, size=n), rng.normal(size=n),
+              np.where(rng.random(n) < 0.2, rng.exponential(size=n), 0)].astype(np.float32)
+    src = _store(tmp_path / "s.h5", X, _index(800, 10))
+    d = units(src, k=3, inputs=False, order="index").to_dict()
+    for u in d["units"]:
+        z = X[:, u["unit"]].astype(np.float64)
+        far = np.abs(z - z.mean()) > 3 * z.std(ddof=1)
+        edges = np.asarray(u["hist"]["edges"])
+        counts = np.histogram(z, edges)[0]
+        cut = np.searchsorted(edges, [z.mean() - 3 * z.std(ddof=1), z.mean() + 3 * z.std(ddof=1)]) - 1
+        slack = counts[np.clip(cut, 0, len(counts) - 1)].sum() / n  # the two bins the cuts fall in
+        assert abs(u["beyond_3sd"] - far.mean()) <= slack
+        assert u["share_shown"] == ("beyond_3sd" if u["unit"] < 2 else "active")
+    assert d["units"][0]["beyond_3sd"] > 0.005 and d["units"][2]["active_share"] == pytest.approx(
+        np.count_nonzero(X[:, 2]) / n)
+
+
+def test_a_layer_is_its_store_and_layer_and_an_array_is_refused_in_one_line(planted):
+    path, X, *_ = planted
+    layer = actkit.open_store(path)["h"]
+    assert units(layer, k=3, inputs=False).to_dict()["units"] == units(path, "h", k=3, inputs=False).to_dict()["units"]
+    assert actkit.units(layer, k=3, inputs=False).units == units(path, k=3, inputs=False).units
+    with pytest.raises(actkit.errors.InputError, match="not an array in memory"):
+        units(X, k=3, inputs=False)
+    with pytest.raises(actkit.errors.LayerError, match="layer='g', but the layer given is 'h'"):
+        units(layer, "g", k=3, inputs=False)
+
+
+def test_one_label_per_input_sample_is_given_to_every_row_of_it(planted):
+    path, X, *_ = planted
+    per_sample = np.array([f"s{i % 4}" for i in range(300)])
+    by_sample = units(path, k=3, inputs=False, labels=per_sample).to_dict()
+    by_row = units(path, k=3, inputs=False, labels=np.repeat(per_sample, 10)).to_dict()
+    assert "300 labels, one per input sample" in by_sample["labels"].pop("note")
+    assert by_sample["units"] == by_row["units"] and by_sample["labels"] == by_row["labels"]
+    with pytest.raises(actkit.errors.InputError, match="7 labels for 3000 rows of 300 input samples"):
+        units(path, k=3, inputs=False, labels=np.arange(7))
+
+
+def test_a_bad_device_is_refused_before_any_work(planted, capsys, monkeypatch):
+    path, *_ = planted
+    import actkit._units._api as api
+
+    monkeypatch.setattr(api, "_run_pass", lambda *a, **k: pytest.fail("the pass ran"))
+    import torch
+
+    for device in ("bogus", "mps:x") + (() if torch.cuda.is_available() else ("cuda",)):
+        line = _error(capsys, "units", path, "--no-inputs", "--device", device)
+        assert "device" in line
+
+
+# ----------------------------------------------------------------------------- matched units (issue 49, 51)
+def test_match_p_values_equal_a_brute_force_loop_over_every_re_pairing_of_8_samples(tmp_path):
+    """8 samples of 4 rows: 8! = 40,320 re-pairings, all of them enumerated (an exact test).
+    Brute force: for each re-pairing, B's samples moved as wholes, np.corrcoef of every unit
+    pair, each pair's |corr| standardised by its mean and SD over the re-pairings, the largest
+    over all pairs; a pair's p-value the share of re-pairings whose largest standardised
+    value reaches the pair's own."""
+    import itertools
+
+    rng = np.random.default_rng(31)
+    n_s, length = 8, 4
+    A = rng.normal(size=(n_s * length, 3))
+    B = np.c_[A[:, 0] + 0.7 * rng.normal(size=n_s * length), rng.normal(size=(n_s * length, 2))]
+    a = _store(tmp_path / "a.h5", A, _index(n_s, length))
+    b = _store(tmp_path / "b.h5", B, _index(n_s, length))
+    m = match_units(a, b, permutations=40320, bootstrap=40)
+    assert m.info["exact"] and m.info["permutations"] == 40320
+    A32, B32 = np.asarray(A, np.float32).astype(np.float64), np.asarray(B, np.float32).astype(np.float64)
+    Bs = B32.reshape(n_s, length, 3)
+    stats = []
+    for perm in itertools.permutations(range(n_s)):
+        Bp = Bs[list(perm)].reshape(-1, 3)
+        stats.append(np.abs(np.corrcoef(A32.T, Bp.T)[:3, 3:]))
+    stats = np.array(stats)  # (40320, 3, 3); the identity first
+    mu, sd = stats.mean(axis=0), stats.std(axis=0)
+    z = (stats - mu) / sd
+    biggest = z.reshape(len(z), -1).max(axis=1)
+    for p in m.pairs:
+        t = z[0, p["a"], p["b"]]
+        assert p["p_value"] == pytest.approx(np.mean(biggest >= t - 1e-9), abs=1e-12)
+        assert p["abs_corr"] == pytest.approx(stats[0, p["a"], p["b"]], abs=1e-9)
+    np.testing.assert_allclose(np.sort(m.null_max), np.sort(biggest), rtol=0, atol=1e-9)
+
+
+def test_match_intervals_resample_whole_input_samples(tmp_path):
+    """Each pair's interval: percentiles of |corr| over resamples of whole input samples (the
+    rows of each drawn sample repeated as often as it is drawn), by brute force."""
+    from actkit.inference import bootstrap_draws, percentile_interval
+
+    rng = np.random.default_rng(32)
+    index = _index(40, 5)
+    A = rng.normal(size=(200, 3))
+    B = np.c_[A[:, 1] + rng.normal(size=200), A[:, 0] * 0.3 + rng.normal(size=200), rng.normal(size=200)]
+    a, b = _store(tmp_path / "a.h5", A, index), _store(tmp_path / "b.h5", B, index)
+    m = match_units(a, b, permutations=50, bootstrap=60, confidence=0.9, random_state=4)
+    A, B = np.asarray(A, np.float32).astype(np.float64), np.asarray(B, np.float32).astype(np.float64)
+    W = bootstrap_draws(40, 60, 4)
+    for p in m.pairs:
+        values = []
+        for w in W:
+            rows = np.repeat(np.arange(200), np.repeat(w, 5).astype(int))
+            values.append(abs(np.corrcoef(A[rows, p["a"]], B[rows, p["b"]])[0, 1]))
+        lo, hi = percentile_interval(values, 0.9)
+        assert (p["ci_low"], p["ci_high"]) == (pytest.approx(lo, abs=1e-9), pytest.approx(hi, abs=1e-9))
+
+
+def test_shared_needs_both_rules_and_the_order_is_by_abs_corr(tmp_path):
+    rng = np.random.default_rng(33)
+    index = _index(400, 10)
+    n = len(index)
+    A = rng.normal(size=(n, 3))
+    B = np.c_[-0.9 * A[:, 0] + 0.3 * rng.normal(size=n), 0.25 * A[:, 1] + rng.normal(size=n), rng.normal(size=n)]
+    a, b = _store(tmp_path / "a.h5", A, index), _store(tmp_path / "b.h5", B, index)
+    m = match_units(a, b, permutations=50)
+    by_a = {p["a"]: p for p in m.pairs}
+    assert by_a[1]["p_value"] < 0.05 and 0.1 < by_a[1]["abs_corr"] < 0.5 and not by_a[1]["shared"]
+    assert by_a[0]["corr"] < -0.9 and by_a[0]["shared"] and m.shared == [(0, 0)]
+    assert [p["a"] for p in m.pairs] == [0, 1, 2]  # -0.95 first: the order is by |corr|
+    assert match_units(a, b, permutations=50, min_corr=0.2).shared == [(0, 0), (1, 1)]
+    frame = m.to_frame()
+    assert frame["abs_corr"].tolist() == sorted(frame["abs_corr"], reverse=True)
+    assert m.info["rule"] == "p < 0.05 and |corr| >= 0.5" and "p < 0.05 and |corr| >= 0.5" in repr(m)
+    html = m._repr_html_()
+    assert "<table" in html and "abs_corr" in html and "|corr| &gt;= 0.5" in html
+
+
+def test_match_on_dask_and_at_any_thread_count_is_the_same(tmp_path):
+    from actkit._threads import use_threads
+
+    rng = np.random.default_rng(34)
+    index = _index(300, 10)
+    A = rng.laplace(size=(3000, 4))
+    B = A @ rng.normal(size=(4, 4)) + rng.normal(size=(3000, 4))
+    a, b = _store(tmp_path / "a.h5", A, index), _store(tmp_path / "b.h5", B, index)
+    with use_threads(1):
+        one = match_units(a, b, permutations=30).to_dict()
+    with use_threads(2):
+        two = match_units(a, b, permutations=30).to_dict()
+    there = match_units(a, b, permutations=30, scheduler="threads").to_dict()
+    assert json.dumps(one, sort_keys=True) == json.dumps(two, sort_keys=True)
+    for p, q in zip(one["pairs"], there["pairs"]):
+        assert (p["a"], p["b"], p["shared"]) == (q["a"], q["b"], q["shared"])
+        assert p["corr"] == pytest.approx(q["corr"], abs=1e-12) and p["p_value"] == q["p_value"]
+
+
+def test_match_bad_input_is_one_line_before_any_work(planted, tmp_path, capsys, monkeypatch):
+    path, X, *_ = planted
+    other = _store(tmp_path / "b.h5", -X, _index(300, 10))
+    with pytest.raises(actkit.errors.InputError, match="ask for at least 20"):
+        match_units(path, other, permutations=19)
+    with pytest.raises(actkit.errors.InputError, match=r"min_corr must be in \[0, 1\]"):
+        match_units(path, other, min_corr=1.5)
+    with pytest.raises(actkit.errors.InputError, match="bootstrap 39 is too few resamples for a 95% interval"):
+        match_units(path, other, bootstrap=39)
+    import actkit._units._match as m
+
+    monkeypatch.setattr(m, "_stream", lambda *a, **k: pytest.fail("the pass ran"))
+    import actkit._units._api as api
+
+    monkeypatch.setattr(api, "_run_pass", lambda *a, **k: pytest.fail("the pass ran"))
+    (tmp_path / "old.json").write_text("{}")
+    cases = [
+        (["--match", other, "--permutations", "10"], "--permutations 10 cannot make any pair shared"),
+        (["--match", other, "--min-corr", "-0.1"], "--min-corr must be in [0, 1]"),
+        (["--basis-b", tmp_path / "x.h5"], "--basis-b: only with --match"),
+        (["--layer-b", "h"], "--layer-b: only with --match"),
+        (["--match", other, "--layer-b", "nope"], "pick one with --layer-b"),
+        (["--match", other, "--basis-b", tmp_path / "none.h5"], "basis_b (--basis-b)"),
+        (["--json", tmp_path / "old.json"], "exists; pass --overwrite"),
+        (["--model", "m"], "--model names the model that prepared --inputs"),
+    ]
+    for extra, words in cases:
+        line = _error(capsys, "units", path, "--no-inputs", *extra)
+        assert words in line, (extra, line)
+
+
+def test_too_few_re_pairings_say_nothing_can_be_shared(tmp_path):
+    """3 samples of one length allow 3! = 6 re-pairings: all are used (an exact test), the
+    smallest p-value is 1/6, nothing is shared, and a warning says why."""
+    rng = np.random.default_rng(35)
+    index = _index(3, 20)
+    A = rng.normal(size=(60, 2))
+    a, b = _store(tmp_path / "a.h5", A, index), _store(tmp_path / "b.h5", A + 0.01 * rng.normal(size=(60, 2)), index)
+    with pytest.warns(UserWarning, match="allow only 6 re-pairings"):
+        m = match_units(a, b, permutations=50)
+    assert m.info["exact"] and m.info["permutations"] == 6 and m.shared == []
+    assert min(p["p_value"] for p in m.pairs) == pytest.approx(1 / 6) and all(p["abs_corr"] > 0.99 for p in m.pairs)
+
+
+def test_dask_chunks_merge_to_the_same_report(tmp_path):
+    """Three chunks of 16,384 rows merged on Dask: every example, band, histogram and count as
+    here, the moments to 1e-12 (float sums merged in another order)."""
+    rng = np.random.default_rng(36)
+    X = rng.laplace(size=(40000, 6)) * [1, -1, 1, -1, 1, -1]
+    src = _store(tmp_path / "s.h5", X, _index(4000, 10))
+    here = units(src, basis=FastICA(6), k=7, inputs=False).to_dict()
+    there = units(src, basis=FastICA(6), k=7, inputs=False, scheduler="threads").to_dict()
+    assert here["flipped"] == there["flipped"] and here["flipped"]
+    moments = ("mean", "sd", "variance", "skewness", "kurtosis", "beyond_3sd")
+    for u, v in zip(here["units"], there["units"]):
+        for key in moments:
+            assert u[key] == pytest.approx(v[key], rel=1e-12, abs=1e-12)
+        assert {k: x for k, x in u.items() if k not in moments} == {k: x for k, x in v.items() if k not in moments}

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from actkit.pages import units_data
-from actkit.units import match_units, units
+from actkit import match_units, units
 from tests._browser import Visit, chromium_fixture
 from tests.cli_helpers import cli_error, run_cli
 from tests.test_units import TextInputs, _index, _store
@@ -52,12 +52,13 @@ def report(tmp_path_factory):
     a = _store(tmp / "a.h5", X, _index(n_samples, length), params={"unembedding": W})
     Y = rng.normal(size=X.shape)
     Y[:, : U // 2] = X[:, U // 2 - 1::-1] + 0.3 * rng.normal(size=(flat.size, U // 2))
+    Y[:, : U // 2: 2] *= -1                             # every other echo negated: the index sorts by |corr|
     b = _store(tmp / "b.h5", Y, _index(n_samples, length))
     names = np.array(["alpha", "<b>beta</b>", IMG])
     labels = names[rng.integers(1, 3, n_samples)].repeat(length)
     labels[flat == 0] = "alpha"
     r = units(a, k=8, inputs=TextInputs(list(ids), vocab), labels=labels, context=4, progress=False)
-    match_units(r, b, permutations=39, progress=False)
+    r = match_units(r, b, permutations=39, progress=False).report  # a new report, with each unit's match
     return tmp, r, a, b
 
 
@@ -94,6 +95,12 @@ def test_units_page_in_the_browser(report, chromium, tmp_path):
         skews = [u["skewness"] for u in d["units"]]
         order = sorted(range(len(skews)), key=lambda i: -skews[i])
         assert _rows(page) == [str(d["units"][i]["unit"]) for i in order] != [str(u["unit"]) for u in d["units"]]
+        page.click("#index th[data-key='match_corr']")                         # matches: by |corr|, largest first
+        by_abs = sorted((u for u in d["units"] if u["match"]), key=lambda u: -abs(u["match"]["corr"]))
+        shown = _rows(page)[:len(by_abs)]
+        assert [abs(next(u for u in d["units"] if str(u["unit"]) == x)["match"]["corr"]) for x in shown] == \
+            [abs(u["match"]["corr"]) for u in by_abs]
+        assert any(u["match"]["corr"] < 0 for u in by_abs[:5])  # a negative correlation among the strongest
         # the search: units with the word in an example or the logit table
         word = "w17"
 
@@ -146,9 +153,15 @@ def test_a_card_shows_its_token_histogram_bands_lens_label_and_match(report, chr
     assert lens[0] == u["logits"]["promoted"][0][1]
     text = page.inner_text(card)
     assert u["label"]["name"] in text and f"unit {u['match']['unit']}" in text and "correlation" in text
+    assert "|corr|" in text and "(shared: p < 0.05 and |corr| >= 0.5)" in text
+    assert f">3 SD {100 * u['beyond_3sd']:.1f}%" in text  # a dense unit: the share beyond 3 SD, not "active 100%"
     assert page.eval_on_selector_all("img", "x => x.length") == 0 and v.ran() == []
     page.locator(card).screenshot(path=str(tmp_path / "card.png"))
     assert (tmp_path / "card.png").stat().st_size > 10000
+    dead = next(x for x in d["units"] if x["dead"])
+    page.click(f"#index tbody tr:nth-child({[x['unit'] for x in d['units']].index(dead['unit']) + 1})")
+    page.wait_for_selector(f"#card-focus article.card[data-unit='{dead['unit']}']")
+    assert "never active" in page.inner_text(f"#card-focus article.card[data-unit='{dead['unit']}']")
     v.close()
 
 
@@ -212,3 +225,198 @@ def test_cli_units_html_and_the_notebook_view(report, chromium, tmp_path, capsys
     assert frame.locator("#index tbody tr").count() == 6            # the first six units
     assert frame.locator("article.card[data-unit]").count() >= 1 and errors == []
     ctx.close()
+
+
+# ---------------------------------------------------------------------------- real text
+WS_SHOWN = {"\t": "\u2192"}
+
+
+def _lines(text):
+    import re
+
+    return re.sub(r"\r\n|[\n\r\u2028\u2029]", "\u21b5", text)
+
+
+def _visible(text):
+    return "".join("\u21b5" if c in "\n\r\u2028\u2029" else WS_SHOWN.get(c, "\u2423") for c in text)
+
+
+def _drawn(text):
+    """What the page draws of a text example (docs/pages.md): the context's characters, line
+    breaks as ↵, a space token as ␣, a token without characters as its piece."""
+    from actkit.pages._units import pieces
+
+    out = "\u2026" if text["start"] > 0 else ""
+    for p in pieces(text["context"], text["token_spans"]):
+        if len(p) == 1:
+            out += _lines(p[0])
+        elif p[0] == "":
+            out += text["tokens"][p[1]]
+        elif not p[0].strip():
+            out += _visible(p[0])
+        else:
+            out += _lines(p[0])
+    return out
+
+
+@pytest.fixture(scope="module")
+def real_text(tmp_path_factory):
+    """Pythia-tiny (the zoo's, a byte-level BPE) on lines with quotes, emoji, CJK, Arabic,
+    markup and U+2028; a second store of the same rows where unit 0 fires on space tokens and
+    unit 1 inside the word InterpolationSyntaxError."""
+    import actkit
+    from actkit.store import LayerSpec, create_store
+    from tests.test_units_text import LINES, ZOO
+
+    tmp = tmp_path_factory.mktemp("units-text")
+    corpus = tmp / "lines.txt"
+    corpus.write_text("\n".join(LINES * 2) + "\n", encoding="utf-8")
+    path = actkit.extract(str(ZOO / "pythia-tiny-seed0"), str(corpus), tmp / "p.h5", layers=["gpt_neox.layers.1"],
+                          unembedding=True, progress=False)
+    s = actkit.open_store(path)
+    layer = s["gpt_neox.layers.1"]
+    X, index = np.asarray(layer[:]), layer.index
+    rec = s.inputs
+    ids = np.array([rec.token_ids(int(a))[int(p)] for a, p in index])
+    space = np.array([not rec.vocab[i].strip() for i in ids])
+    assert space.sum() >= 5
+    X[:, 0] = np.where(space, 10.0, 0.0) + 0.01 * X[:, 0]
+    word = [i for i, line in enumerate(LINES * 2) if line.startswith("InterpolationSyntaxError")]
+    X[:, 1] = np.where(np.isin(index[:, 0], word) & np.isin(index[:, 1], [6, 7]), 10.0, 0.0) + 0.01 * X[:, 1]
+    spaced = tmp / "spaces.h5"
+    w = create_store(spaced, [LayerSpec("h", X.shape[0], X.shape[1], index=index)], n_samples=s.n_samples,
+                     request={"p": "spaces"}, inputs_fingerprint=s.inputs_fingerprint, inputs=rec.as_record())
+    w.append("h", X.astype(np.float32))
+    w.checkpoint(s.n_samples)
+    w.finalize()
+    return path, spaced
+
+
+def _unit_text(u):
+    """A unit's searchable text as the page gathers it: its examples' contexts, the token
+    strings of its examples, top tokens and logit tables."""
+    exs = u["top"] + u["bottom"] + [e for b in u["bands"] for e in b["examples"]]
+    parts = [e["text"]["context"] for e in exs] + [t for e in exs for t in e["text"]["tokens"]]
+    parts += [t["token"] for t in (u["top_tokens"] or {}).get("tokens", [])]
+    parts += [t[1] for side in ("promoted", "suppressed") for t in (u["logits"] or {}).get(side, []) if t[1]]
+    return "\u0000".join(parts).lower()
+
+
+def test_real_text_draws_its_characters_shaded_and_searchable(real_text, chromium, tmp_path):
+    """The page draws each context as its characters (quotes, emoji, CJK, Arabic as they are),
+    each token shaded by the unit's value (the value on hover); a word over several tokens is
+    found, case aside; markup in the corpus is text; nothing runs, with the CSP off too."""
+    path, _ = real_text
+    r = units(path, k=5, context=4, k_tokens=50, progress=False)
+    d = r.to_dict()
+    page_path = r.to_html(tmp_path / "text.html")
+    for bypass in (False, True):
+        v = Visit(chromium, page_path, bypass_csp=bypass)
+        assert v.errors() == [] and v.foreign_requests() == [] and v.ran() == []
+        page = v.page
+        # the index's top token: the most frequent token of the unit's highest rows, with its count
+        tops = page.eval_on_selector_all("#index tbody tr", "rs => rs.map(r => r.children[2].textContent)")
+        want_tops = []
+        for u in d["units"]:
+            t = u["top_tokens"]["tokens"][0]
+            seen = "".join("\u21b5" if c in "\n\r\u2028\u2029" else "\u2192" if c == "\t" else "\u2423" if c.isspace()
+                           else c for c in t["token"])
+            want_tops.append(f"{seen} ({t['count']}/{u['top_tokens']['rows']})")
+        assert tops == want_tops
+        page.fill("#unit-search", "<script>")
+        hostile = {str(u["unit"]) for u in d["units"] if "<script>" in _unit_text(u)}
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(hostile)}")
+        assert hostile and set(_rows(page)) == hostile
+        page.fill("#unit-search", "")
+        v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(d['units'])}")
+        # a card: every example drawn as its characters (markup as text; emoji, beyond U+FFFF,
+        # cut where the page counts UTF-16 code units)
+        emoji = next(u for u in d["units"] if "\U0001F600" in _unit_text(u) and str(u["unit"]) not in hostile)
+        for u in (emoji, next(u for u in d["units"] if str(u["unit"]) in hostile)):
+            page.click(f"#index tbody tr:nth-child({[x['unit'] for x in d['units']].index(u['unit']) + 1})")
+            card = f"#card-focus article.card[data-unit='{u['unit']}']"
+            page.wait_for_selector(card)
+            drawn = page.eval_on_selector_all(f"{card} .ex .ctx", "x => x.map(c => c.textContent)")
+            exs = u["top"] + [e for b in u["bands"] for e in b["examples"]] + u["bottom"]
+            assert drawn == [_drawn(e["text"]) for e in exs]
+        assert any("<script>" in t for t in drawn)
+        titles = page.eval_on_selector_all(f"{card} .ex .tok", "x => x.map(t => t.title)")
+        values = [a for e in exs for a in e["text"]["acts"]]
+        assert len(titles) >= len(exs) and all(" = " in t for t in titles)
+        shaded = page.eval_on_selector_all(f"{card} .ex .tok", "x => x.filter(t => t.style.backgroundColor).length")
+        assert shaded > len(exs) and max(map(abs, values)) > 0
+        assert page.eval_on_selector_all(f"{card} .toptokens tbody tr", "x => x.length") == \
+            min(8, len(u["top_tokens"]["tokens"]))
+        v.close()
+    # every context reached the page's data as its characters, whatever they are
+    want = [[e["text"]["context"] for e in u["top"] + [x for b in u["bands"] for x in b["examples"]] + u["bottom"]]
+            for u in d["units"]]
+    v = Visit(chromium, page_path)
+    got = v.page.evaluate("() => JSON.parse(document.getElementById('actkit-data').textContent).units.map(u => "
+                          "u.top.concat([].concat(...u.bands.map(b => b.examples)), u.bottom)"
+                          ".map(e => e.c))")
+    assert got == want
+    flat = "".join(c for u in want for c in u)
+    assert sum(char in flat for char in "\u201c\U0001F600\u4e2d\u0627<") >= 3
+    v.close()
+
+
+def test_a_word_over_tokens_is_found_and_a_space_token_is_visible(real_text, chromium, tmp_path):
+    """Unit 1 of the planted store fires inside InterpolationSyntaxError, a word of several
+    tokens: the search finds it, case aside. Unit 0 fires on space tokens only: each top
+    example's highlighted token is drawn as ␣ (not an invisible sliver), a character wide."""
+    _, spaced = real_text
+    r = units(spaced, k=6, context=8, order="index", max_units=3, progress=False)
+    d = r.to_dict()
+    word = "interpolationSYNTAXerror"
+    want = {str(u["unit"]) for u in d["units"] if word.lower() in _unit_text(u)}
+    assert "1" in want
+    assert not any(word.lower() in t.lower() for u in d["units"] for e in u["top"] for t in e["text"]["tokens"])
+    u = r.unit(0)
+    assert all(not e["text"]["context"][slice(*e["text"]["span"])].strip() for e in u["top"])
+    v = Visit(chromium, r.to_html(tmp_path / "spaces.html"))
+    card = "#card-list article.card[data-unit='0'] .examples:first-of-type"
+    hi = v.page.eval_on_selector_all(f"{card} .tok.hi", "x => x.map(t => [t.textContent, t.getBoundingClientRect().width])")
+    assert len(hi) == len(u["top"])
+    for text, width in hi:
+        assert set(text) <= {"\u2423", "\u21b5", "\u2192"} and text and width >= 6
+    v.page.fill("#unit-search", word)      # the cards then follow the index: unit 1's alone
+    v.wait(f"() => document.querySelectorAll('#index tbody tr').length === {len(want)}")
+    assert set(_rows(v.page)) == want
+    v.close()
+
+
+def test_32_vit_units_at_k8_fit_in_20000_pixels(chromium, tmp_path):
+    """ViT-tiny (zoo, seed 0), its last layer on 64 shapes images, 32 ICA sources at k = 8:
+    image examples are a grid of thumbnails (top, bands, lowest), each with its patch boxed;
+    the page with every card drawn is under 20,000 px tall (measured in chromium)."""
+    import actkit
+    from actkit import zoo
+
+    v = actkit.extract(zoo.model_spec("vit-tiny-seed0"), zoo.image_inputs(), tmp_path / "v.h5",
+                       layers=["encoder.layer.3"], max_samples=64, progress=False)
+    ica = actkit.FastICA(n_components=32, random_state=0).fit(actkit.open_store(v)["encoder.layer.3"])
+    r = units(v, basis=ica, k=8, progress=False)
+    d = r.to_dict()
+    assert len(d["units"]) == 32
+    assert d["units"][0]["top_tokens"]["tokens"][0]["token"].startswith(("patch (", "CLS"))
+    visit = Visit(chromium, r.to_html(tmp_path / "vit.html"))
+    page = visit.page
+    for _ in range(40):
+        if page.eval_on_selector_all("#card-list article.card", "x => x.length") == 32:
+            break
+        page.eval_on_selector("#cards .sentinel", "s => s.scrollIntoView()")
+        page.wait_for_timeout(100)
+    assert page.eval_on_selector_all("#card-list article.card", "x => x.length") == 32
+    visit.wait("() => Array.from(document.images).every(i => i.complete)")
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    assert height < 20000, height
+    thumbs = page.eval_on_selector_all("#card-list article.card:first-child figure.thumb", "x => x.length")
+    u = d["units"][0]
+    assert thumbs == len(u["top"]) + len(u["bottom"]) + sum(len(b["examples"]) for b in u["bands"])
+    boxes = page.eval_on_selector_all("#card-list article.card:first-child .thumbs .patch", "x => x.length")
+    assert boxes == sum(1 for e in u["top"] + u["bottom"] + [x for b in u["bands"] for x in b["examples"]]
+                        if e["image"]["box"] is not None)
+    assert visit.errors() == []
+    visit.close()
+    print(f"32 ViT units at k = 8: {height} px")

@@ -2,7 +2,8 @@
 :func:`preflight` right after parsing): numbers in their range, and every output path
 (``--out``, ``--json``, ``--plot``, ``--html``, ``--work-dir``, the output folders of demo and
 reproduce) writable and not someone else's. Writable is proven, not guessed: a file is made and
-removed in each output's folder (:func:`actkit.store.unwritable_reason`), so ``/proc``,
+removed in each output's folder (:func:`actkit.store.unwritable_reason`; the rule for a file
+already there: :func:`actkit.store.check_writable_file`), so ``/proc``,
 ``/sys`` and a read-only mount are refused here, not after the work. One line, exit 2, within
 a second, nothing left behind.
 
@@ -85,26 +86,6 @@ def check_numbers(args) -> None:
                 raise InputError(f"{option(dest)} must be {what}, got {value:g}")
 
 
-def check_writable_file(path, flag: str, *, looks_ours=None) -> None:
-    """``path`` can be written as a new file (its folder exists and is writable), and anything
-    already there is a file that ``looks_ours(path)`` accepts (an earlier output of the same
-    kind); raise a one-line :class:`InputError` otherwise. Nothing is written."""
-    from actkit.store import unwritable_reason  # actkit.store (h5py): ~0.1 s at import (measured); only an output path needs it
-
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{flag} {path} is a folder; give a file name")
-    why = unwritable_reason(path)
-    if why:
-        raise InputError(f"cannot write {flag} {path}: {why}")
-    if path.exists() or path.is_symlink():
-        if not path.is_file() or (looks_ours is not None and not looks_ours(path)):
-            raise InputError(f"{flag} {path} exists and is not an output of this kind actkit wrote; actkit "
-                             "replaces only its own outputs: move it away or choose another path")
-        if not os.access(path, os.W_OK):
-            raise InputError(f"cannot write {flag} {path}: the file is not writable")
-
-
 def is_json_file(path) -> bool:
     """An existing file holding one JSON document (what ``--json`` writes)."""
     try:
@@ -135,6 +116,8 @@ def check_plot(path, flag: str = "--plot") -> None:
     if suffix not in FIGURE_FORMATS:
         raise InputError(f"{flag} {path}: the suffix must name an image format "
                          f"({', '.join(FIGURE_FORMATS)}), got {suffix or 'none'}")
+    from actkit.store import check_writable_file  # actkit.store (h5py): ~0.1 s at import (measured); only --plot needs it
+
     check_writable_file(path, flag, looks_ours=is_image_file)
 
 
@@ -172,7 +155,7 @@ def check_store_out(path, flag: str = "--out") -> None:
     """A store output: a file in a writable folder; an existing file there must be an actkit
     store (whether it may be replaced is the store's own decision: --overwrite, or the same
     request finished already)."""
-    from actkit.store import is_actkit_store  # actkit.store (h5py): ~0.1 s at import (measured); only a store output needs it
+    from actkit.store import check_writable_file, is_actkit_store  # actkit.store (h5py): ~0.1 s at import (measured); only a store output needs it
 
     check_writable_file(path, flag, looks_ours=is_actkit_store)
 
@@ -182,6 +165,8 @@ def check_outputs(args) -> None:
     ``--work-dir``)."""
     command = getattr(args, "command", None)
     if isinstance(getattr(args, "json", None), str):
+        from actkit.store import check_writable_file  # actkit.store (h5py): ~0.1 s at import (measured); only an output path needs it
+
         check_writable_file(args.json, "--json", looks_ours=is_json_file)
     if isinstance(getattr(args, "plot", None), str):
         check_plot(args.plot)

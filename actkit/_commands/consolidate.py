@@ -13,6 +13,7 @@ def register(sub) -> None:
     p.add_argument("store", metavar="RUN.h5", help="the store written by a torchrun extraction")
     p.add_argument("--out", required=True, metavar="SINGLE.h5", help="the file to write")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--quiet", action="store_true", help="accepted as every command accepts it (this one shows no progress)")
     p.set_defaults(func=run)
 
 

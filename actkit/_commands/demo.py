@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -22,6 +24,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the fit/eval split")
     p.add_argument("--ica-seed", type=int, default=0,
                    help="seed of the first FastICA start (restarts use the next seeds)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines (the table and the files still)")
     p.set_defaults(func=run)
 
 
@@ -30,7 +33,7 @@ def run(args) -> int:
 
     out = args.out if args.out is not None else default_out(args.quick)
     report = run_demo(out, quick=args.quick, device=args.device, random_state=args.seed,
-                      ica_seed=args.ica_seed, log=lambda line: print(line, flush=True))
+                      ica_seed=args.ica_seed, log=(lambda line: None) if args.quiet else (lambda line: print(line, flush=True)))
     print()
     print(report["title"] + (" [quick]" if report["quick"] else ""))
     print(format_table(report))
@@ -39,5 +42,5 @@ def run(args) -> int:
     print("expected ordering perm >= ica >= rigid >= linear: "
           + ("holds for every row" if not bad else "does NOT hold for " + ", ".join(bad)))
     print(f"wrote {report['files']['report']}, {report['files']['figure']} and the stores in "
-          f"{report['files']['stores']} ({report['seconds']:.0f} s)")
+          f"{report['files']['stores']} ({report['seconds']:.0f} s)", file=sys.stderr)
     return 0

@@ -82,7 +82,8 @@ def register(sub) -> None:
                    help="HDF5 compression (off by default: much slower writes)")
     p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="SECONDS",
                    help="seconds between resume checkpoints, 0 = after every batch (default 5)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                   help="no progress bar (--no-progress: the older name, the same)")
     p.set_defaults(func=run)
 
 
@@ -95,7 +96,7 @@ def run(args) -> int:
         storage_dtype=args.storage_dtype, max_length=args.max_length, max_samples=args.max_samples,
         final_hidden=args.final_hidden, unembedding=args.unembedding, overwrite=args.overwrite,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-        compression=args.compression, progress=not args.no_progress,
+        compression=args.compression, progress=not args.quiet,
         checkpoint_every=args.checkpoint_every, column=args.column, split=args.split, config=args.config,
         context_length=args.context_length, max_tokens=args.max_tokens, device_map=args.device_map,
         label_column=args.label_column, skip_special_tokens=args.skip_special_tokens,

@@ -16,6 +16,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--verify", action="store_true",
                    help="also check every row block against its checksum (reads the whole store)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar of --verify")
     p.set_defaults(func=run)
 
 
@@ -25,7 +26,7 @@ def run(args) -> int:
     with open_store(args.store, allow_incomplete=True) as store:
         info = store.info()
         if args.verify:
-            verified = verify_report(store, quiet=args.json)
+            verified = verify_report(store, quiet=args.json or args.quiet)
             info["verified"] = True
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=False, default=str))

@@ -22,6 +22,7 @@ def register(sub) -> None:
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow pickle weight files (.bin/.pt), which can run code when loaded")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--quiet", action="store_true", help="accepted as every command accepts it (this one shows no progress)")
     p.set_defaults(func=run)
 
 

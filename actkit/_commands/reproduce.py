@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from actkit.synthetic.reproduce import NAMES, reproduce
 
@@ -29,14 +30,15 @@ def register(subparsers) -> None:
                    help="folder for the JSON results and PNG figures (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device for training (default: cpu)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines (the verdicts still)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     results = reproduce(args.name, quick=args.quick, out=args.out, device=args.device,
-                        random_state=args.seed, echo=lambda text: print(text + "\n", flush=True))
+                        random_state=args.seed, echo=(lambda text: None) if args.quiet else (lambda text: print(text + "\n", flush=True)))
     failed = [r.name for r in results if not r.passed]
-    print(f"results written to {args.out}/")
+    print(f"wrote the results to {args.out}/", file=sys.stderr)
     if failed:
         print(f"claims NOT reproduced: {', '.join(failed)}")
         return 1

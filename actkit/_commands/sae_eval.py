@@ -8,6 +8,7 @@ to :func:`actkit.sae_metrics`.
 from __future__ import annotations
 
 import os
+import sys
 
 import actkit
 from actkit.errors import InputError, LayerError
@@ -39,8 +40,11 @@ def run(args) -> int:
     from actkit._atomic import write_json_atomic  # actkit._atomic (numpy): ~0.05 s at import (measured); at the top actkit --help would pay it
     from actkit.matrix_files import open_source  # actkit.matrix_files (h5py): ~0.15 s at import (measured); at the top actkit --help would pay it
 
+    from actkit._device import check_device  # a bad device is refused before any work
+
     if args.block_rows is not None and args.block_rows < 1:
         raise InputError(f"--block-rows must be a positive number of rows, got {args.block_rows}")
+    check_device(args.device)
     sae = actkit.load_sae(args.sae, device=args.device)
     store = open_source(args.store)
     try:
@@ -64,5 +68,5 @@ def run(args) -> int:
         print(f"  {label:<42s} {fmt.format(metrics[key])}")
     if args.json:
         write_json_atomic(args.json, metrics, indent=2, allow_nan=True)
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=sys.stderr)
     return 0

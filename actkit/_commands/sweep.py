@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 import tempfile
 
-from actkit._commands.compare import _ica_rows_arg, _restarts_arg, _split_list, _write_json
+from actkit._commands._compare_args import _ica_rows_arg, _restarts_arg
+from actkit._commands.compare import _split_list, _write_json
 
 
 def register(sub) -> None:
@@ -78,7 +79,7 @@ def run(args) -> int:
         plot_sweep(result, args.plot)
     written = [p for p in (args.json, args.plot) if p]
     if written:
-        print(f"wrote {' and '.join(written)}")
+        print(f"wrote {' and '.join(written)}", file=sys.stderr)
     return 0
 
 

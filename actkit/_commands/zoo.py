@@ -19,6 +19,7 @@ def register(sub) -> None:
                                    "training losses. Retraining: python -m actkit.zoo train.")
     p.add_argument("what", choices=("path", "list"), metavar="{path,list}",
                    help="path: print the zoo's folder; list: one line per model")
+    p.add_argument("--quiet", action="store_true", help="accepted as every command accepts it (this one shows no progress)")
     p.set_defaults(func=run)
 
 

@@ -1,5 +1,5 @@
 """Cross-model alignment (Nelson et al., Table 1): :func:`align`, :func:`compare`,
-:func:`compare_many`.
+:func:`compare_many`, :func:`compare_stores`.
 
 ``docs/definitions.md`` §1 and §3 define every quantity here. Four transform classes map
 rows of ``A`` (N x Da) onto the rows of ``B`` (N x Db) that come from the same inputs:
@@ -27,17 +27,14 @@ Layout (one idea a file): ``_inputs`` (row sources), ``_assignment`` (signed per
 ``_diameter``, ``_sides`` (the moments passes), ``_maps`` (the three closed-form maps),
 ``_ica_map`` (the ICA map and the rows rule), ``_split`` (fit/eval split), ``_result``
 (:class:`CompareResult`), ``_table`` (text tables), ``_compare`` (the entry points),
-``_compare_steps`` (compare's steps, in the order it runs them; each importable from here for
-the code that needs one alone: ``resolve_request``, ``split_by_sample``, ``moment_pass``,
+``steps`` (public: :mod:`actkit.alignment.steps`, compare's steps in the order it runs
+them, each callable alone: ``resolve_request``, ``split_by_sample``, ``moment_pass``,
 ``fit_maps``, ``heldout_errors``, ``ica_report``, ``similarities``, ``matched_sources``,
-``resample``, ``result``).
+``resample``, ``result_info``, ``result``).
 """
 
 from actkit.alignment._assignment import signed_permutation
 from actkit.alignment._compare import DIAMETER_MAX_ROWS, align, compare, compare_many
-from actkit.alignment._compare_steps import (fit_maps, heldout_errors, ica_report, matched_sources,
-                                             moment_pass, resample, resolve_request, result,
-                                             result_info, similarities, split_by_sample)
 from actkit.alignment._diameter import diameter
 from actkit.alignment._layer_map import LayerMap, compare_layers
 from actkit.alignment._ica_map import ICAAlignment, ica_min_rows, ica_rows
@@ -46,6 +43,8 @@ from actkit.alignment._measure import measure
 from actkit.alignment._maps import Alignment, LinearAlignment, PermutationAlignment, RigidAlignment
 from actkit.alignment._result import CONVENTIONS, MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import split
+from actkit.alignment._stores import StoreComparison, StoreMatrices, compare_store_matrix, compare_stores
+from actkit._groups import check_same_rows
 from actkit.alignment._table import format_matrix, format_table, ica_summary, row_labels, value_of
 from actkit.alignment._tasks import compare_pairs
 
@@ -57,6 +56,11 @@ __all__ = [
     "LayerMap",
     "measure",
     "compare_pairs",
+    "compare_stores",
+    "StoreComparison",
+    "compare_store_matrix",
+    "StoreMatrices",
+    "check_same_rows",
     "CompareResult",
     "Alignment",
     "PermutationAlignment",

@@ -8,14 +8,16 @@ import time
 
 import numpy as np
 
+from actkit._groups import check_same_rows
 from actkit._rows import sample_rows
 from actkit._threads import follows_thread_policy
-from actkit.alignment._compare_steps import (fit_maps, heldout_errors, ica_report, matched_sources,
-                                             moment_pass, resample, resolve_request, result,
-                                             result_info, similarities, split_by_sample)
+from actkit.alignment.steps import (Settings, Timings, fit_maps, heldout_errors, ica_report, matched_sources,
+                                    moment_pass, resample, resolve_request, result, result_info, similarities,
+                                    split_by_sample, warn_notes)
 from actkit.alignment._ica_map import ICAAlignment, prepared_side
 from actkit.alignment._inputs import as_source, compute_dtype, default_block_rows, n_features, n_rows
 from actkit.alignment._maps import LinearAlignment, PermutationAlignment, RigidAlignment
+from actkit.alignment._measures_run import methods_needed
 from actkit.alignment._result import MATRIX_METRICS, METHODS, CompareResult
 from actkit.alignment._split import groups_for, split
 from actkit.alignment._tasks import compare_many as as_tasks
@@ -173,31 +175,25 @@ def compare(A, B, *, eval_fraction=0.2, groups=None, random_state=0, methods=MET
     check_request(permutations, bootstrap, confidence, interval, rows.n_groups)
     pair = moment_pass(request, rows, block_rows=block_rows, progress=progress, sides=_sides)
     t_moments = time.perf_counter()
-
-    notes = []                  # the caveats of this result (CompareResult.notes)
-    alignments, rows_ok = fit_maps(pair, methods, ica, notes, alpha=alpha,
-                                   n_ica_rows=rows.ica_sample.size, k_ica=rows.k_ica,
-                                   ica_max_iter=ica_max_iter, progress=progress)
+    maps = fit_maps(pair, methods, ica, alpha=alpha, n_ica_rows=rows.ica_sample.size, k_ica=rows.k_ica,
+                    ica_max_iter=ica_max_iter, progress=progress)
     t_fit = time.perf_counter()
-    held = heldout_errors(pair, alignments, rows, request.groups, notes, bootstrap=bootstrap)
-    ica_info = ica_report(alignments, held, rows, pair, notes)
+    held = heldout_errors(pair, maps.alignments, rows, request.groups, bootstrap=bootstrap)
+    ica_rep = ica_report(maps.alignments, held, rows, pair)
     t_err = time.perf_counter()
-
-    sim = similarities(request, pair, alignments, random_state=random_state, max_rows=max_rows,
+    sim = similarities(request, pair, maps.alignments, random_state=random_state, max_rows=max_rows,
                        device=device, progress=progress)
-    matched = matched_sources(alignments, pair)
-    records, resampling_info = resample(
-        request, pair, sim, held, rows, notes, permutations=permutations, bootstrap=bootstrap,
-        confidence=confidence, interval=interval, random_state=random_state, max_rows=max_rows,
-        device=device, progress=progress)
+    sources = matched_sources(maps.alignments, pair)
+    resampled = resample(request, pair, sim, held, rows, permutations=permutations, bootstrap=bootstrap,
+                         confidence=confidence, interval=interval, random_state=random_state, max_rows=max_rows,
+                         device=device, progress=progress)
     t_end = time.perf_counter()
-
-    settings = dict(eval_fraction=eval_fraction, random_state=random_state, alpha=alpha,
-                    ica_max_iter=ica_max_iter, ica_tol=ica_tol, ica_restarts=ica_restarts, device=device)
-    seconds = dict(moments=t_moments - t0, fit=t_fit - t_moments, errors=t_err - t_fit, total=t_end - t0)
-    info = result_info(request, rows, pair, alignments, rows_ok, held, ica_info, sim,
-                       resampling_info, settings, seconds)
-    return result(request, alignments, held, sim, matched, records, info, notes, rows)
+    notes = warn_notes(maps, held, ica_rep, resampled)       # every caveat, once, in step order
+    settings = Settings(eval_fraction=eval_fraction, random_state=random_state, alpha=alpha, ica_max_iter=ica_max_iter,
+                        ica_tol=ica_tol, ica_restarts=ica_restarts, device=device)
+    timings = Timings(moments=t_moments - t0, fit=t_fit - t_moments, errors=t_err - t_fit, total=t_end - t0)
+    info = result_info(request, rows, pair, maps, held, ica_rep, sim, resampled, settings, timings)
+    return result(request, maps, held, sim, sources, resampled, info, notes, rows)
 
 
 def compare_many(sources, *, labels=None, metric="rigid", progress=None, scheduler=None, **kwargs):
@@ -225,7 +221,10 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
         the stores itself. ``"local:N"``, an address or a ``Client``; the sources must then
         be store layers, h5py datasets or arrays.
     **kwargs
-        Passed to :func:`compare`.
+        Passed to :func:`compare`. Without ``methods``, only the alignments ``metric`` needs
+        are fitted (:func:`~actkit.alignment._measures_run.methods_needed`: none for a
+        similarity, so no FastICA for ``"rigid"`` or ``"linear_cka"``); ``methods`` that
+        leave a needed one out are refused in one line.
 
     Returns
     -------
@@ -242,6 +241,7 @@ def compare_many(sources, *, labels=None, metric="rigid", progress=None, schedul
                                   f"{', '.join(dict.fromkeys([*MATRIX_METRICS, *names]))}")
         asked = list(kwargs.get("measures") or [])
         kwargs["measures"] = asked + [spec] if metric not in _measure_names(asked) else asked
+    kwargs["methods"] = metric_methods(metric, kwargs.get("methods"))
     # one task list (a side each, then every ordered pair) for the runner the scheduler names
     setup = many_setup(list(sources), kwargs)
     return as_tasks(setup, [n_features(X, "X") for X in setup[0]], compare_fn=compare, side_fn=prepared_side,
@@ -252,6 +252,20 @@ def _measure_names(asked):
     return [m.name for m, _ in parse_measures(asked)]
 
 
+def metric_methods(metric, methods=None):
+    """The alignments a matrix of ``metric`` fits: those it needs
+    (:func:`~actkit.alignment._measures_run.methods_needed`), or ``methods`` where given, if
+    they hold every one it needs (one line otherwise)."""
+    need = methods_needed(metric)
+    if methods is None:
+        return need
+    missing = [m for m in need if m not in methods]
+    if missing:
+        raise ValidationError(f"metric {metric} needs the method(s) {', '.join(missing)}; add them to methods "
+                              f"(or leave methods out)")
+    return list(methods)
+
+
 def many_setup(sources, kwargs):
     """What every pair of :func:`compare_many` shares: the checked sources, the groups, the
     eval mask, the ICA sample rows, the diameter rows, the compute dtype and the block size
@@ -260,11 +274,8 @@ def many_setup(sources, kwargs):
     if K < 2:
         raise ValidationError("compare_many needs at least two representations")
     sources = [as_source(X, f"source {i}") for i, X in enumerate(sources)]
+    check_same_rows(sources, [f"representation {i}" for i in range(K)])
     n = n_rows(sources[0])
-    for i, X in enumerate(sources):
-        if n_rows(X) != n:
-            raise ValidationError(f"representation {i} has {n_rows(X)} rows, the first has {n}")
-        groups_for(sources[0], X, None)
     groups = groups_for(sources[0], sources[1], kwargs.pop("groups", None))
     eval_fraction = kwargs.get("eval_fraction", 0.2)
     random_state = kwargs.get("random_state", 0)

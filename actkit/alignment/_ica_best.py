@@ -21,7 +21,8 @@ import functools
 import math
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
+
+from actkit._matching import match_columns
 
 #: Two fits share a source when their Hungarian match on |cos| pairs it at least this close.
 HALVES_COS = 0.95
@@ -74,9 +75,10 @@ def best_of(fits, indices):
 
 def shared_sources(R1, R2, cos=HALVES_COS):
     """How many sources (rows) of two rotations of the same whitened rows are shared:
-    Hungarian match on ``|cos|``, pairs with ``|cos| >= cos`` counted."""
+    Hungarian match on ``|cos|`` (:func:`actkit.metrics.match_columns`), pairs with ``|cos| >=
+    cos`` counted."""
     C = np.abs(R1 @ R2.T)
-    r, c = linear_sum_assignment(-C)
+    r, c, _ = match_columns(C)
     return int(np.sum(C[r, c] >= cos))
 
 

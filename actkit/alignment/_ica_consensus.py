@@ -18,7 +18,8 @@ alignment").
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
+
+from actkit._matching import match_columns
 
 #: Two restarts agree on a source when they find it with at least this |cos| (an angle of
 #: at most 0.1 rad). Chosen on the demo's Pythia-tiny pair (10000 rows, 63 components, the
@@ -37,11 +38,12 @@ def _orthonormal_rows(U):
 
 
 def _matched(ref, W):
-    """``W``'s rows matched to ``ref``'s (Hungarian on |cos|), signs aligned; and |cos|."""
+    """``W``'s rows matched to ``ref``'s (Hungarian on |cos|: :func:`actkit.metrics.match_columns`),
+    signs aligned; and |cos|."""
     C = ref @ W.T
-    r, c = linear_sum_assignment(-np.abs(C))
+    r, c, signs = match_columns(C)
     V = np.zeros_like(ref)
-    V[r] = np.sign(C[r, c])[:, None] * W[c]
+    V[r] = signs[:, None] * W[c]
     cos = np.zeros(ref.shape[0])
     cos[r] = np.abs(C[r, c])
     return V, cos

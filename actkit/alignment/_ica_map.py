@@ -25,6 +25,7 @@ from actkit.alignment._maps import Alignment
 from actkit.alignment._sides import Side
 from actkit.ica import FastICA, gaussianity, ica_min_rows, ica_supported_components, no_signal, whiten_rows
 from actkit.errors import ValidationError
+from actkit.stats import CrossMoments
 from actkit.whitening import whitening_from_moments
 
 ICA_AUTO_MIN_ROWS = 20000           # ica_max_rows="auto": at least this many rows ...
@@ -91,6 +92,17 @@ def source_sd(U, scatter):
     floor = 1e-6 * max(top, 0.0) * np.einsum("ij,ij->i", U, U)
     return np.where(var > floor, np.sqrt(np.maximum(var, 0.0)), np.nan)
 
+
+
+def source_moments(e, Ua, Ub):
+    """The cross moments (:class:`~actkit.stats.CrossMoments`) of the sources ``Ua x`` and ``Ub
+    y`` over the rows of ``e``, centred: their correlation is :meth:`CrossMoments.correlation`'s."""
+    ka, kb = Ua.shape[0], Ub.shape[0]
+    with small_linalg():
+        state = {"n": e.n, "compute_xx": True, "compute_yy": True, "debiased_terms": False,
+                 "shift_x": np.zeros(ka), "shift_y": np.zeros(kb), "sx": np.zeros(ka), "sy": np.zeros(kb),
+                 "xy": Ua @ e.scatter_xy() @ Ub.T, "xx": Ua @ e.scatter_xx() @ Ua.T, "yy": Ub @ e.scatter_yy() @ Ub.T}
+    return CrossMoments().load_state_dict(state)
 
 
 def whitened_side(side, k):
@@ -430,8 +442,7 @@ def prepared_side(X, name, eval_mask, sample_rows, diam_rows, dtype, block_rows,
     the side can travel to other processes); ``groups``: the input-sample id of every row
     (or None). A fit that fails (too few rows, ...) is left to
     the pair, which raises it with :func:`~actkit.compare`'s own message."""
-    side = Side(X, name, eval_mask, sample_rows, diam_rows, dtype)
-    side.groups = groups                # (n,) input-sample ids or None: FastICA's Gaussian check
+    side = Side(X, name, eval_mask, sample_rows, diam_rows, dtype, groups=groups)   # groups: the Gaussian check's
     side.run(block_rows)
     for n_components, width in ica_ks:
         try:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from actkit._data import iter_blocks
+from actkit._groups import SampleGroups, check_same_rows
+from actkit._json import json_ready
 from actkit._frames import frame_html, pandas
 from actkit._progress import progress_bar
 from actkit._threads import small_linalg
@@ -92,13 +94,11 @@ class LayerMap:
                           notes=notes, float_format="{:.3f}")
 
     def to_dict(self) -> dict:
-        def cells(M):
-            return [[None if not np.isfinite(v) else float(v) for v in row] for row in M]
-
+        """The map as JSON values (a cell that is not finite as None: :func:`actkit._json.json_ready`)."""
         out = {"measure": self.measure, "layers_a": list(self.layers_a), "layers_b": list(self.layers_b),
-               "matrix": cells(self.matrix)}
+               "matrix": json_ready(np.asarray(self.matrix, dtype=np.float64))}
         if self.p is not None:
-            out["p"] = cells(self.p)
+            out["p"] = json_ready(np.asarray(self.p, dtype=np.float64))
         out.update(self.info)
         return out
 
@@ -148,21 +148,12 @@ def _resolve(store, layers, name):
 
 
 def _check_shared(store_a, store_b, la, lb):
-    fa = getattr(store_a, "inputs_fingerprint", "") or ""
-    fb = getattr(store_b, "inputs_fingerprint", "") or ""
-    if fa and fb and fa != fb:
-        raise ValidationError("the stores share no inputs (their inputs fingerprints differ): a "
-                              "layer map needs activations of the same inputs, row for row")
-    rows = {store_a[x].shape[0] for x in la} | {store_b[x].shape[0] for x in lb}
-    if len(rows) != 1:
-        raise ValidationError(f"the layers hold different numbers of rows ({sorted(rows)}): a layer "
-                              f"map needs the same rows (inputs and tokens) in every layer")
-    ia = getattr(store_a[la[0]], "index", None)
-    ib = getattr(store_b[lb[0]], "index", None)
-    if isinstance(ia, np.ndarray) and isinstance(ib, np.ndarray) and not np.array_equal(ia, ib):
-        raise ValidationError("the stores' rows come from different inputs or tokens (row indexes "
-                              "differ): a layer map needs the same rows")
-    return rows.pop()
+    """Every layer of both stores holds the same rows (:func:`actkit._groups.check_same_rows`);
+    returns their number."""
+    layers = [store_a[x] for x in la] + [store_b[x] for x in lb]
+    names = [f"{getattr(store_a, 'path', 'A')}:{x}" for x in la] + [f"{getattr(store_b, 'path', 'B')}:{x}" for x in lb]
+    check_same_rows(layers, names, need="a layer map needs the same inputs")
+    return int(layers[0].shape[0])
 
 
 def _moments_pass(sources_a, sources_b, pairs, block_rows, progress):
@@ -248,7 +239,7 @@ def compare_layers(A_store, B_store, measure="linear_cka", layers_a=None, layers
         g = getattr(src_a[0], "groups", None)
         groups = g if isinstance(g, np.ndarray) else None
     if permutations:
-        G = n if groups is None else np.unique(groups).size
+        G = SampleGroups.of(groups, n).G if groups is not None else n
         if G < MIN_SAMPLES:
             raise ValidationError(f"permutations need at least {MIN_SAMPLES} input samples, got {G}")
     K = len(la)

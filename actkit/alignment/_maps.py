@@ -307,3 +307,25 @@ def gcv_alpha(G, C, Syy, n):
         if g < best[0]:
             best = (g, float(a))
     return best[1]
+
+
+def closed_form_rows(alignments, pair):
+    """Each of rigid and linear fitted on fewer rows than it needs (:func:`closed_form_min_rows`;
+    ``pair``: the :class:`Pair` they were fitted on): returns the JSON keys
+    ``<method>_min_fit_rows`` and ``<method>_fit_rows_ok``, and the notes."""
+    n_fit = int(pair.fit_pm.n)
+    out, notes = {}, []
+    for name in ("rigid", "linear"):
+        if name not in alignments:
+            continue
+        need = closed_form_min_rows(name, pair.a.d, pair.b.d)
+        out[f"{name}_min_fit_rows"] = int(need)
+        out[f"{name}_fit_rows_ok"] = bool(n_fit >= need)
+        if n_fit < need:
+            rule = "5 max(Da, Db)" if name == "rigid" else "10 Da"
+            hint = (" or a ridge the data choose (alpha='gcv', --alpha gcv)"
+                    if name == "linear" and not alignments[name].alpha_ else "")
+            notes.append((f"the {name} map had {n_fit} fit rows for {pair.a.d} -> {pair.b.d} features; it needs "
+                          f"about {need} ({rule}) or its held-out error is inflated by overfitting, so the {name} "
+                          f"error is unreliable: give it more rows{hint}", UserWarning))
+    return out, notes

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from actkit.alignment._result import METHODS
 from actkit.errors import ValidationError
 from actkit.inference import MeasureRecord
-from actkit.measures import Moments, canonical_correlations, evaluate, get_measure, parse_measures, rank_cut
+from actkit.measures import (Moments, canonical_correlations, check_max_rows, evaluate, get_measure, parse_measures,
+                             rank_cut)
 
 __all__ = ["MeasureValue", "resolve_measures", "pair_moments", "similarity_columns",
            "evaluate_asked", "finish_measures"]
@@ -57,16 +59,29 @@ def resolve_measures(measures, methods, widths, n, max_rows):
     names, their parameters, their data checks (``k`` below the rows a sample can have,
     equal widths) and an alignment error's method among ``methods``."""
     chosen = parse_measures(measures)
+    if any(m.sampled for m, _ in chosen):
+        check_max_rows(max_rows)
     rows_cap = n if max_rows is None else min(n, max_rows)
     for m, params in chosen:
         if m.source == "alignment":
-            need = ("permutation", "rigid", "ica") if m.name == "ica_efficiency" else (m.name,)
-            missing = [x for x in need if x not in methods]
+            missing = [x for x in methods_needed(m.name) if x not in methods]
             if missing:
                 raise ValidationError(f"measure {m.name} needs the method(s) {', '.join(missing)} in "
                                       f"methods (or leave methods out)")
         m.check_data(params, widths, rows_cap if m.sampled else None)
     return chosen
+
+
+def methods_needed(name):
+    """The alignment methods (in :data:`METHODS` order) that the value ``name`` of
+    :meth:`CompareResult.to_dict` needs fitted: a method's error its own, ``ica_efficiency``
+    permutation, rigid and ICA, the ICA keys (``ica_matched_corr_mean``, ...) ICA; none for
+    the similarities and the diameter (they come from the moments)."""
+    if name in METHODS:
+        return [name]
+    if name == "ica_efficiency":
+        return ["permutation", "rigid", "ica"]
+    return ["ica"] if name.startswith("ica_") else []
 
 
 def pair_moments(pair):

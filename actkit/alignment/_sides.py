@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from actkit._data import iter_blocks
+from actkit._groups import SampleGroups, check_same_rows
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.alignment._diameter import summed_l2
 from actkit.alignment._inputs import (MOMENT_ROWS, blocks, check_finite, compute_dtype,
@@ -34,14 +35,14 @@ def _f64(block):
 class Side:
     """One representation with its split-aware moments, sample rows and ICA fits (cached)."""
 
-    def __init__(self, X, name, eval_mask, sample_rows, diam_rows, dtype, shift=None):
+    def __init__(self, X, name, eval_mask, sample_rows, diam_rows, dtype, shift=None, groups=None):
         self.X, self.name, self.dtype = X, name, dtype
         self.n, self.d = n_rows(X), n_features(X, name)
         self.eval_mask = eval_mask
         self.sample_rows = sample_rows      # sorted global rows kept in memory for FastICA
         self.diam_rows = diam_rows          # sorted global eval rows kept for the diameter
         self.shift = shift                  # (D,) float64; None: the first block's (first_block_shift)
-        self.groups = None                  # (n,) input-sample id of every row, or None (one row each)
+        self.groups = groups                # (n,) input-sample id of every row, or None (one row each)
         self.fit = self.eval = None
         self.sample = []
         self.diam = []
@@ -68,10 +69,8 @@ class Side:
 
     def fresh(self):
         """An empty side over the same rows, with this side's shift (a partial of a pass)."""
-        out = Side(self.X, self.name, self.eval_mask, self.sample_rows, self.diam_rows, self.dtype,
-                   shift=self.shift)
-        out.groups = self.groups
-        return out
+        return Side(self.X, self.name, self.eval_mask, self.sample_rows, self.diam_rows, self.dtype,
+                    shift=self.shift, groups=self.groups)
 
     def merged(self, other):
         """A new unfinished side: this side's rows, then ``other``'s (same shift); neither is
@@ -134,13 +133,10 @@ class Pair:
     """Two sides plus their cross moments on the fit and eval rows."""
 
     def __init__(self, A, B, *, eval_mask, sample_rows, block_rows=None, progress=None,
-                 diam_rows=None, side_a=None, side_b=None):
-        n_a, n_b = n_rows(A), n_rows(B)
-        if n_a != n_b:
-            raise ValidationError(f"A and B have different row counts ({n_a} and {n_b}); they must "
-                             f"be activations of the same inputs, row for row")
+                 diam_rows=None, side_a=None, side_b=None, groups=None):
+        check_same_rows([A, B], ["A", "B"])
         self.A, self.B = A, B
-        self.n = n_a
+        self.n = n_rows(A)
         if self.n < 2:
             raise ValidationError(f"need at least 2 rows, got {self.n}")
         self.dtype = compute_dtype(A, B)
@@ -149,8 +145,8 @@ class Pair:
         self.block_rows = block_rows or default_block_rows(
             max(n_features(A, "A"), n_features(B, "B")))
         self.progress = progress
-        self.a = side_a or Side(A, "A", self.eval_mask, sample_rows, diam_rows, self.dtype)
-        self.b = side_b or Side(B, "B", self.eval_mask, sample_rows, diam_rows, self.dtype)
+        self.a = side_a or Side(A, "A", self.eval_mask, sample_rows, diam_rows, self.dtype, groups=groups)
+        self.b = side_b or Side(B, "B", self.eval_mask, sample_rows, diam_rows, self.dtype, groups=groups)
 
     def fit_moments(self):
         """One pass (:func:`pair_pass` on the local runner): side moments (unless cached) and
@@ -189,8 +185,9 @@ class Pair:
         return side.shift
 
     def eval_errors(self, alignments, keep=()):
-        """Sum over eval rows of ||h(a_i) - b_i|| for each alignment; the per-row errors of
-        permutation, rigid and those named in ``keep`` stay in ``row_errors``.
+        """``(sums, row_errors)``: the sum over eval rows of ||h(a_i) - b_i|| for each
+        alignment, and the per-row errors (shape (n_eval,)) of permutation, rigid and those
+        named in ``keep``.
 
         Each block's predictions run at one BLAS thread (the blocks on the budget's threads,
         :func:`~actkit._threads.map_ordered`) and the sums are added in block order: OpenBLAS
@@ -201,7 +198,7 @@ class Pair:
         sums = dict.fromkeys(alignments, 0.0)
         # per-row errors of these two: the noise of the ICA efficiency's denominator (and
         # of those the bootstrap resamples)
-        self.row_errors = {k: [] for k in alignments if k in ("permutation", "rigid") or k in keep}
+        row_errors = {k: [] for k in alignments if k in ("permutation", "rigid") or k in keep}
 
         def held_out(item):
             start, xa, xb = item
@@ -210,7 +207,7 @@ class Pair:
             out = {}
             for name, h in alignments.items():
                 pred = h.predict_block(ya, self.dtype)
-                if name in self.row_errors:
+                if name in row_errors:
                     diff = pred - yb
                     out[name] = np.sqrt(np.einsum("ij,ij->i", diff, diff, dtype=np.float64))
                 else:
@@ -230,12 +227,12 @@ class Pair:
         with progress_bar(self.n, "compare: held-out errors", self.progress) as bar, small_linalg():
             for out in map_ordered(held_out, eval_blocks(bar), current_threads()):
                 for name, value in out.items():
-                    if name in self.row_errors:
-                        self.row_errors[name].append(value)
+                    if name in row_errors:
+                        row_errors[name].append(value)
                         sums[name] += float(value.sum())
                     else:
                         sums[name] += value
-        return sums
+        return sums, {k: np.concatenate(v) if v else np.zeros(0) for k, v in row_errors.items()}
 
 
 def pair_pass(pair, shifts):
@@ -311,22 +308,8 @@ def chance_pairing(groups, random_state, window=0):
         for ascending lengths, one ``rng.permutation`` of each class of at least two. With one
         row per sample this is ``rng.permutation(n)``, a permutation of the rows.
     """
-    n = len(groups)
-    inv = np.unique(groups, return_inverse=True)[1].ravel()
-    order = np.argsort(inv, kind="stable")
-    sid = inv[order]
-    n_s = np.bincount(sid)
-    offsets = np.concatenate([[0], np.cumsum(n_s)])
-    position = np.arange(n) - offsets[sid]
-    rng = np.random.default_rng([int(random_state), int(window)])
-    perm = np.arange(n_s.size)
-    for length in np.unique(n_s):
-        idx = np.flatnonzero(n_s == length)
-        if idx.size > 1:
-            perm[idx] = idx[rng.permutation(idx.size)]
-    r = np.empty(n, np.int64)
-    r[order] = order[offsets[perm][sid] + position]
-    return r
+    g = SampleGroups(groups)
+    return g.paired_rows(g.one_permutation(random_state, window))
 
 
 def chance_cross_scatter(A, B, random_state, *, groups=None, block_rows=None, progress=None):

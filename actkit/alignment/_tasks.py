@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 
 from actkit._warn import warn_user
-from actkit.runners import use_scheduler
+from actkit.runners import LOCAL, use_scheduler
 
 __all__ = ["compare_many", "compare_pairs"]
 
@@ -37,11 +37,11 @@ def _side_task(side_fn, src, *args):
     return side_fn(_open(src), *args)  # the pair tasks open the source themselves
 
 
-def _pair_task(compare_fn, src_a, src_b, side_a, side_b, groups, kwargs):
+def _pair_task(compare_fn, src_a, src_b, side_a, side_b, groups, kwargs, progress=False):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sides = None if side_a is None else (side_a, side_b)
-        res = compare_fn(_open(src_a), _open(src_b), groups=groups, progress=False, _sides=sides, **kwargs)
+        res = compare_fn(_open(src_a), _open(src_b), groups=groups, progress=progress, _sides=sides, **kwargs)
     return res, [(w.category, str(w.message)) for w in caught]
 
 
@@ -115,9 +115,10 @@ def compare_pairs(pairs, *, compare_fn, progress=None, return_warnings=False, sc
 
 def _pairs(runner, pairs, compare_fn, progress, return_warnings, kwargs):
     groups = kwargs.pop("groups", None)
-    tasks = [(_pair_task, (compare_fn, runner.task_source(A), runner.task_source(B), None, None, groups, kwargs))
-             for A, B in pairs]
-    out = runner.tasks(tasks, desc=f"compare: {len(tasks)} pair(s)", progress=progress)
+    here = runner is LOCAL       # here, each comparison shows its own passes; on workers, the tasks do
+    tasks = [(_pair_task, (compare_fn, runner.task_source(A), runner.task_source(B), None, None, groups, kwargs,
+                           progress if here else False)) for A, B in pairs]
+    out = runner.tasks(tasks, desc=f"compare: {len(tasks)} pair(s)", progress=False if here else progress)
     if return_warnings:
         return out
     results = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._groups import SampleGroups
 from actkit.alignment._measures_run import MeasureValue
 from actkit.errors import ValidationError
 from actkit.inference import (MIN_SAMPLES, MeasureRecord, Samples, bootstrap_cka, bootstrap_cka_debiased,
@@ -145,18 +146,13 @@ def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidenc
                   random_state):
     """Bootstrap intervals of the held-out errors over the held-out input samples, maps and
     diam(B_eval) fixed. ``row_errors``: name -> (n_eval,) per-row ``||h(a_i) - b_i||``."""
-    _, inv = np.unique(eval_groups, return_inverse=True)
-    inv = inv.ravel()
-    counts = np.bincount(inv).astype(np.float64)
-    G = counts.size
-    rng = np.random.default_rng([int(random_state), 3])
-    draws = rng.integers(0, G, size=(bootstrap, G))
-    W = np.bincount((draws + (np.arange(bootstrap) * G)[:, None]).ravel(),
-                    minlength=bootstrap * G).reshape(bootstrap, G).astype(np.float64)
-    rows = W @ counts
+    g = SampleGroups(eval_groups)
+    W = g.bootstrap_draws(bootstrap, random_state, stream=3)
+    rows = W @ g.n_s.astype(np.float64)
+    G = g.G
     out = {}
     for name, e in row_errors.items():
-        per_sample = np.bincount(inv, weights=e, minlength=G)
+        per_sample = g.totals(e)
         values = (W @ per_sample) / rows / diam
         rec = MeasureRecord(name, float(errors[name]), "distance", bootstrap=int(bootstrap),
                             confidence=float(confidence), interval=interval)
@@ -165,10 +161,11 @@ def error_records(row_errors, eval_groups, diam, errors, *, bootstrap, confidenc
     return out, G
 
 
-def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *, permutations,
+def uncertainty(A, B, groups, chosen, pair, values, errors, row_errors, eval_rows, diam_b, *, permutations,
                 bootstrap, confidence, interval, random_state, max_rows=10000, device="cpu", progress=None):
     """compare's resampling: the records of the moment-based measures (``values``: the
-    values compare reports) and of the held-out errors, and the info keys."""
+    values compare reports) and of the held-out errors (``row_errors``: per-row errors of
+    each method, shape (n_eval,)), and the info keys."""
     if not (permutations or bootstrap):
         return {}, {}
     records, extra = similarity_records(
@@ -181,7 +178,7 @@ def uncertainty(A, B, groups, chosen, pair, values, errors, eval_rows, diam_b, *
     if bootstrap:
         eval_groups = eval_rows if groups is None else np.asarray(groups)[eval_rows]
         rec_err, _ = error_records(
-            {k: np.concatenate(v) for k, v in pair.row_errors.items() if k in errors},
+            {k: v for k, v in row_errors.items() if k in errors},
             eval_groups, diam_b, errors, bootstrap=bootstrap, confidence=confidence,
             interval=interval, random_state=random_state)
         records.update(rec_err)

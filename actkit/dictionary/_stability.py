@@ -4,7 +4,7 @@
 identifiable (Zhou & Klindt 2026: sparse latents, a measurement matrix that meets the spark
 condition) only up to the order and sign of the atoms, so two fits are compared through the
 one-to-one match of their atoms that maximises the summed ``|cos|`` (the Hungarian
-algorithm, ``scipy.optimize.linear_sum_assignment``). Over ``R`` fits this follows the ICA
+algorithm, :func:`actkit.metrics.match_columns`). Over ``R`` fits this follows the ICA
 column (:mod:`actkit.alignment._ica_best`): the best fit (lowest reconstruction error), the
 Icasso-style stability index of each atom, a split-halves check (the best fit of each half
 of the restarts), a self floor (the agreement of a fit with a random rotation of itself:
@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
+from actkit._matching import match_columns
 from actkit._threads import current_threads, map_ordered
 from actkit.errors import ValidationError
 
@@ -78,7 +78,7 @@ def match_atoms(D1, D2):
     # any threshold); the assignment itself runs in float64 either way
     dt = np.float64 if D1.shape[0] * D2.shape[0] <= 1 << 20 else np.float32
     C = np.abs(D1.astype(dt, copy=False) @ D2.T.astype(dt, copy=False))
-    r, c = linear_sum_assignment(C, maximize=True)
+    r, c, _ = match_columns(C)
     return r, c, C[r, c]
 
 
@@ -105,7 +105,7 @@ def match_codes(A1, A2):
         nrm = np.linalg.norm(M, axis=0)
         Z.append(M / np.where(nrm > 0, nrm, np.inf))
     C = np.abs(Z[0].T @ Z[1])
-    r, c = linear_sum_assignment(C, maximize=True)
+    r, c, _ = match_columns(C)
     return r, c, C[r, c]
 
 

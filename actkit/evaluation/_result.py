@@ -186,12 +186,14 @@ class EvaluationResult:
         return "\n".join(lines)
 
     def verdict(self) -> str:
-        """One line: does PCA+ICA beat PCA+Rand on each metric (mean over tasks)?"""
+        """One line: does PCA+ICA beat PCA+Rand on each metric (mean over tasks)? Two values
+        that print the same (3 decimals) are "equal", whatever their last bits."""
         d = self.to_dict()
         parts = []
         for m in METRICS:
             a, b = d["pca+ica"][m], d["pca+rand"][m]
             if a is None or b is None:
                 continue
-            parts.append(f"{m} {a:.3f} vs {b:.3f} ({'higher' if a > b else 'not higher'})")
+            word = "equal" if f"{a:.3f}" == f"{b:.3f}" else ("higher" if a > b else "not higher")
+            parts.append(f"{m} {a:.3f} vs {b:.3f} ({word})")
         return "PCA+ICA vs PCA+Rand: " + "; ".join(parts)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._groups import SampleGroups
 from actkit._threads import small_linalg
 
 __all__ = ["GAUSSIAN_Z", "gaussianity", "no_signal"]
@@ -70,8 +71,8 @@ def _units(n, k, groups, within_below):
     samples."""
     if groups is None:
         return np.arange(n), np.ones(n, bool), False
-    _, gid = np.unique(np.asarray(groups), return_inverse=True)
-    counts = np.bincount(gid)
+    g = SampleGroups(groups)
+    gid, counts = g.inverse, g.n_s
     if counts.max() < 2 or counts.size >= within_below * k:
         return gid, np.ones(n, bool), False
     return gid, counts[gid] >= 2, True
@@ -84,8 +85,8 @@ def _deviations(Z, gid, keep, within):
     g = gid[keep]
     if not within:
         return Y - Y.mean(axis=0), Y.shape[0] - 1, g
-    _, g = np.unique(g, return_inverse=True)
-    m = np.bincount(g).astype(np.float64)
+    kept = SampleGroups(g)           # the kept rows' samples, numbered anew
+    g, m = kept.inverse, kept.n_s.astype(np.float64)
     sums = np.zeros((m.size, Y.shape[1]))
     np.add.at(sums, g, Y)
     Y -= (sums / m[:, None])[g]

@@ -57,11 +57,6 @@ GATHER_COST = 9.0
 PAIR_GAIN = 1.5
 
 
-def classes(samples):
-    """``[(L, ids)]``: the input samples of each length ``L`` (their ids ascending)."""
-    return [(int(L), np.flatnonzero(samples.n_s == L)) for L in np.unique(samples.n_s)]
-
-
 def group_size(samples):
     """Permutations per group: their cross products fit :data:`OUT_BYTES`."""
     return max(1, OUT_BYTES // (samples.da * samples.db * samples._pa.itemsize))
@@ -73,7 +68,7 @@ def pair_cost(samples, permutations):
     if samples._device is not None or permutations == 0:
         return float("inf"), 0.0
     width = float(samples.da * samples.db)
-    pairs = sum(len(ids) ** 2 * L for L, ids in classes(samples)) * width
+    pairs = sum(len(ids) ** 2 * L for L, ids in samples.groups.classes()) * width
     groups = -(-permutations // group_size(samples))
     return groups * pairs + GATHER_COST * permutations * samples.G * width, permutations * samples.n * width
 
@@ -96,7 +91,7 @@ class PairTables:
         o = samples.offsets
         self.classes = []
         pos = np.empty(samples.G, dtype=np.int64)          # a sample's place in its class
-        for L, ids in classes(samples):
+        for L, ids in samples.groups.classes():
             pos[ids] = np.arange(ids.size)
             rows = (o[ids][:, None] + np.arange(L)).ravel()
             a = np.ascontiguousarray(samples._pa[rows].reshape(ids.size, L, samples.da).transpose(2, 0, 1))
@@ -162,7 +157,7 @@ def pairing_terms(samples, perms):
     k = len(perms)
     x_dy, y_dx, dxdy = np.zeros((k, samples.da)), np.zeros((k, samples.db)), np.zeros(k)
     o = samples.offsets
-    for L, ids in classes(samples):
+    for L, ids in samples.groups.classes():
         rows = (o[ids][:, None] + np.arange(L)).ravel()
         a = samples.A[rows].reshape(ids.size, L, samples.da)
         b = samples.B[rows].reshape(ids.size, L, samples.db)

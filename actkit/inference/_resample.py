@@ -7,12 +7,12 @@ Schemes (docs/compare.md, "Uncertainty"):
   a sample whose length no other sample has keeps its partner: the test is then
   conservative, and ``permutation_exchangeable`` says which share of the samples was
   shuffled). Permutation ``j`` is drawn by ``np.random.default_rng([random_state, 1])``,
-  all ``N`` before any is used. ``p = (1 + #{null at least as similar as observed}) /
-  (1 + N)``: one-sided toward "more similar" (``>=`` for a similarity, ``<=`` for a
-  distance), ties counted against the observation.
+  all ``N`` before any is used (:func:`actkit._groups.permutation_draws`). ``p = (1 +
+  #{null at least as similar as observed}) / (1 + N)``: one-sided toward "more similar"
+  (``>=`` for a similarity, ``<=`` for a distance), ties counted against the observation.
 * **bootstrap interval**: ``M`` resamples of the input samples with replacement
-  (``np.random.default_rng([random_state, 2])``), each a re-weighting of the per-sample
-  moments. Default the **basic** (reverse percentile) interval ``[2 t - q_{(1+c)/2},
+  (``np.random.default_rng([random_state, 2])``, :func:`actkit._groups.bootstrap_draws`),
+  each a re-weighting of the per-sample moments. Default the **basic** (reverse percentile) interval ``[2 t - q_{(1+c)/2},
   2 t - q_{(1-c)/2}]`` of the observed value ``t`` and the quantiles ``q`` of the resampled
   values at confidence ``c``: it carries the finite-sample bias of CKA-like measures (the
   bootstrap values lie above ``t`` as ``t`` lies above the population value), where the
@@ -141,45 +141,22 @@ def resampling_notes(permutations, bootstrap, confidence):
     return out
 
 
-def check_resampling(permutations, bootstrap, confidence, interval="basic"):
+def check_resampling(permutations, bootstrap, confidence, interval="basic", *, flags=False):
     """Validate the arguments (one-line errors naming them), the bootstrap's floor
-    (:func:`min_bootstrap`) included."""
+    (:func:`min_bootstrap`) included; ``flags``: name them as the command line does
+    (``--bootstrap 3``, not ``bootstrap=3``)."""
+    name = (lambda k: f"--{k}") if flags else (lambda k: k)
     if interval not in INTERVALS:
-        raise ValidationError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
-    for name, v in (("permutations", permutations), ("bootstrap", bootstrap)):
+        raise ValidationError(f"{name('interval')} must be {' or '.join(INTERVALS)}, got {interval!r}")
+    for key, v in (("permutations", permutations), ("bootstrap", bootstrap)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValidationError(f"{name} must be a non-negative integer, got {v!r}")
+            raise ValidationError(f"{name(key)} must be a non-negative integer, got {v!r}")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) \
             or not 0 < float(confidence) < 1:
-        raise ValidationError(f"confidence must be in (0, 1), got {confidence!r}")
-    message = bootstrap_floor_error(int(bootstrap), float(confidence))
+        raise ValidationError(f"{name('confidence')} must be a number in (0, 1), got {confidence!r}")
+    message = bootstrap_floor_error(int(bootstrap), float(confidence), "--bootstrap {}" if flags else "bootstrap={}")
     if message:
         raise ValidationError(message)
-
-
-def permutation_draws(n_s, N, random_state):
-    """``(N, G)`` sample permutations, each only among samples of equal length, and the
-    share of samples that can move (in a length class of at least two)."""
-    G = n_s.size
-    perms = np.tile(np.arange(G), (N, 1))
-    rng = np.random.default_rng([int(random_state), 1])
-    movable = 0
-    for length in np.unique(n_s):
-        idx = np.flatnonzero(n_s == length)
-        if idx.size < 2:
-            continue
-        movable += idx.size
-        if N:
-            perms[:, idx] = idx[rng.permuted(np.tile(np.arange(idx.size), (N, 1)), axis=1)]
-    return perms, movable / G
-
-
-def bootstrap_draws(G, M, random_state):
-    """``(M, G)`` multiplicities of the input samples in ``M`` resamples with replacement."""
-    rng = np.random.default_rng([int(random_state), 2])
-    draws = rng.integers(0, G, size=(M, G))
-    flat = (draws + (np.arange(M) * G)[:, None]).ravel()
-    return np.bincount(flat, minlength=M * G).reshape(M, G).astype(np.float64)
 
 
 def p_value(null, observed, kind):
@@ -248,10 +225,10 @@ def infer(samples, measures, *, permutations=0, bootstrap=0, confidence=0.95, ra
     workers = current_threads()
     with small_linalg(), torch_at_one_thread():     # mean CCA's eigvalsh is torch's (actkit.inference._cca)
         observed = {k: float(measures[k][0](samples.moments())) for k in names}
-        perms, movable = permutation_draws(samples.n_s, permutations, random_state)
+        perms, movable = samples.groups.permutation_draws(permutations, random_state)
         null = permutation_null(samples, measures, names, perms, workers)
 
-        W = bootstrap_draws(samples.G, bootstrap, random_state) if bootstrap else None
+        W = samples.groups.bootstrap_draws(bootstrap, random_state) if bootstrap else None
         boot = np.full((bootstrap, len(names)), np.nan)
         slow = [k for k in names if k not in fast_bootstrap]
 

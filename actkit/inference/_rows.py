@@ -20,8 +20,9 @@ import numpy as np
 
 from actkit._progress import heartbeat, progress_bar
 from actkit._threads import current_threads, map_ordered, small_linalg
-from actkit.measures import SampleLayout, get_measure, structure_for
-from actkit.inference._resample import bootstrap_draws, measure_records, permutation_draws
+from actkit._groups import SampleGroups
+from actkit.measures import get_measure, structure_for
+from actkit.inference._resample import measure_records
 
 #: the ``max_rows`` the estimate suggests would take about this long (seconds)
 TARGET_SECONDS = 180.0
@@ -83,18 +84,14 @@ def _infer_rows(a, b, sample_ids, measures, permutations, bootstrap, confidence,
                 progress, structures):
     import torch  # torch: ~1.2 s at import (measured); import actkit.alignment stays torch-free
 
-    inv = np.unique(sample_ids, return_inverse=True)[1].ravel()
-    order = np.argsort(inv, kind="stable")
-    layout = SampleLayout(inv[order])
-    position = np.arange(layout.n) - layout.offsets[layout.sid]
-    idx = torch.as_tensor(order, device=a.device)
+    layout = SampleGroups(sample_ids)          # the rows in sample order, as the structures take them
+    idx = torch.as_tensor(layout.order, device=a.device)
     a, b = a[idx], b[idx]
     names = list(measures)
     observed = {k: float(measures[k][0](a, b)) for k in names}
-    perms, _ = permutation_draws(layout.n_s, permutations, random_state)
-    moved = _moved_rows(layout)
-    R = layout.offsets[perms][:, layout.sid] + position if permutations else np.zeros((0, layout.n), int)
-    W = bootstrap_draws(layout.G, bootstrap, random_state) if bootstrap else np.zeros((0, layout.G))
+    perms, _ = layout.permutation_draws(permutations, random_state)
+    R = layout.row_order(perms) if permutations else np.zeros((0, layout.n), int)
+    W = layout.bootstrap_draws(bootstrap, random_state) if bootstrap else np.zeros((0, layout.G))
     null = np.full((permutations, len(names)), np.nan)
     boot = np.full((bootstrap, len(names)), np.nan)
     evals = {}
@@ -120,14 +117,8 @@ def _infer_rows(a, b, sample_ids, measures, permutations, bootstrap, confidence,
     records = measure_records(names, measures, observed, null, boot, permutations, bootstrap, confidence,
                               interval)
     for rec in records.values():
-        rec.exchangeable = float(moved) if permutations else None
+        rec.exchangeable = layout.movable_row_share() if permutations else None
     return records
-
-
-def _moved_rows(layout):
-    """The share of rows whose input sample has another of its length (movable)."""
-    same = np.bincount(layout.n_s)[layout.n_s]
-    return float(layout.n_s[same >= 2].sum() / layout.n)
 
 
 def _evaluators(name, compute, a, b, layout, permutations, bootstrap, structures):

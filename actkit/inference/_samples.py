@@ -29,6 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from actkit._data import iter_blocks
+from actkit._groups import SampleGroups
 from actkit._device import resolve_device
 from actkit._threads import current_threads, map_ordered, small_linalg
 from actkit.errors import ValidationError
@@ -56,8 +57,9 @@ class Samples:
     ----------
     A : ndarray of shape (n_rows, Da)
     B : ndarray of shape (n_rows, Db)
-    groups : array-like of shape (n_rows,) or None
-        Input-sample id of each row (None: each row its own sample).
+    groups : array-like of shape (n_rows,), SampleGroups or None
+        Input-sample id of each row (None: each row its own sample); ``self.groups`` holds them
+        as :class:`~actkit._groups.SampleGroups`.
     product_dtype : {float64, float32}, default=float64
         dtype of the permutations' cross products (float32 for float32 sources).
     dtype : str, default="float64"
@@ -74,35 +76,21 @@ class Samples:
         A = np.asarray(A, dtype=np.float64)
         B = np.asarray(B, dtype=np.float64)
         n = A.shape[0]
-        if groups is None:
-            inv = np.arange(n)
-        else:
-            groups = np.asarray(groups)
-            if groups.shape != (n,):
-                raise ValidationError(f"groups must have one entry per row ({n}), got shape {groups.shape}")
-            inv = np.unique(groups, return_inverse=True)[1].ravel()
-        order = np.argsort(inv, kind="stable")
-        self.sample_of_row = inv[order]
-        self.n_s = np.bincount(self.sample_of_row)
-        self.G = self.n_s.size
-        self.offsets = np.concatenate([[0], np.cumsum(self.n_s)])
-        self.position = np.arange(n) - self.offsets[self.sample_of_row]
+        self.groups = g = SampleGroups.of(groups, n)
+        order = g.order
+        self.sample_of_row, self.n_s, self.G, self.offsets, self.position = g.sid, g.n_s, g.G, g.offsets, g.position
         self.n = n
         self.mean_a, self.mean_b = A.mean(axis=0), B.mean(axis=0)
         self.A = A[order] - self.mean_a
         self.B = B[order] - self.mean_b
         self.da, self.db = A.shape[1], B.shape[1]
-        self.u = np.add.reduceat(self.A, self.offsets[:-1], axis=0)      # (G, Da)
-        self.v = np.add.reduceat(self.B, self.offsets[:-1], axis=0)
+        self.u = g.per_sample(self.A)      # (G, Da)
+        self.v = g.per_sample(self.B)
         self.dtype = str(np.dtype(dtype))
         # the debiased CKA's row-norm terms (CrossMoments' names), per sample, about the means
         self.dx = np.einsum("ij,ij->i", self.A, self.A)
         self.dy = np.einsum("ij,ij->i", self.B, self.B)
-        starts = self.offsets[:-1]
-
-        def per(x):
-            return np.add.reduceat(x, starts, axis=0)
-
+        per = g.per_sample
         self.norms = bool(norms)
         self.raw = {} if not norms else {"sum_dx": per(self.dx), "sum_dy": per(self.dy), "sum_dx2": per(self.dx ** 2),
                     "sum_dy2": per(self.dy ** 2), "sum_dxdy": per(self.dx * self.dy),
@@ -241,8 +229,8 @@ class Samples:
     # ------------------------------------------------------------------ permutations
     def row_order(self, perm):
         """Rows of B paired with A's rows when sample ``s`` of A meets sample ``perm[s]`` of B
-        (``perm`` maps samples to samples of the same length)."""
-        return self.offsets[perm][self.sample_of_row] + self.position
+        (``perm`` maps samples to samples of the same length): :meth:`SampleGroups.row_order`."""
+        return self.groups.row_order(perm)
 
     def permuted_cross(self, perm):
         """Centred cross scatter (Da, Db) of A against B with its samples permuted: one

@@ -9,6 +9,7 @@ import numpy as np
 from actkit import _data
 from actkit._device import resolve_device
 from actkit._progress import progress_bar
+from actkit._groups import SampleGroups
 from actkit._rows import block_rows as default_block_rows
 from actkit.errors import ValidationError
 from actkit.measures._protocol import Moments
@@ -124,11 +125,8 @@ def held_out_mask(n, groups, test_fraction, random_state):
     sample without ``groups``: the split of :func:`actkit.metrics.linear_r2`)."""
     if not 0 < test_fraction < 1:
         raise ValidationError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    if groups is None:
-        inv, g = np.arange(n), n
-    else:
-        _, inv = np.unique(np.asarray(groups), return_inverse=True)
-        inv, g = inv.ravel(), int(inv.max()) + 1
+    samples = SampleGroups(groups, n if groups is None else None)   # ids of any shape's rows, unchecked
+    inv, g = samples.inverse, samples.G
     n_test = int(round(g * test_fraction))
     if n_test < 1 or g - n_test < 1:
         raise ValidationError(f"too few input samples ({g}) for a fit/test split")

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from actkit._groups import SampleGroups
 from actkit._rows import sample_rows
 from actkit.errors import ValidationError
 
-__all__ = ["sample_by_groups", "pairwise_sq_distances", "row_blocks", "check_k"]
+__all__ = ["sample_by_groups", "check_max_rows", "pairwise_sq_distances", "row_blocks", "check_k", "to_host"]
 
 #: rows of one block of an (n x n) computation
 BLOCK = 1024
+
+
+def check_max_rows(max_rows):
+    """``max_rows`` is None or an integer of at least 2 (one line otherwise)."""
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer))
+                                 or max_rows < 2):
+        raise ValidationError(f"max_rows must be an integer >= 2, got {max_rows!r}")
 
 
 def sample_by_groups(n, groups, max_rows, random_state):
@@ -28,29 +36,28 @@ def sample_by_groups(n, groups, max_rows, random_state):
     """
     if max_rows is None or (not isinstance(max_rows, bool) and isinstance(max_rows, (int, np.integer))
                             and max_rows >= n):
-        if max_rows is not None and max_rows < 2:
-            raise ValidationError(f"max_rows must be an integer >= 2, got {max_rows!r}")
+        check_max_rows(max_rows)
         return np.arange(n)
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 2:
-        raise ValidationError(f"max_rows must be an integer >= 2, got {max_rows!r}")
+    check_max_rows(max_rows)
     rng = np.random.default_rng(random_state)
     if groups is None:
         return np.sort(rng.permutation(n)[:max_rows])
-    groups = np.asarray(groups)
-    if groups.shape != (n,):
-        raise ValidationError(f"groups must have one entry per row ({n}), got shape {groups.shape}")
-    _, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    inv = inv.ravel()
+    samples = SampleGroups(groups, n)
+    counts = samples.n_s
     r_all = np.arange(1, counts.max() + 1)
     at_least = np.searchsorted(np.sort(counts), r_all, side="left")
     g_all = np.minimum(counts.size - at_least, int(max_rows) // r_all)
     r = int(r_all[np.argmax(r_all * g_all)])          # argmax: the first, the smallest r
     eligible = np.flatnonzero(counts >= r)
     chosen = sample_rows(eligible, int(g_all[r - 1]), rng)
-    by_sample = np.argsort(inv, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(counts)])
+    by_sample, starts = samples.order, samples.offsets
     rows = [sample_rows(by_sample[starts[s]:starts[s + 1]], r, rng) for s in chosen]
     return np.sort(np.concatenate(rows))
+
+
+def to_host(t):
+    """A torch tensor as a float64 numpy array on the CPU (no copy where it is one already)."""
+    return t.detach().cpu().numpy().astype(np.float64, copy=False)
 
 
 def pairwise_sq_distances(X):

@@ -26,6 +26,7 @@ def _average_ranks(v):
     import torch  # torch: ~1.2 s at import (measured); the registry imports every measure module, torch-free ones too
 
     s, order = torch.sort(v)
+    # label coding of tied values (not input samples: those are actkit._groups')
     _, inverse, counts = torch.unique_consecutive(s, return_inverse=True, return_counts=True)
     start = torch.cumsum(counts, 0) - counts
     average = start.to(v.dtype) + (counts.to(v.dtype) + 1) / 2

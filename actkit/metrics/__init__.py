@@ -3,6 +3,7 @@
 =====================  ==========================================================
 ``amari_distance``     unmixing W vs true mixing A, 0 = perfect up to scale/perm
 ``mcc``                mean Hungarian-matched |Pearson| correlation of latents
+``match_columns``      one-to-one match of two sets of columns on |C| (Hungarian), with signs
 ``hoyer_sparsity``     (sqrt(n) - |x|_1/|x|_2) / (sqrt(n) - 1), per row or mean
 ``linear_cka``         linear CKA (Kornblith et al. 2019), ``debiased=`` option
 ``mean_cca``           mean canonical correlation (sklearn CCA convention)
@@ -23,6 +24,7 @@ from actkit._lazy import lazy_attributes
 _LAZY = {
     "amari_distance": "actkit.metrics._ica",
     "mcc": "actkit.metrics._ica",
+    "match_columns": "actkit._matching",
     "hoyer_sparsity": "actkit.metrics._ica",
     "linear_cka": "actkit.metrics._similarity",
     "mean_cca": "actkit.metrics._similarity",

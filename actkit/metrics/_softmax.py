@@ -25,6 +25,7 @@ from math import comb
 
 import numpy as np
 
+from actkit._groups import check_same_rows
 from actkit._rows import sample_rows
 from actkit._threads import small_linalg
 from actkit.errors import StoreError, ValidationError
@@ -310,10 +311,13 @@ def softmax_distances_from_stores(store_a, store_b, labels, *, layer="final_hidd
     ------
     StoreError
         A store lacks the layer or the parameter, or an id is out of range.
+    ValidationError
+        The stores were extracted from other inputs (:func:`actkit._groups.check_same_rows`).
     """
     ids = np.asarray(labels)
     if ids.ndim != 1 or ids.size < 3 or ids.dtype.kind not in "iu":
         raise ValidationError("labels must be at least 3 integer label ids")
+    check_same_rows([store_a, store_b], [getattr(s, "path", name) for s, name in ((store_a, "A"), (store_b, "B"))])
     fg = []
     for store in (store_a, store_b):
         path = getattr(store, "path", "a store")

@@ -67,7 +67,7 @@ def _title(d):
 
 
 def bases_page(comparison, path, *, title: str | None = None, overwrite: bool = False) -> Path:
-    """Write the page of a :class:`~actkit.units.BasisComparison` (or its ``to_dict()``)."""
+    """Write the page of a :class:`~actkit.BasisComparison` (or its ``to_dict()``)."""
     check_page_path(path, overwrite=overwrite, flag="path")
     d = comparison.to_dict() if hasattr(comparison, "to_dict") else dict(comparison)
     t, sub = _title(d)

@@ -16,14 +16,13 @@ import base64
 import hashlib
 import html
 import json
-import math
-import os
 import re
 from importlib import resources
 from pathlib import Path
 
 from actkit import __version__
 from actkit._atomic import write_text_atomic
+from actkit._json import json_ready
 from actkit.errors import InputError
 
 __all__ = ["MARK", "SUFFIXES", "check_page_path", "is_actkit_page", "page_json", "render_page", "write_page"]
@@ -41,28 +40,14 @@ def _template(name: str) -> str:
     return resources.files("actkit.pages").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-def _plain(obj):
-    """JSON-ready: numpy scalars and arrays as Python numbers and lists, NaN and inf as None."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
-        return _plain(obj.tolist())
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return obj
-    return str(obj)
-
-
 def page_json(data) -> str:
     """``data`` as JSON that is inert inside ``<script type="application/json">``: no ``<``,
     ``>`` or ``&`` (so no ``</script>`` or ``<!--``) and no U+2028/U+2029 appear as such."""
     try:   # plain data already (a report's to_dict()): no walk through it
         text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):   # numpy values, NaN: made plain first
-        text = json.dumps(_plain(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):   # numpy values, NaN: made plain first (anything else as its str)
+        text = json.dumps(json_ready(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                          default=str)
     for char, escaped in _INERT:   # str.replace: hundreds of times faster than translate on megabytes
         text = text.replace(char, escaped)
     return text
@@ -105,25 +90,14 @@ def check_page_path(path, *, overwrite: bool = False, flag: str = "--html") -> P
     """``path`` may receive a page: a ``.html``/``.htm`` name in a writable folder, and no file
     there unless it is an actkit page and ``overwrite`` is set. One-line :class:`InputError`
     otherwise; nothing is written."""
-    from actkit.store import unwritable_reason  # actkit.store (h5py): ~0.1 s at import (measured); only an output path needs it
+    from actkit.store import check_writable_file  # actkit.store (h5py): ~0.1 s at import (measured); only an output path needs it
 
     path = Path(path)
     if path.suffix.lower() not in SUFFIXES:
         raise InputError(f"{flag} {path}: a page's name must end with .html or .htm, got {path.suffix or 'none'}")
-    if path.is_dir():
-        raise InputError(f"{flag} {path} is a folder; give a file name ending with .html")
-    why = unwritable_reason(path)
-    if why:
-        raise InputError(f"cannot write {flag} {path}: {why}")
-    if path.exists() or path.is_symlink():
-        if not path.is_file() or not is_actkit_page(path):
-            raise InputError(f"{flag} {path} exists and is not a page actkit wrote; actkit replaces only its own "
-                             "pages: move it away or choose another name")
-        if not overwrite:
-            raise InputError(f"{flag} {path} exists (an actkit page): pass --overwrite to replace it")
-        if not os.access(path, os.W_OK):
-            raise InputError(f"cannot write {flag} {path}: the file is not writable")
-    return path
+    return check_writable_file(path, flag, looks_ours=is_actkit_page, overwrite=bool(overwrite),
+                               ours="a page actkit wrote", theirs="pages", folder="give a file name ending with .html",
+                               other="name", named="an actkit page")
 
 
 def write_page(path, kind: str, data: dict, title: str, *, overwrite: bool = False, uses=()) -> Path:

@@ -35,13 +35,36 @@ def _details(d: dict) -> dict:
             and not isinstance(v, (list, dict))}
 
 
+#: what the compare table prints for an ICA error whose restarts disagree (``ica_identifiable``
+#: false; ``actkit.alignment``'s table cell): the page withholds the digits as the table does
+WITHHELD = "not identifiable\u2021"
+#: the rows of such a pair that carry no digit on the page
+ICA_ROWS = ("ica", "ica_efficiency")
+
+
+def _rows(result, d) -> list:
+    """The measure rows as the page shows them: an ICA error and efficiency that are not
+    identifiable keep no number (``shown`` says why), as in the terminal's table."""
+    rows = result.measure_rows()
+    if d.get("ica_identifiable") is not False:
+        return rows
+    out = []
+    for r in rows:
+        if r["measure"] in ICA_ROWS:
+            r = {**{k: (None if k not in ("measure", "kind", "note") else v) for k, v in r.items()}, "shown": WITHHELD}
+        out.append(r)
+    return out
+
+
 def _pair(result, label) -> dict:
     d = result.to_dict()
     names = {r["measure"] for r in result.measure_rows()}
     resampled = ("_p", "_ci_low", "_ci_high", "_null_mean", "_null_sd")
     details = {k: v for k, v in _details(d).items()
                if k not in names and not any(k.endswith(s) and k[: -len(s)] in names for s in resampled)}
-    out = {"label": label, "rows": result.measure_rows(), "notes": [str(n) for n in result.notes],
+    if d.get("ica_identifiable") is False:  # the details would print the withheld digits again
+        details = {k: v for k, v in details.items() if k not in ("ica_std", "ica_efficiency_std")}
+    out = {"label": label, "rows": _rows(result, d), "notes": [str(n) for n in result.notes],
            "details": details, "source_correlation": None}
     C = getattr(result, "source_correlation", None)
     if C is not None:

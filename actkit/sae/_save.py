@@ -21,12 +21,12 @@ fit's, and ``actkit sae-eval`` reports how well this encoder reconstructs.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import save_file
 
+from actkit._atomic import Temporary, move_into_place
 from actkit._params import check_fitted
 from actkit.errors import InputError, ValidationError
 
@@ -92,16 +92,13 @@ def _write(path: Path, cfg, weights, overwrite):
             raise InputError(f"{path} exists; pass overwrite=True to replace it")
         if not is_sae:
             raise InputError(f"{path} exists and is not an SAE folder; not replacing it")
-    partial = path.with_name(path.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
-        save_file(weights, str(partial / "sae_weights.safetensors"))
-        (partial / "cfg.json").write_text(json.dumps(cfg, indent=2, sort_keys=True), encoding="utf-8")
-        if path.exists():
-            shutil.rmtree(path)
-        partial.rename(path)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # built in a temporary folder of its own beside `path` and renamed into place (a killed
+    # save leaves the temporary, which the next save of `path` removes)
+    with Temporary(path) as tmp:
+        folder = tmp.file()
+        folder.mkdir()
+        save_file(weights, str(folder / "sae_weights.safetensors"))
+        (folder / "cfg.json").write_text(json.dumps(cfg, indent=2, sort_keys=True), encoding="utf-8")
+        move_into_place(folder, path)
     return path

@@ -209,5 +209,19 @@ class CrossMoments:
         """Centred cross scatter ``sum_i (x_i - mx)(y_i - my)^T``, shape (p, q)."""
         return self.xy - np.outer(self.sx, self.sy) / self.n
 
+    def correlation(self) -> np.ndarray:
+        """Pearson correlation of every column of X with every column of Y, shape (p, q)
+        (float64; 0 where a column is constant). Needs both sides' scatter (``compute_xx`` and
+        ``compute_yy``, or :meth:`attach_sides`)."""
+        if self.n == 0:
+            raise ValidationError("no rows have been added yet")
+        if self.xx is None or self.yy is None:
+            raise ValidationError("correlation needs both sides' scatter (compute_xx=True, compute_yy=True)")
+        vx = np.clip(np.diag(self.xx) - self.sx ** 2 / self.n, 0, None)
+        vy = np.clip(np.diag(self.yy) - self.sy ** 2 / self.n, 0, None)
+        den = np.sqrt(np.outer(vx, vy))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den > 0, self.scatter_xy() / np.where(den > 0, den, 1.0), 0.0)
+
     def __repr__(self) -> str:
         return f"CrossMoments(n={self.n})"

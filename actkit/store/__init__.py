@@ -14,7 +14,9 @@ This is the only module that knows the file layout (documented for plain h5py us
                             (meta["checksum"]: xxh3_128; sha256, 32 bytes, in actkit-store/2)
     /params/<name>          fitted parameters and model matrices (mean, whitening_, unembedding)
     /inputs                 what each input sample was (actkit-store/4, ``_inputs``): token ids
-                            (ragged) and the tokenizer's decoded vocabulary, or image sources
+                            (ragged), each sample's text and its tokens' character spans
+                            (actkit-store/5) and the tokenizer's decoded vocabulary, or image
+                            sources
 
 Every string attribute is fixed-length (nothing in HDF5's global heap, see ``_integrity``),
 and every h5py/HDF5 error on reading becomes a one-line
@@ -52,6 +54,7 @@ from actkit.store._format import (
 from actkit.store._inputs import RecordedInputs, image_record, text_record
 from actkit.store._integrity import format_bytes, verify_store
 from actkit.store._layer import Layer, RowSelection
+from actkit.store._outputs import check_writable_file
 from actkit.store._lock import WriterLock
 from actkit.store._reader import LayerContainer, RowsDropped, Store, common_layers, open_store, source_store, unverified_reads
 from actkit.store._shard_state import check_shards, remove_stale, rerun_state, shard_files, shard_list
@@ -68,8 +71,8 @@ __all__ = ["read_codes", "codes_meta", "is_codes_file", "CodesWriter", "open_sto
            "WriterLock", "remove_stale", "rerun_state", "shard_dir", "shard_files", "write_sharded",
            "format_bytes", "unverified_reads", "is_actkit_store",
            # where any new output may be written (the CLI's checks before it runs)
-           "unwritable_reason",
-           # what each input sample was (/inputs, actkit-store/4): the reader and the writer's records
+           "unwritable_reason", "check_writable_file",
+           # what each input sample was (/inputs, actkit-store/4 and /5): the reader and the writer's records
            "RecordedInputs", "text_record", "image_record", "source_store",
            # rows left out (special tokens, positions): a layer's row subset, a store's view
            "RowSelection", "RowsDropped"]

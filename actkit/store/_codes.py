@@ -15,8 +15,9 @@ One HDF5 file:
 * ``/codes/<layer>/index`` (rows, 2) int64: the source rows' ``[sample, position]``;
 * ``/params/<name>``: the SAE's tensors (``W_enc``, ``W_dec``, ``b_enc``, ``b_dec``, ...).
 
-It is written to ``PATH.partial`` and renamed when complete, so a file at its final path is
-always whole.
+It is written in a temporary folder of its own beside ``PATH`` (``.PATH.XXXXXXXX.partial``,
+:class:`actkit._atomic.Temporary`) and renamed when complete, so a file at its final path is
+always whole; a killed run's temporary is removed by the next.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from actkit._atomic import Temporary
 from actkit.errors import StoreError
 from actkit.store._format import h5py_module
 
@@ -53,17 +55,20 @@ def codes_meta(path) -> dict:
 
 
 class CodesWriter:
-    """Writes one layer's sparse codes block by block into ``PATH.partial``; :meth:`finalize`
-    renames it to ``PATH``, :meth:`abort` deletes it."""
+    """Writes one layer's sparse codes block by block into a temporary folder beside ``PATH``;
+    :meth:`finalize` renames it to ``PATH``, :meth:`abort` deletes it."""
 
     def __init__(self, path, layer: str, rows: int, latents: int, index, meta: dict, params: dict):
         h5py = h5py_module()
         self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        if self.partial.exists():
-            self.partial.unlink()
-        self.f = h5py.File(self.partial, "w")
         self.layer, self.rows, self.latents, self.meta = layer, int(rows), int(latents), dict(meta)
+        self._tmp = Temporary(self.path).open()
+        self.partial = self._tmp.file()
+        try:
+            self.f = h5py.File(self.partial, "w")
+        except BaseException:
+            self._tmp.close()
+            raise
         g = self.f.create_group(f"codes/{layer}")
         chunk = 1 << 16
         self.indices = g.create_dataset("indices", (0,), dtype=np.int32, maxshape=(None,), chunks=(chunk,))
@@ -99,14 +104,14 @@ class CodesWriter:
             self.f.attrs[key] = value
         self.f.close()
         os.replace(self.partial, self.path)
+        self._tmp.close()
         return self.path
 
     def abort(self) -> None:
         try:
             self.f.close()
         finally:
-            if self.partial.exists():
-                self.partial.unlink()
+            self._tmp.close()
 
 
 def read_codes(path, rows=slice(None)):

@@ -8,13 +8,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from actkit._atomic import Temporary
 from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _inputs as recorded_inputs
@@ -108,21 +108,13 @@ def create_store(
                          "index_sha256": integrity.array_sha256(rows_index[s.name])} for s in specs},
         params_sha256={k: integrity.array_sha256(v) for k, v in param_arrays.items()},
         **({} if inputs is None else {recorded_inputs.META_KEY: recorded_inputs.meta_entry(inputs)}))
-    h5py = h5py_module()
     try:
-        # Reserve the planned size before HDF5 writes a byte (fallocate, KEEP_SIZE: the file still
-        # looks empty to HDF5, which creates it through the open file object, never truncating
-        # it), then allocate whatever the plan missed: a disk that fills up later cannot fail a
-        # write mid-run, and HDF5 never meets ENOSPC (which can crash it as it closes the file).
-        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
-        with os.fdopen(fd, "r+b", buffering=0) as fh:
-            _reserve(fh.fileno(), _planned_bytes(specs, param_arrays) + len(canonical_json(meta))
-                     + recorded_inputs.planned_bytes(inputs), keep_size=True)
-            with h5py.File(fh, "w", libver="earliest", track_order=False) as f:
-                _write_layout(f, meta, specs, rows_index, block_rows, param_arrays)
-                if inputs is not None:
-                    recorded_inputs.write_inputs(f, inputs)
-            _reserve(fh.fileno(), os.fstat(fh.fileno()).st_size)
+        # built under a temporary name of its own and renamed: `partial` is absent or a whole
+        # store with its marker, whenever a kill comes (a killed build leaves a temporary the
+        # next run removes)
+        with Temporary(path) as tmp:
+            _build(tmp.file(partial.name), meta, specs, rows_index, block_rows, param_arrays, inputs)
+            os.replace(tmp.file(partial.name), partial)
         fault("store-created")
         state = {
             "request_hash": rhash,
@@ -139,6 +131,25 @@ def create_store(
             raise integrity.disk_full_error(partial, "creating the store") from None
         raise
     return StoreWriter._resume(path, state)
+
+
+def _build(target, meta, specs, rows_index, block_rows, param_arrays, inputs) -> None:
+    """Write a new store's layout (header, preallocated layers, parameters, inputs) at ``target``.
+
+    Reserves the planned size before HDF5 writes a byte (fallocate, KEEP_SIZE: the file still
+    looks empty to HDF5, which creates it through the open file object, never truncating it),
+    then allocates whatever the plan missed: a disk that fills up later cannot fail a write
+    mid-run, and HDF5 never meets ENOSPC (which can crash it as it closes the file).
+    """
+    fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "r+b", buffering=0) as fh:
+        _reserve(fh.fileno(), _planned_bytes(specs, param_arrays) + len(canonical_json(meta))
+                 + recorded_inputs.planned_bytes(inputs), keep_size=True)
+        with h5py_module().File(fh, "w", libver="earliest", track_order=False) as f:
+            _write_layout(f, meta, specs, rows_index, block_rows, param_arrays)
+            if inputs is not None:
+                recorded_inputs.write_inputs(f, inputs)
+        _reserve(fh.fileno(), os.fstat(fh.fileno()).st_size)
 
 
 def _checked_request(path, layers, compression):
@@ -231,25 +242,26 @@ def unwritable_reason(path) -> str | None:
     """Why nothing new can be made at ``path``: ``"folder F does not exist"`` or ``"folder F is
     not writable (REASON)"`` (F: the folder ``path`` would be in), else None.
 
-    Proven, not guessed: an empty file with a unique hidden name (``.actkit-probe-*``) is made
-    in F and removed at once. A permission check alone passes ``/proc`` and ``/sys`` (and, for
-    root, every folder of a read-only mount where ``access(2)`` is not told), and the command
-    then failed after its work. Whether something already at ``path`` may be replaced is the
-    caller's rule; ``path`` itself is never touched.
+    Proven, not guessed: the temporary folder a writer of ``path`` would build in
+    (:class:`actkit._atomic.Temporary`) is made in F and removed at once; the temporaries
+    that killed runs left for ``path`` are removed first. A permission check alone passes
+    ``/proc`` and ``/sys`` (and, for root, every folder of a read-only mount where
+    ``access(2)`` is not told), and the command then failed after its work. Whether something
+    already at ``path`` may be replaced is the caller's rule; ``path`` itself is never touched.
     """
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         return f"folder {parent} does not exist"
+    probe = Temporary(path)
     try:
-        fd, probe = tempfile.mkstemp(prefix=".actkit-probe-", dir=parent)
+        probe.open()
     except OSError as exc:
         return f"folder {parent} is not writable ({exc.strerror or exc})"
-    os.close(fd)
-    try:
-        os.unlink(probe)
-    except OSError as exc:  # made but not removable: nothing actkit writes there could be replaced either
-        return f"folder {parent} is not writable (a file made there cannot be removed: {exc.strerror or exc})"
+    folder = probe.folder
+    probe.close()
+    if folder.exists():  # made but not removable: nothing actkit writes there could be replaced either
+        return f"folder {parent} is not writable (a folder made there cannot be removed)"
     return None
 
 

@@ -20,8 +20,8 @@ from actkit._h5 import open_read  # noqa: F401  (the store reads through it)
 from actkit.errors import StoreError
 from actkit.store import _integrity as integrity
 
-FORMAT = "actkit-store/4"  # /4: the recorded inputs (/inputs); /3: xxh3_128 block checksums (/meta["checksum"])
-READABLE_FORMATS = (FORMAT, "actkit-store/3", "actkit-store/2")  # /2: sha256 block checksums, read and verified
+FORMAT = "actkit-store/5"  # /5: recorded text and token spans; /4: the recorded inputs (/inputs); /3: xxh3_128 block checksums (/meta["checksum"])
+READABLE_FORMATS = (FORMAT, "actkit-store/4", "actkit-store/3", "actkit-store/2")  # /2: sha256 block checksums, read and verified
 OLD_FORMATS = ("actkit-store/1",)
 PARTIAL_SUFFIX = ".partial"
 PROGRESS_SUFFIX = ".progress.json"
@@ -74,12 +74,6 @@ def write_progress(path: Path, obj: Mapping[str, Any], fsync: bool = False) -> N
             fh.write(text)
 
     write_atomic(path, write, fsync=fsync)
-
-
-def remove_stale_temporaries(path: Path) -> None:
-    """Temporary files of the cursor at ``path`` left by a process killed while writing it."""
-    for stale in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
-        stale.unlink(missing_ok=True)
 
 
 def read_json(path: Path) -> dict | None:

@@ -6,8 +6,10 @@ be shown as the text or image it came from without the model:
 
 * **text**: the token ids of every sample as the model saw them (ragged: ``offsets``,
   ``(n_samples + 1,)`` int64, and ``token_ids``, int64; sample ``i`` is
-  ``token_ids[offsets[i]:offsets[i + 1]]`` and a row's position indexes into it), the
-  tokenizer's identity (``name_or_path``, ``revision``, class: enough for
+  ``token_ids[offsets[i]:offsets[i + 1]]`` and a row's position indexes into it), since
+  ``actkit-store/5`` each sample's original text and every token's character span in it
+  (``texts``: UTF-8; ``token_spans``: ``[start, end)`` in characters, aligned with
+  ``token_ids``: the tokenizer's offset mapping), the tokenizer's identity (``name_or_path``, ``revision``, class: enough for
   ``transformers.AutoTokenizer.from_pretrained``), and the tokenizer's vocabulary decoded
   once (the readable string of every id, ``decode([id])``, and the raw token,
   ``convert_ids_to_tokens``) with a per-id ``special`` flag, so that the store alone shows
@@ -64,7 +66,8 @@ def ragged(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 # ----------------------------------------------------------------------------- records
 def text_record(token_ids: Sequence[Sequence[int]], *, tokenizer: Mapping[str, Any], vocab: Sequence[str],
-                special, vocab_tokens: Sequence[str] | None = None) -> dict:
+                special, vocab_tokens: Sequence[str] | None = None, texts: Sequence[str] | None = None,
+                spans=None) -> dict:
     """What a text store records (the ``inputs=`` of :func:`~actkit.store.create_store`).
 
     Parameters
@@ -79,6 +82,13 @@ def text_record(token_ids: Sequence[Sequence[int]], *, tokenizer: Mapping[str, A
         Whether each id is one of the tokenizer's special tokens.
     vocab_tokens : sequence of str, optional
         The raw token of every id (``convert_ids_to_tokens``); default ``vocab``.
+    texts : sequence of str, optional
+        Each sample's original text (a token window: the characters its tokens cover, see
+        :func:`actkit.extractors.windows.pack_windows`); given with ``spans``.
+    spans : sequence of (T_i, 2) int arrays, optional
+        Each token's ``[start, end)`` in its sample's text, in characters (code points), as
+        the tokenizer's offset mapping gives it; a token without characters of its own (most
+        special tokens) has an empty span where it stands.
     """
     offsets, ids = ragged(token_ids)
     special = np.asarray(special, dtype=bool)
@@ -90,8 +100,30 @@ def text_record(token_ids: Sequence[Sequence[int]], *, tokenizer: Mapping[str, A
     t_off, t_bytes = pack_strings(vocab if vocab_tokens is None else vocab_tokens)
     arrays = {"offsets": offsets, "token_ids": ids, "vocab_offsets": v_off, "vocab_bytes": v_bytes,
               "vocab_token_offsets": t_off, "vocab_token_bytes": t_bytes, "special": special.astype(np.uint8)}
+    if (texts is None) != (spans is None):
+        raise StoreError("recorded text: give both texts and spans, or neither")
+    if texts is not None:
+        arrays.update(_text_arrays(texts, spans, offsets))
     info = {"tokenizer": dict(tokenizer), "vocab_size": len(vocab)}
     return {"kind": "text", "n_samples": len(token_ids), "info": info, "arrays": arrays}
+
+
+def _text_arrays(texts, spans, offsets) -> dict:
+    """``text_offsets``, ``text_bytes`` (each sample's UTF-8) and ``token_spans`` ((tokens, 2)
+    int32, characters), checked: one span per token, inside its text."""
+    if len(texts) != offsets.size - 1 or len(spans) != offsets.size - 1:
+        raise StoreError(f"recorded text: {len(texts)} texts and {len(spans)} span lists for {offsets.size - 1} samples")
+    t_off, t_bytes = pack_strings(texts)
+    parts = [np.asarray(s, np.int64).reshape(-1, 2) for s in spans]
+    for i, (sp, text) in enumerate(zip(parts, texts)):
+        if sp.shape[0] != offsets[i + 1] - offsets[i] or (sp.size and (sp.min() < 0 or sp[:, 1].max() > len(text)
+                                                                         or (sp[:, 1] < sp[:, 0]).any())):
+            raise StoreError(f"recorded text: the spans of sample {i} do not fit its {offsets[i + 1] - offsets[i]} "
+                             f"tokens and {len(text)} characters")
+    flat = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
+    if flat.size and flat.max() >= 2 ** 31:
+        raise StoreError("recorded text: a sample of 2**31 characters or more")
+    return {"text_offsets": t_off, "text_bytes": t_bytes, "token_spans": flat.astype(np.int32)}
 
 
 def image_record(sources: Sequence[str], *, location: Mapping[str, Any], image_size, resize: Mapping[str, Any],
@@ -275,6 +307,38 @@ class RecordedInputs:
         """The readable string of each token of ``sample``."""
         vocab = self.vocab
         return [vocab[i] for i in self.token_ids(sample).tolist()]
+
+    @property
+    def has_text(self) -> bool:
+        """Whether the original text and the tokens' character spans are recorded (stores of
+        ``actkit-store/5`` and inputs re-attached by :func:`actkit.extractors.record_inputs`)."""
+        return self.kind == "text" and "token_spans" in (self.info.get("sha256") or self._source)
+
+    def text(self, sample: int) -> str:
+        """The original text of ``sample`` (a token window: the characters its tokens cover)."""
+        self._require("text", "text")
+        i = self._check_sample(sample)
+        off = self._get("text_offsets")
+        return self._get("text_bytes")[off[i]:off[i + 1]].tobytes().decode("utf-8", "surrogatepass")
+
+    def token_spans(self, sample: int) -> np.ndarray:
+        """(T, 2) int64: ``[start, end)`` of each token of ``sample`` in :meth:`text`
+        (characters; empty where a token without characters, a special token, stands)."""
+        self._require("text", "token_spans")
+        i = self._check_sample(sample)
+        off = self._get("offsets")
+        return self._get("token_spans")[off[i]:off[i + 1]].astype(np.int64)
+
+    def token_at(self, samples, positions) -> np.ndarray:
+        """(rows,) int64: the token id at each ``[sample, position]`` (-1 for a pooled row,
+        position -1, or a position past its sample)."""
+        self._require("text", "token ids")
+        samples, positions = np.asarray(samples, np.int64), np.asarray(positions, np.int64)
+        off, ids = self._get("offsets"), self._get("token_ids")
+        real = (positions >= 0) & (positions < off[samples + 1] - off[samples])
+        out = np.full(samples.shape, -1, np.int64)
+        out[real] = ids[off[samples[real]] + positions[real]]
+        return out
 
     def is_special(self, samples, positions) -> np.ndarray:
         """(rows,) bool: whether the token at each ``[sample, position]`` is a special token

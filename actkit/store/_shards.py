@@ -22,25 +22,26 @@ dataset whose shard file is missing would read as fill values (NaN), so :func:`c
 :func:`consolidate` copies a sharded (or any) store into one ordinary file, checking every
 source block against its checksum as it reads it.
 
-The virtual store is written to ``run.h5.partial`` and renamed into place; it is a pure
-function of the shards (``created_at`` is taken from shard 0), so rewriting it after a resumed
+The virtual store is written in a temporary folder of its own (``.run.h5.XXXXXXXX.partial``,
+:class:`actkit._atomic.Temporary`) and renamed into place; it is a pure function of the shards (``created_at`` is taken from shard 0), so rewriting it after a resumed
 run gives the same bytes.
 
 :func:`write_sharded` is the Dask writer behind :func:`actkit.transform_store` (and the analysis
 commands' ``--scheduler``): the chunks of a dask array are split into K contiguous runs (K =
 workers), the task for run R is pinned to worker R (another worker may take it over if R
 dies), computes its chunks one at a time, transforms them and writes shard R through the
-ordinary :func:`~actkit.store.create_store` writer (preallocated, crash-safe). When every
-shard is complete the shard folder is moved into place and the index is written by
+ordinary :func:`~actkit.store.create_store` writer (preallocated, crash-safe), in a
+temporary folder of the run's own. When every shard is complete the shard folder is moved
+into place and the index is written by
 :func:`write_virtual_store`, exactly as for a torchrun extraction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -48,12 +49,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from h5py import h5d, h5s, h5t
 
+from actkit._atomic import Temporary, move_into_place
 from actkit._faults import fault
 from actkit.errors import StoreError
 from actkit.store import _inputs as recorded_inputs
 from actkit.store import _integrity as integrity
 from actkit.store._create import LayerSpec, _existing_request, create_store, layer_group, store_meta, write_header
-from actkit.store._format import (h5py_module, open_read, partial_path, progress_path, refuse_foreign_shards,
+from actkit.store._format import (h5py_module, open_read, progress_path, refuse_foreign_shards,
                                   request_hash)
 from actkit.store._lock import WriterLock
 from actkit.store._reader import open_store
@@ -91,11 +93,11 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
     out = Path(out)
     shard_paths = [Path(p) for p in shard_paths]
     rel = [os.path.relpath(p, out.parent if str(out.parent) else ".") for p in shard_paths]
-    shards = []
-    try:
+    with contextlib.ExitStack() as stack:
+        shards = []
         for p in shard_paths:
             with integrity.h5_errors(p):
-                f = open_read(p)
+                f = stack.enter_context(open_read(p))
                 shards.append(f)
                 if not bool(f.attrs.get("complete")):
                     raise StoreError(f"shard {p} is not finished")
@@ -118,8 +120,8 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
                           layers=layers, params_sha256=meta0.get("params_sha256", {}),
                           **{SHARDS: rel, "shard_fingerprints": [m["fingerprint"] for m in metas]},
                           **({} if inputs is None else {recorded_inputs.META_KEY: recorded_inputs.meta_entry(inputs)}))
-        partial = partial_path(out)
-        with h5py.File(partial, "w", libver=("v110", "v110"), track_order=False) as f:
+        tmp = stack.enter_context(Temporary(out))  # renamed into place whole; a killed run's is removed
+        with h5py.File(tmp.file(), "w", libver=("v110", "v110"), track_order=False) as f:
             write_header(f, meta, complete=True)
             lg = f.create_group("layers")
             for name in names:
@@ -142,10 +144,7 @@ def write_virtual_store(out, shard_paths: Sequence, *, request: Mapping[str, Any
                 pg.create_dataset(key, data=first[f"params/{key}"][()])
             if inputs is not None:
                 recorded_inputs.write_inputs(f, inputs)
-    finally:
-        for f in shards:
-            f.close()
-    os.replace(partial, out)
+        os.replace(tmp.file(), out)
     return out
 
 
@@ -173,7 +172,8 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
     Raises
     ------
     StoreError
-        ``out`` exists (without ``overwrite``), equals ``src``, ``src`` is not a finished
+        ``out`` exists and is not the finished copy of ``src`` (without ``overwrite``; the
+        copy itself is returned as it is: a rerun), equals ``src``, ``src`` is not a finished
         store, or a block, index or parameter of ``src`` does not match its checksum (the
         message of ``actkit verify``; ``out`` is not written).
     """
@@ -182,7 +182,8 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
     src, out = Path(src), Path(out)
     if out.resolve() == src.resolve():
         raise StoreError("--out must differ from the store being consolidated")
-    if out.exists() and not overwrite:
+    done = out.exists() and not overwrite  # the finished copy of `src` (a rerun): nothing to do
+    if done and not _copy_of(out, src):
         raise StoreError(f"{out} already exists; pass --overwrite to replace it")
     if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise StoreError(f"cannot write {out}: not a file in an existing folder")
@@ -193,10 +194,12 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
         full_request = meta["request"]
         kw = dict(n_samples=store.n_samples, request=full_request["request"],
                   provenance={**store.provenance, "consolidated_from": str(src)}, params=store.params,
-                  inputs_fingerprint=meta.get("inputs_fingerprint") or None, overwrite=True,
+                  inputs_fingerprint=meta.get("inputs_fingerprint") or None, overwrite=not done,
                   compression=full_request.get("compression"), created_at=meta["created_at"],
                   inputs=store.inputs.as_record() if meta.get(recorded_inputs.META_KEY) else None)
         writer = create_store(out, specs, **kw)
+        if writer.complete:
+            return writer.path
         if writer.samples_done:  # an interrupted copy: start again
             writer.abort()
             writer = create_store(out, specs, **kw)
@@ -214,6 +217,20 @@ def consolidate(src, out, *, overwrite: bool = False, block_bytes: int = 64 * 2*
         except BaseException:
             writer.abort()
             raise
+
+
+def _copy_of(out: Path, src: Path) -> bool:
+    """Whether ``out`` is a finished store of the same run as the finished store ``src`` (the
+    same fingerprint: request, inputs and ``created_at``), as :func:`consolidate` writes it."""
+    def fingerprint(path):
+        try:
+            with open_read(path) as f:
+                return f.attrs.get("fingerprint") if bool(f.attrs.get("complete")) else None
+        except Exception:  # unreadable: not a copy
+            return None
+
+    mine = fingerprint(out)
+    return mine is not None and mine == fingerprint(src)
 
 
 def finished_request_hash(path) -> str | None:
@@ -314,59 +331,66 @@ def write_sharded(runner, X, out, *, layer, transform, n_out, n_samples, request
 def _write_sharded_locked(runner, X, out, rhash, *, layer, transform, n_out, n_samples, sharded_request,
                           full_request, provenance, params, inputs_fingerprint, index_reader, layer_attrs,
                           desc, progress):
-    from tqdm.auto import tqdm  # tqdm.auto: ~0.2 s at import (measured), only on a pass with a bar
-
     k_want = runner.n_workers
     if len(X.chunks[0]) < k_want and X.shape[0] >= k_want:  # one shard per worker: split the rows finer
         X = X.rechunk({0: -(-int(X.shape[0]) // k_want)})
     runs = _split_chunks(list(X.chunks[0]), k_want)
     k = len(runs)
-    tmp_dir = Path(str(shard_dir(out)) + ".partial")
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-    tmp_dir.mkdir()
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
-    spec_attrs = dict(layer_attrs or {})
-    shard_paths = [tmp_dir / shard_name(r, k, rhash) for r in range(k)]
-    rows = [int(starts[hi] - starts[lo]) for lo, hi in runs]
-    try:
-        jobs = []
-        workers = runner.workers()
-        for r, (lo, hi) in enumerate(runs):
-            kw = dict(n_samples=int(n_samples), request={**full_request, "shard": r, "of": k},
-                      provenance={**dict(provenance or {}), "shard": {"rank": r, "of": k,
-                                                                      "rows": [int(starts[lo]), int(starts[hi])]}},
-                      params=params, inputs_fingerprint=inputs_fingerprint)
-            args = (X, lo, hi, int(starts[lo]), str(shard_paths[r]), layer, n_out, transform, index_reader,
-                    spec_attrs, kw)
-            if runner.client is not None:
-                jobs.append(runner.client.submit(_write_shard, *args, workers=[workers[r % len(workers)]],
-                                                 allow_other_workers=True, pure=False, key=f"actkit-shard-{r}-"
-                                                 f"{os.getpid()}-{time.monotonic_ns()}"))
-            else:
-                jobs.append(args)
-        total = int(starts[-1])
-        with tqdm(total=total, desc=f"{desc} ({k} shard{'s' * (k > 1)})", unit="row", unit_scale=True,
-                  leave=False, disable=None if progress is None else not progress) as bar:
-            if runner.client is None:
-                for args in jobs:
-                    _write_shard(*args)
-                    bar.update(int(sum(X.chunks[0][args[1]:args[2]])))
-            else:
-                _follow(jobs, shard_paths, rows, bar)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
     final_dir = shard_dir(out)
-    if final_dir.exists():
-
-        refuse_foreign_shards(final_dir)
-        shutil.rmtree(final_dir)
-    os.replace(tmp_dir, final_dir)
+    with Temporary(final_dir) as tmp:  # the shards are written here, then moved into place together
+        tmp_dir = tmp.file()
+        tmp_dir.mkdir()
+        shard_paths = _run_shard_tasks(runner, X, tmp_dir, runs, rhash, layer=layer, transform=transform,
+                                       n_out=n_out, n_samples=n_samples, full_request=full_request,
+                                       provenance=provenance, params=params, inputs_fingerprint=inputs_fingerprint,
+                                       index_reader=index_reader, layer_attrs=layer_attrs, desc=desc,
+                                       progress=progress)
+        if final_dir.exists():
+            refuse_foreign_shards(final_dir)
+        move_into_place(tmp_dir, final_dir)
     # the index is the torchrun layout's virtual store over the finished shards
     final_paths = [final_dir / p.name for p in shard_paths]
     write_virtual_store(out, final_paths, request=sharded_request, provenance=dict(provenance or {}),
                         n_samples=int(n_samples), inputs_fingerprint=inputs_fingerprint)
     return out
+
+
+def _run_shard_tasks(runner, X, tmp_dir, runs, rhash, *, layer, transform, n_out, n_samples, full_request,
+                     provenance, params, inputs_fingerprint, index_reader, layer_attrs, desc, progress):
+    """Write shard r of ``runs`` (contiguous chunk runs) into ``tmp_dir`` on worker r (in this
+    process without a client), following their progress on one bar; the shard paths."""
+    from tqdm.auto import tqdm  # tqdm.auto: ~0.2 s at import (measured), only on a pass with a bar
+
+    k = len(runs)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    spec_attrs = dict(layer_attrs or {})
+    shard_paths = [tmp_dir / shard_name(r, k, rhash) for r in range(k)]
+    rows = [int(starts[hi] - starts[lo]) for lo, hi in runs]
+    jobs = []
+    workers = runner.workers()
+    for r, (lo, hi) in enumerate(runs):
+        kw = dict(n_samples=int(n_samples), request={**full_request, "shard": r, "of": k},
+                  provenance={**dict(provenance or {}), "shard": {"rank": r, "of": k,
+                                                                  "rows": [int(starts[lo]), int(starts[hi])]}},
+                  params=params, inputs_fingerprint=inputs_fingerprint)
+        args = (X, lo, hi, int(starts[lo]), str(shard_paths[r]), layer, n_out, transform, index_reader,
+                spec_attrs, kw)
+        if runner.client is not None:
+            jobs.append(runner.client.submit(_write_shard, *args, workers=[workers[r % len(workers)]],
+                                             allow_other_workers=True, pure=False, key=f"actkit-shard-{r}-"
+                                             f"{os.getpid()}-{time.monotonic_ns()}"))
+        else:
+            jobs.append(args)
+    total = int(starts[-1])
+    with tqdm(total=total, desc=f"{desc} ({k} shard{'s' * (k > 1)})", unit="row", unit_scale=True,
+              leave=False, disable=None if progress is None else not progress) as bar:
+        if runner.client is None:
+            for args in jobs:
+                _write_shard(*args)
+                bar.update(int(sum(X.chunks[0][args[1]:args[2]])))
+        else:
+            _follow(jobs, shard_paths, rows, bar)
+    return shard_paths
 
 
 def _follow(jobs, shard_paths, rows, bar):

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
+from actkit._atomic import Temporary, remove_stale_temporaries
 from actkit._faults import fault
 from actkit._rows import block_rows
 from actkit.errors import LayerError, StoreError, ValidationError
 from actkit.store import _integrity as integrity
 from actkit.store._format import (h5py_module, open_h5, open_read, partial_path, progress_path, refuse_foreign_shards,
-                                  remove_stale_temporaries, shard_dir, write_progress)
+                                  shard_dir, write_progress)
 
 
 class StoreWriter:
@@ -157,13 +158,9 @@ class StoreWriter:
             fault("finalize")
             compression = self._state.get("compression")
             if compression:
-                tmp = Path(str(self.path) + ".repack")
-                try:
-                    repack(partial, tmp, compression)
-                except BaseException:
-                    tmp.unlink(missing_ok=True)
-                    raise
-                os.replace(tmp, self.path)
+                with Temporary(self.path) as tmp:  # a kill leaves a temporary the next run removes
+                    repack(partial, tmp.file(), compression)
+                    os.replace(tmp.file(), self.path)
                 partial.unlink()
             else:
                 os.replace(partial, self.path)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from actkit._atomic import save_figure_atomic, write_text_atomic
+from actkit._json import json_ready
 
 
 @dataclass
@@ -75,7 +76,7 @@ class ExperimentResult:
         return all(c.passed for c in self.claims)
 
     def to_dict(self) -> dict:
-        return _jsonable({
+        return json_ready({
             "name": self.name, "title": self.title, "passed": self.passed,
             "columns": self.columns, "rows": self.rows,
             "claims": [c.to_dict() for c in self.claims], "settings": self.settings,
@@ -104,23 +105,6 @@ class ExperimentResult:
         json_path = out / f"{self.name}.json"
         write_text_atomic(json_path, json.dumps(self.to_dict(), indent=2, allow_nan=True) + "\n")
         return [str(json_path), *paths]
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, (np.bool_, bool)):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    return obj
 
 
 def _cell(v):

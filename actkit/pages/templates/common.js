@@ -127,8 +127,10 @@ var actkit = (function () {
     opts = opts || {};
     var nr = matrix.length, nc = nr ? matrix[0].length : 0;
     var flat = [].concat.apply([], matrix).filter(isNum);
-    var lo = isNum(opts.vmin) ? opts.vmin : Math.min.apply(null, flat.concat([0]));
-    var hi = isNum(opts.vmax) ? opts.vmax : Math.max.apply(null, flat.concat([lo + 1e-12]));
+    /* the colour scale spans the matrix's own range unless vmin / vmax are given */
+    var lo = isNum(opts.vmin) ? opts.vmin : (flat.length ? Math.min.apply(null, flat) : 0);
+    var hi = isNum(opts.vmax) ? opts.vmax : (flat.length ? Math.max.apply(null, flat) : 1);
+    if (!(hi > lo)) hi = lo + 1e-12;
     var cell = Math.max(4, Math.min(44, Math.floor(560 / Math.max(nr, nc, 1))));
     var rl = opts.rowLabels || [], cl = opts.colLabels || [];
     var left = rl.length ? 8 + 6.5 * Math.min(28, Math.max.apply(null, rl.map(function (s) { return String(s).length; }))) : 30;
@@ -165,8 +167,9 @@ var actkit = (function () {
     for (var k = 0; k < 20; k++) {
       root.appendChild(svg("rect", {x: bar, y: top + (19 - k) * (nr * cell / 20), width: 12, height: nr * cell / 20 + 0.5, fill: color(k / 19)}));
     }
-    root.appendChild(svg("text", {x: bar + 16, y: top + 8, "class": "tick"}, fmt(hi, 2)));
-    root.appendChild(svg("text", {x: bar + 16, y: top + nr * cell, "class": "tick"}, fmt(lo, 2)));
+    var digits = hi - lo < 0.05 ? 4 : (hi - lo < 0.5 ? 3 : 2);   /* the ends told apart */
+    root.appendChild(svg("text", {x: bar + 16, y: top + 8, "class": "tick colorbar-hi"}, fmt(hi, digits)));
+    root.appendChild(svg("text", {x: bar + 16, y: top + nr * cell, "class": "tick colorbar-lo"}, fmt(lo, digits)));
     return root;
   }
 

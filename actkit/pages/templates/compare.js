@@ -8,7 +8,9 @@ actkit.start(function (data, main) {
   var columns = [
     {key: "measure", label: "measure"},
     {key: "kind", label: "kind", title: "error: held-out error / diam(B), lower is more alike; similarity: higher is more alike"},
-    {key: "value", label: "value", digits: 4},
+    {key: "value", label: "value", value: function (r) { return r.value; },
+     format: function (r) { return r.shown || A.fmt(r.value, 4); },
+     title: "not identifiable\u2021: the halves of the ICA restarts disagree, so no digit would reproduce (as the table prints it)"},
     {key: "ci_low", label: "interval", format: interval, title: "bootstrap interval over the input samples"},
     {key: "p", label: "p", digits: 3, title: "permutation p-value (one-sided, more similar)"},
     {key: "null_mean", label: "null mean", digits: 3},
@@ -20,7 +22,7 @@ actkit.start(function (data, main) {
     pairs.forEach(function (p) { p.rows.forEach(function (r) { if (names.indexOf(r.measure) < 0) names.push(r.measure); }); });
     var rows = pairs.map(function (p) {
       var row = {pair: p.label};
-      p.rows.forEach(function (r) { row[r.measure] = r.value; });
+      p.rows.forEach(function (r) { row[r.measure] = r.shown || r.value; });
       return row;
     });
     var s = A.section("All pairs", "summary");

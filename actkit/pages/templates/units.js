@@ -12,49 +12,67 @@ actkit.start(function (data, main) {
   function show(token) {                 /* a tokenizer's piece, readable: its space and newline marks */
     return String(token).replace(/^[\u0120\u2581]/, " ").replace(/\u010a/g, "\u21b5");
   }
-  function visible(text) {               /* a token alone (the index): its spaces seen */
-    return text.replace(/ /g, "\u2423");
+  function lines(text) {                 /* one line per example: line breaks shown as \u21b5 */
+    return String(text).replace(/\r\n|[\n\r\u2028\u2029]/g, "\u21b5");
+  }
+  function visible(text) {               /* a token alone (the index, a space token): its whitespace seen */
+    return lines(text).replace(/\t/g, "\u2192").replace(/[^\S\u21b5\u2192]/g, "\u2423");
+  }
+  function topToken(u) {                 /* the most frequent token of the unit's highest rows */
+    var tt = u.top_tokens;
+    if (!tt || !tt.tokens.length) return "";
+    var first = tt.tokens[0];
+    return (inputs.kind === "image" ? S[first[0]] : visible(show(S[first[0]]))) + " (" + first[1] + "/" + tt.rows + ")";
+  }
+  function shareText(u) {                /* "active 12.0%" or ">3 SD 0.9%", as the unit's data says */
+    if (u.dead) return "never active";
+    if (!A.isNum(u.share)) return "";
+    return (u.share_shown === "beyond_3sd" ? ">3 SD " : "active ") + (100 * u.share).toFixed(1) + "%";
   }
   units.forEach(function (u) {
     var top = u.top[0];
-    u.top_token = top && top.t && top.h !== null && top.h !== undefined ? visible(show(S[top.t[top.h]])) : "";
+    u.top_token = topToken(u);
+    u.top_token_share = u.top_tokens ? u.top_tokens.share : null;
     u.top_value = top ? top.v : null;
     u.label_name = u.label ? u.label.name : null;
     u.label_auroc = u.label ? u.label.auroc : null;
     u.label_mi = u.label ? u.label.mutual_information : null;
     u.match_unit = u.match ? u.match.unit : null;
     u.match_corr = u.match ? u.match.corr : null;
+    /* the share a card shows: of rows beyond 3 SD for a dense unit (active on almost every row), else of active rows */
+    u.share = u.share_shown === "beyond_3sd" ? u.beyond_3sd : u.active_share;
     u.match_p = u.match ? u.match.p_value : null;
     u.is_selective = !!(u.label && A.isNum(u.label.auroc) && u.label.auroc >= threshold);
     u.is_shared = !!(u.match && u.match.shared);
   });
 
-  /* the search: a unit matches when one of the token strings of its examples or logit tables
-     (or its label) contains the text; each unit's strings are gathered once, as indices */
-  var unitIds = null, lowered = null;
+  /* the search: a unit matches when the text of one of its examples (a word over several
+     tokens too), one of its top tokens, logit tokens or its label contains the query, case
+     aside; each unit's text is gathered once, lower-cased, its parts apart (\u0000) */
+  var unitText = null;
   function prepareSearch() {
-    if (unitIds) return;
-    lowered = S.map(function (s) { return (show(s) + "\u0000" + s).toLowerCase(); });
-    unitIds = units.map(function (u) {
-      var seen = new Set();
-      var take = function (e) { if (e.t) e.t.forEach(function (i) { seen.add(i); }); };
+    if (unitText) return;
+    unitText = units.map(function (u) {
+      var parts = [], ids = new Set();
+      var take = function (e) {
+        if (e.c) parts.push(e.c);
+        if (e.t) e.t.forEach(function (i) { ids.add(i); });
+      };
       u.top.forEach(take);
       u.bottom.forEach(take);
       u.bands.forEach(function (b) { b.examples.forEach(take); });
       if (u.logits) ["promoted", "suppressed"].forEach(function (side) {
-        u.logits[side].forEach(function (t) { if (t[1] !== null) seen.add(t[1]); });
+        u.logits[side].forEach(function (t) { if (t[1] !== null) ids.add(t[1]); });
       });
-      return Array.from(seen);
+      if (u.top_tokens) u.top_tokens.tokens.forEach(function (t) { if (t[0] !== null) ids.add(t[0]); });
+      ids.forEach(function (i) { parts.push(show(S[i]), S[i]); });
+      if (u.label_name !== null) parts.push(String(u.label_name));
+      return parts.join("\u0000").toLowerCase();
     });
   }
   function matching(q) {
     prepareSearch();
-    var hit = new Uint8Array(S.length);
-    for (var i = 0; i < lowered.length; i++) if (lowered[i].indexOf(q) >= 0) hit[i] = 1;
-    return units.map(function (u, k) {
-      return unitIds[k].some(function (id) { return hit[id] === 1; }) ||
-        (u.label_name !== null && String(u.label_name).toLowerCase().indexOf(q) >= 0);
-    });
+    return unitText.map(function (t) { return t.indexOf(q) >= 0; });
   }
 
   /* ---------------------------------------------------------------- the summary */
@@ -72,7 +90,7 @@ actkit.start(function (data, main) {
 
   /* ---------------------------------------------------------------- the index */
   var index = A.section("Units", "index");
-  var search = el("input", {attrs: {type: "search", id: "unit-search", placeholder: "search example text or logit tokens",
+  var search = el("input", {attrs: {type: "search", id: "unit-search", placeholder: "search example text, top or logit tokens",
                                     "aria-label": "search units"}});
   var filters = {};
   function filter(key, text, count) {
@@ -89,19 +107,22 @@ actkit.start(function (data, main) {
     R.flipped && R.flipped.length ? filter("flipped", "flipped", count(function (u) { return u.flipped; })) : null);
   var counter = el("p", {cls: "muted", attrs: {id: "unit-count"}});
   var cols = [{key: "unit", label: "unit"}, {key: "rank", label: "rank"},
-              {key: "top_token", label: "top token", title: "the highlighted token of the top example"},
+              {key: "top_token", label: "top token", cls: "tokcell", title: "the most frequent token (image: patch) of the unit's " +
+                 (R.k_tokens || "") + " highest rows, with its count", value: function (u) { return u.top_token_share; }},
               {key: "top_value", label: "top", digits: 3}, {key: "mean", label: "mean", digits: 3},
               {key: "sd", label: "sd", digits: 3}, {key: "skewness", label: "skew", digits: 2},
               {key: "kurtosis", label: "kurt", digits: 2},
-              {key: "active_share", label: "active", format: function (u) { return A.isNum(u.active_share) ? (100 * u.active_share).toFixed(1) + "%" : ""; },
-               value: function (u) { return u.active_share; }}];
+              {key: "share", label: "active / >3 SD", title: "share of rows active (non-zero), or, for a dense unit, beyond 3 SD of its mean",
+               format: shareText, value: function (u) { return u.share; }}];
   if (labels) cols = cols.concat([{key: "label_name", label: "label"}, {key: "label_auroc", label: "AUROC", digits: 3},
                                   {key: "label_mi", label: "MI (bits)", digits: 3}]);
-  if (matches) cols = cols.concat([{key: "match_unit", label: "match"}, {key: "match_corr", label: "corr", digits: 3},
+  if (matches) cols = cols.concat([{key: "match_unit", label: "match"},
+                                   {key: "match_corr", label: "corr", digits: 3, title: "sorted by |corr|",
+                                    value: function (u) { return A.isNum(u.match_corr) ? Math.abs(u.match_corr) : null; }},
                                    {key: "match_p", label: "p", digits: 3}]);
   var shownUnits = units, ready = false;
   var table = A.table(cols, units, {cls: "index", onRow: focus, onDraw: function (rows) { shownUnits = rows; if (ready) restartCards(); },
-    descending: ["top_value", "mean", "sd", "skewness", "kurtosis", "active_share", "label_auroc", "label_mi", "match_corr"]});
+    descending: ["top_token", "top_value", "mean", "sd", "skewness", "kurtosis", "share", "label_auroc", "label_mi", "match_corr"]});
   index.appendChild(controls);
   index.appendChild(counter);
   index.appendChild(el("div", {cls: "scroll index-scroll"}, table));
@@ -169,12 +190,63 @@ actkit.start(function (data, main) {
     focusSlot.scrollIntoView();
   }
 
+  /* a token's shade: orange for positive values, blue for negative, as deep as the value is
+     large against the unit's own scale (its top value; its lowest for negatives) */
+  function shade(node, v, scale) {
+    if (!A.isNum(v) || v === 0) return;
+    var s = v > 0 ? scale.pos : scale.neg, t = s > 0 ? Math.min(1, Math.abs(v) / s) : 0;
+    if (t < 0.02) return;
+    node.style.backgroundColor = v > 0 ? "rgba(255, 140, 0, " + (0.8 * t).toFixed(3) + ")" :
+      "rgba(40, 110, 255, " + (0.6 * t).toFixed(3) + ")";
+  }
+  function pieces(e) {                   /* the context cut at its tokens: [text, token, token, ...] or [text] */
+    var out = [], start = 0, k = e.k || [], q = e.q;
+    for (var j = 0; j < k.length; j++) {
+      var text = e.c.slice(start, start + k[j]), first = q ? q[j] : j;
+      start += k[j];
+      if (first < 0) { out.push([text]); continue; }
+      var next = e.t.length;
+      if (q) { for (var m = j + 1; m < q.length; m++) if (q[m] >= 0) { next = q[m]; break; } }
+      else next = j + 1;
+      var p = [text];
+      for (var i = first; i < next; i++) p.push(i);
+      out.push(p);
+    }
+    return out;
+  }
+  function actOf(e, i, scale) {          /* a token's activation: thousandths of the unit's scale */
+    var a = (e.a || [])[i];
+    return A.isNum(a) && A.isNum(scale.acts) ? a * scale.acts / 1000 : null;
+  }
+  function piece(e, p, scale) {          /* one piece of a context: text between tokens, or tokens */
+    if (p.length === 1) return el("span", {cls: "gap", text: lines(p[0])});
+    var ids = p.slice(1), best = null, title = [];
+    ids.forEach(function (i) {
+      var v = actOf(e, i, scale);
+      title.push(S[e.t[i]] + " = " + (A.isNum(v) ? fmt(v, 3) : "(no row)"));
+      if (A.isNum(v) && (best === null || Math.abs(v) > Math.abs(best))) best = v;
+    });
+    var text = p[0], cls = "tok" + (ids.indexOf(e.h) >= 0 ? " hi" : "");
+    if (text === "") { text = show(S[e.t[ids[0]]]); cls += " sp"; }       /* a special token: its piece */
+    else if (/^\s+$/.test(text)) { text = visible(text); cls += " ws"; }  /* a space token: seen */
+    else text = lines(text);
+    if ((e.x || []).indexOf(ids[0]) >= 0) cls += " sp";
+    var node = el("span", {cls: cls, text: text, title: title.join("\n")});
+    shade(node, best, scale);
+    return node;
+  }
+
   function example(e, scale) {
     var row = el("div", {cls: "ex"});
     var val = el("span", {cls: "val", text: fmt(e.v, 3), title: "sample " + e.s + ", position " + e.p + ", row " + e.r});
-    val.style.setProperty("--w", Math.max(0, Math.min(100, scale > 0 ? 100 * e.v / scale : 0)).toFixed(1) + "%");
+    val.style.setProperty("--w", Math.max(0, Math.min(100, scale.pos > 0 ? 100 * e.v / scale.pos : 0)).toFixed(1) + "%");
     row.appendChild(val);
-    if (e.t) {
+    if (typeof e.c === "string") {
+      var text = el("span", {cls: "ctx" + (e.h === null || e.h === undefined ? " whole" : "")});
+      if (e.o > 0) text.appendChild(el("span", {cls: "more", text: "\u2026"}));
+      pieces(e).forEach(function (p) { text.appendChild(piece(e, p, scale)); });
+      row.appendChild(text);
+    } else if (e.t) {
       var ctx = el("span", {cls: "ctx" + (e.h === null || e.h === undefined ? " whole" : "")});
       if (e.o > 0) ctx.appendChild(el("span", {cls: "more", text: "\u2026"}));
       var special = e.x || [];
@@ -214,9 +286,28 @@ actkit.start(function (data, main) {
     return box;
   }
 
-  function examples(title, list, scale) {
+  function thumb(e) {                    /* an image example: the picture, its patch boxed, its value */
+    return el("figure", {cls: "thumb"}, picture(e), el("figcaption", {text: fmt(e.v, 3),
+      title: "sample " + e.s + ", position " + e.p + ", row " + e.r}));
+  }
+  function examples(title, list, scale, hint) {
     if (!list || !list.length) return null;
+    if (list[0].img) return el("div", {cls: "examples grid"}, el("h4", {text: title, title: hint || ""}),
+                               el("div", {cls: "thumbs"}, list.map(thumb)));
     return el("div", {cls: "examples"}, el("h4", {text: title}), list.map(function (e) { return example(e, scale); }));
+  }
+
+  function tokenTable(u) {
+    var tt = u.top_tokens;
+    if (!tt || !tt.tokens.length) return null;
+    var rows = tt.tokens.map(function (t) {
+      return {token: t[0] === null ? "" : (inputs.kind === "image" ? S[t[0]] : visible(show(S[t[0]]))), count: t[1], mean: t[2]};
+    });
+    return el("div", {cls: "toptokens"},
+      el("h4", {text: "Top tokens (" + tt.rows + " highest rows)"}),
+      A.table([{key: "token", label: inputs.kind === "image" ? "patch" : "token", cls: "tokcell"},
+               {key: "count", label: "rows"}, {key: "mean", label: "mean", digits: 3}], rows),
+      tt.more > 0 ? el("p", {cls: "muted", text: "and " + tt.more + " more"}) : null);
   }
 
   function logitTable(u) {
@@ -235,7 +326,7 @@ actkit.start(function (data, main) {
   function side(u) {
     var box = el("div", {cls: "side"});
     box.appendChild(el("h4", {text: "Activation histogram (all rows, log count)"}));
-    box.appendChild(A.histogram(u.hist.counts, u.hist.edges, {log: true, width: 300, height: 90,
+    box.appendChild(A.histogram(u.hist.counts, u.hist.edges, {log: true, width: inputs.kind === "image" ? 250 : 300, height: 90,
       title: "unit " + u.unit + ": activations over all rows"}));
     if (u.label) {
       box.appendChild(el("h4", {text: "Label selectivity"}));
@@ -251,31 +342,42 @@ actkit.start(function (data, main) {
         el("div", {cls: "pair"}, el("span", {cls: "unitbox", text: "unit " + u.unit}), " \u2194 ",
           el("span", {cls: "unitbox", text: "unit " + u.match.unit})),
         el("p", {text: "of " + other + (matches && matches.layer_b ? " (layer " + matches.layer_b + ")" : "")}),
-        el("p", {text: "correlation " + fmt(u.match.corr, 3) + ", p = " + fmt(u.match.p_value, 3) +
-                       (u.is_shared ? ": a shared unit" : ": not above the null")})));
+        el("p", {text: "correlation " + fmt(u.match.corr, 3) +
+                       (u.match.ci ? " (|corr| " + fmt(Math.abs(u.match.corr), 3) + ", interval " + fmt(u.match.ci[0], 3) +
+                                     " to " + fmt(u.match.ci[1], 3) + ")" : "") + ", p = " + fmt(u.match.p_value, 3) +
+                       (u.is_shared ? ": a shared unit" : ": not shared") +
+                       (matches && matches.rule ? " (shared: " + matches.rule + ")" : "")})));
     }
+    box.appendChild(tokenTable(u) || el("span"));
     box.appendChild(logitTable(u) || el("span"));
     return box;
   }
 
   function card(u) {
-    var scale = u.top.length ? Math.abs(u.top[0].v) || 1 : 1;
+    var scale = {acts: u.acts_scale, pos: u.top.length && u.top[0].v > 0 ? u.top[0].v : 1,
+                 neg: u.bottom.length && u.bottom[0].v < 0 ? -u.bottom[0].v : (u.top.length ? Math.abs(u.top[0].v) || 1 : 1)};
     var badges = [u.dead ? "dead" : null, u.flipped ? "flipped" : null, u.is_shared ? "shared" : null,
                   u.is_selective ? "label-selective" : null].filter(Boolean);
     var head = el("div", {cls: "cardhead"}, el("h3", {text: "Unit " + u.unit}),
       el("span", {cls: "muted", text: "rank " + u.rank + " \u00b7 mean " + fmt(u.mean, 3) + " \u00b7 sd " + fmt(u.sd, 3) +
-        " \u00b7 skew " + fmt(u.skewness, 2) + " \u00b7 kurt " + fmt(u.kurtosis, 2) + " \u00b7 active " +
-        (A.isNum(u.active_share) ? (100 * u.active_share).toFixed(1) + "%" : "")}),
+        " \u00b7 skew " + fmt(u.skewness, 2) + " \u00b7 kurt " + fmt(u.kurtosis, 2) + " \u00b7 " +
+        shareText(u)}),
       badges.map(function (b) { return el("span", {cls: "badge " + b, text: b}); }));
-    var body = el("div", {cls: "main"},
+    var body = u.dead ? el("div", {cls: "main"}, el("p", {cls: "muted never", text: "never active: zero on every row"})) :
+      el("div", {cls: "main" + (u.top.length && u.top[0].img ? " pictures" : "")},
       examples("Top examples", u.top, scale),
       u.bands.map(function (b) {
+        var range = fmt(b.lo, 3) + " to " + fmt(b.hi, 3);
+        if (inputs.kind === "image") {       /* short, so that two bands of thumbnails share a line */
+          return examples("Band " + Math.round(100 * b.quantiles[0]) + "\u2013" + Math.round(100 * b.quantiles[1]) + " %",
+                          b.examples, scale, "quantiles of the active rows; values " + range);
+        }
         return examples("Band " + fmt(b.quantiles[0], 2) + "\u2013" + fmt(b.quantiles[1], 2) + " of active rows (" +
-                        fmt(b.lo, 3) + " to " + fmt(b.hi, 3) + ")", b.examples, scale);
+                        range + ")", b.examples, scale);
       }),
       examples("Lowest examples", u.bottom, scale));
     var node = el("article", {cls: "card", attrs: {"data-unit": u.unit}}, head,
-                  el("div", {cls: "cardbody"}, body, side(u)));
+                  el("div", {cls: "cardbody" + (inputs.kind === "image" ? " pictures" : "")}, body, side(u)));
     return node;
   }
 });

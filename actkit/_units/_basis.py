@@ -21,6 +21,7 @@ from another store (or another layer) is refused before any row is read.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -199,9 +200,20 @@ def _transformer(est, store, layer):
     return b
 
 
-def resolve_basis(basis, store, layer, device="cpu") -> Basis:
+def resolve_basis(basis, store, layer, device="cpu", side="a") -> Basis:
     """The :class:`Basis` that ``basis`` names for ``store[layer]`` (see the module docstring);
-    one-line errors for an unknown, foreign or mismatched basis."""
+    one-line errors for an unknown, foreign or mismatched basis (``side="b"``: the other store
+    of a match, its messages naming ``basis_b`` / ``--basis-b`` and ``--layer-b``)."""
+    if side == "a":
+        return _resolve(basis, store, layer, device)
+    try:
+        return _resolve(basis, store, layer, device)
+    except (InputError, LayerError) as exc:
+        text = re.sub(r"\bbasis\b", "basis_b (--basis-b)", str(exc), count=1).replace("--layer ", "--layer-b ")
+        raise type(exc)(text) from None
+
+
+def _resolve(basis, store, layer, device):
     if basis is None:
         rows = store[layer]
         return Basis("neuron", rows, rows.shape[1], source="neurons")

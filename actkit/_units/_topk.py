@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["new_topk", "add_entries", "dense_entries", "growing_chunks", "merge_topk"]
+__all__ = ["Ranked", "new_topk", "add_entries", "dense_entries", "growing_chunks", "merge_topk"]
 
 
 def new_topk(k: int, n_units: int):
@@ -100,17 +100,9 @@ def dense_entries(state, block, first_row: int, lower=False, floor=-np.inf):
     the block's type, or +-inf)."""
     thr = np.maximum(state[0][-1], floor).astype(block.dtype)
     cand = (block < -thr if lower else block > thr).reshape(-1)
-    r, u = np.divmod(_true(cand), block.shape[1])
+    r, u = np.divmod(np.flatnonzero(cand), block.shape[1])
     v = block[r, u]
     return u, (-v if lower else v), r + int(first_row), v
-
-
-def _true(flags):
-    """``np.flatnonzero`` of a (mostly False) bool vector, scanning it 8 flags at a time."""
-    m = flags.size // 8 * 8
-    words = np.flatnonzero(flags[:m].view(np.uint64))
-    pos = (words[:, None] * 8 + np.arange(8)).reshape(-1)
-    return np.concatenate([pos[flags[pos]], m + np.flatnonzero(flags[m:])])
 
 
 def merge_topk(a, b):
@@ -118,3 +110,52 @@ def merge_topk(a, b):
     k, n_units = a[0].shape
     parts = [np.concatenate(x) for x in zip(_entries(a), _entries(b))]
     return _select(k, n_units, *parts)
+
+
+class Ranked:
+    """A top-k state being folded: the state, its queue of candidate entries and the rows
+    folded so far. Candidates are queued (:meth:`offer`) and the state rebuilt once the queue
+    is as large as the state (its thresholds are those of the last rebuild: lower, so no
+    candidate is lost, and each entry is sorted about twice). Picklable: it travels between
+    Dask workers."""
+
+    __slots__ = ("state", "pending", "seen")
+
+    def __init__(self, k: int, n_units: int):
+        self.state, self.pending, self.seen = new_topk(k, n_units), [], 0
+
+    @property
+    def threshold(self) -> np.ndarray:
+        """(U,) each column's k-th best score at the last rebuild (-inf while not filled)."""
+        return self.state[0][-1]
+
+    def chunks(self, n: int, warm: int):
+        """:func:`growing_chunks` of a block of ``n`` rows folded after :attr:`seen`."""
+        return growing_chunks(n, self.seen, warm)
+
+    def offer(self, entries) -> None:
+        """Queue candidate entries ``(units, score, rows, payload)``."""
+        if entries[0].size:
+            self.pending.append(entries)
+        if sum(e[0].size for e in self.pending) >= 2 * self.state[0].size:
+            self.flush()
+
+    def flush(self) -> tuple:
+        """Fold the queue into the state; the state ``(values, rows, payload)``."""
+        if self.pending:
+            self.state = add_entries(self.state, *[np.concatenate(x) for x in zip(*self.pending)])
+            self.pending = []
+        return self.state
+
+    def final(self) -> tuple:
+        """The state with the queue folded in, this object unchanged."""
+        if not self.pending:
+            return self.state
+        return add_entries(self.state, *[np.concatenate(x) for x in zip(*self.pending)])
+
+    @staticmethod
+    def merged(a: "Ranked", b: "Ranked") -> "Ranked":
+        """The ranked state of ``a``'s rows then ``b``'s (neither modified)."""
+        out = Ranked.__new__(Ranked)
+        out.state, out.pending, out.seen = merge_topk(a.final(), b.final()), [], a.seen + b.seen
+        return out

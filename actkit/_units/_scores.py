@@ -3,7 +3,7 @@
 Two passes, both :class:`~actkit.runners.RowPass` descriptions (so Dask runs them too):
 
 1. **the units pass itself**, with the per-key sums folded in: each block's unit activations
-   are computed once and handed both to the units pass (:func:`actkit.units._pass.unit_pass`,
+   are computed once and handed both to the units pass (:func:`actkit._units._pass.unit_pass`,
    through a basis that returns them as they are) and to the fit split's sums of every unit
    over the rows of each token slot and each (previous token, token) slot, plus the fit total
    and, for k-sparse probing, each input sample's sum over its non-special rows. Per-token
@@ -30,9 +30,9 @@ import functools
 import numpy as np
 
 from actkit.runners import RowPass
-from actkit.units._score_plan import EVAL, FIT
+from actkit._units._score_plan import EVAL, FIT
 
-__all__ = ["SCORE_BYTES", "Computed", "fit_pass", "fused_pass", "heldout_pass", "r2", "unit_chunks"]
+__all__ = ["SCORE_BYTES", "Computed", "Entries", "fit_pass", "fused_pass", "heldout_pass", "r2", "unit_chunks"]
 
 #: bytes of per-key, per-sample and pooled sums held at once (units scored in chunks beyond)
 SCORE_BYTES = 512 << 20
@@ -54,11 +54,20 @@ class Computed:
         return block
 
 
+class Entries(tuple):
+    """A sparse basis's block entries ``(n, r, u, v)`` (:meth:`~actkit._units._basis.Basis.entries`)
+    that read as a block of ``n`` rows (``shape[0]``), as the units pass reads its blocks."""
+
+    @property
+    def shape(self):
+        return (int(self[0]),)
+
+
 def activations(basis, block, first_row=0):
     """A block's unit activations as the units pass takes them: a sparse basis's non-zero
-    entries ``(n, r, u, v)``, else dense float32 (n, units)."""
+    entries ``(n, r, u, v)`` (:class:`Entries`), else dense float32 (n, units)."""
     if basis.sparse:
-        return basis.entries(block, first_row)
+        return Entries(basis.entries(block, first_row))
     return np.ascontiguousarray(basis.activations(block, first_row), dtype=np.float32)
 
 

@@ -15,20 +15,23 @@ from pathlib import Path
 
 import numpy as np
 
+from actkit._device import check_device
+from actkit._groups import bootstrap_draws
+from actkit._units._api import _add_labels, _inputs, _int, _labels, _report, _run_pass, open_units_store
+from actkit._units._basis import Basis, resolve_basis
+from actkit._units._comparison import BasisComparison, assemble
+from actkit._units._pass import oriented
+from actkit._units._probe import Probes
+from actkit._units._score_plan import check_split, plan_scores
+from actkit._units._summary import TOP_FACTOR
+from actkit._units._tokens import K_TOKENS
+from actkit._units._unit_scores import Scoring
 from actkit.errors import InputError
-from actkit.units._api import _add_labels, _inputs, _int, _labels, _report, _run_pass, open_units_store
-from actkit.units._basis import Basis, resolve_basis
-from actkit.units._comparison import BasisComparison, assemble
-from actkit.units._probe import Probes
-from actkit.units._score_plan import check_split, plan_scores
-from actkit.units._unit_scores import Scoring
 
-__all__ = ["CONTROLS", "TOP_FACTOR", "compare_bases"]
+__all__ = ["CONTROLS", "compare_bases"]
 
 #: the controls a comparison can add
 CONTROLS = ("random_rotation",)
-#: top rows kept per unit for resampling the token purity: ``TOP_FACTOR x k``
-TOP_FACTOR = 3
 #: tokens either side of the examples of the best and worst units' cards
 CONTEXT = 8
 #: best and worst units (by token R^2) a comparison shows with their examples
@@ -118,28 +121,11 @@ def _recorded(store, inputs):
     return _inputs(store, inputs)
 
 
-def _row_labels(labels, layer):
-    """Labels per row: one per input sample (an array, or a label file as ``actkit evaluate``
-    reads it) is spread over the sample's rows."""
-    if labels is None:
-        return None
-    if isinstance(labels, (str, os.PathLike)):
-        from actkit.evaluation import read_labels  # the label files of actkit evaluate
-
-        labels = read_labels(labels, layer=layer)
-    arr = np.asarray(labels)
-    groups = np.asarray(layer.groups)
-    n_samples = int(groups.max()) + 1 if groups.size else 0
-    if arr.ndim == 1 and arr.shape[0] == n_samples and arr.shape[0] != groups.size:
-        return arr[groups]
-    return arr
-
-
 def _draws(plan, bootstrap, random_state):
     """(B, sample ids) multiplicities of the input samples in each resample (None without)."""
     if not bootstrap:
         return None
-    from actkit.inference import MIN_SAMPLES, bootstrap_draws  # resampling whole input samples
+    from actkit.inference import MIN_SAMPLES  # the fewest input samples a resampling accepts
 
     ids = np.unique(plan.sample)
     if ids.size < MIN_SAMPLES:
@@ -185,28 +171,32 @@ def _rotation(store, layer, bases, random_state, progress):
     return b
 
 
-def _label_aurocs(acc, names, flipped, n_units):
+def _label_aurocs(stats, names):
     """Every unit's label selectivity (the report shows only some units): ``(aurocs (n_units,),
-    summary)`` as :func:`actkit.units` reports them, or ``(None, None)`` without labels."""
+    summary)`` as :func:`actkit.units` reports them, or ``(None, None)`` without labels;
+    ``stats``: the pass's result as the report orients it."""
     if names is None:
         return None, None
-    flip = np.zeros(n_units, bool)
-    flip[np.asarray(flipped, np.int64)] = True
-    dicts = [{"unit": j} for j in range(n_units)]
-    summary = _add_labels(dicts, acc, names, flip)
+    dicts = [{"unit": j} for j in range(stats.n_units)]
+    summary = _add_labels(dicts, stats, names)
     return np.array([d["label"]["auroc"] if d.get("label") else np.nan for d in dicts]), summary
 
 
-def _score_basis(store, layer, basis, k, codes, names, rec, plan, draws, probes, random_state, progress, scheduler):
+def _score_basis(store, layer, basis, k, labels, rec, plan, draws, probes, random_state, progress, scheduler):
     """One basis: its Scoring (every unit's scores) and its unit report of the units it shows
     (the best and the worst by token R^2: rendering every unit's examples is a units report's
     work, not a comparison's)."""
+    codes, names, note = labels
     scoring = Scoring(plan, draws=draws, probes=None if probes is None else probes.fresh())
-    acc = _run_pass(basis, k, codes, 1 if names is None else len(names), random_state, scheduler, progress, scoring)
+    stats = _run_pass(basis, k, codes, 1 if names is None else len(names), random_state, scheduler, progress,
+                      scoring)
     scoring.shown = scoring.best_and_worst(SHOWN)
     ids = scoring.shown[0] + scoring.shown[1] or [0]
-    report = scoring.attach(_report(store, layer, basis, acc, k, CONTEXT, ids, None, rec, names, random_state), rec)
-    scoring.label_auroc, scoring.labels = _label_aurocs(acc, names, scoring.flipped, basis.n_units)
+    report = scoring.attach(_report(store, layer, basis, stats, k, CONTEXT, ids, None, rec, (names, note),
+                                    random_state), rec)
+    flip = np.zeros(basis.n_units, bool)
+    flip[np.asarray(scoring.flipped, np.int64)] = True
+    scoring.label_auroc, scoring.labels = _label_aurocs(oriented(stats, flip), names)
     return report, scoring
 
 
@@ -218,7 +208,7 @@ def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None,
     Every basis gets, per unit, ``token_purity``, ``token_r2``, ``context_r2`` (and
     ``label_auroc`` with labels; docs/definitions.md, section 7), summarised over its units
     (median, mean, 90th percentile, share at or above a threshold) with a bootstrap interval that
-    resamples input samples (centred percentile: :func:`actkit.units._summary.centred_interval`); with labels, the labels that have a unit of their
+    resamples input samples (centred percentile: :func:`actkit._units._summary.centred_interval`); with labels, the labels that have a unit of their
     own (AUROC >= 0.9) and SAEBench's k-sparse probing (k = 1, 2, 5); and a verdict for every
     pair of bases.
 
@@ -261,27 +251,28 @@ def compare_bases(store, layer=None, *, bases, k=20, labels=None, max_rows=None,
     Notes
     -----
     Memory: per basis, the units pass's state, the per-key sums of the scores (bounded by
-    :data:`actkit.units._scores.SCORE_BYTES`; units in chunks beyond), ``bootstrap x units``
+    :data:`actkit._units._scores.SCORE_BYTES`; units in chunks beyond), ``bootstrap x units``
     resampled scores and ``3 k x units`` top rows; never the rows x units matrix.
     """
+    check_device(device)  # a bad device is refused before any work
     k, bootstrap, controls = _check(k, eval_fraction, max_rows, bootstrap, confidence, controls)
     named = _named(bases)
     store, layer, opened = open_units_store(store, layer)
     try:
         resolved = _resolve(named, store, layer, device)
-        codes, names = _labels(_row_labels(labels, store[layer]), store[layer], int(store[layer].shape[0]))
+        labels = _labels(labels, store[layer], int(store[layer].shape[0]))   # (codes, names, note)
         rec = _recorded(store, inputs)
         plan = plan_scores(store[layer], rec, eval_fraction=eval_fraction, max_rows=max_rows,
-                           random_state=random_state, top=TOP_FACTOR * k, pool=codes is not None)
+                           random_state=random_state, top=max(TOP_FACTOR * k, K_TOKENS), pool=labels[0] is not None)
         if plan is None:
             raise InputError(f"layer {layer}: token scores need rows of tokens or patches (not pooled rows) from "
                              f"enough input samples to hold out eval_fraction={eval_fraction:g} of them and fit on "
                              "the rest")
         draws = _draws(plan, bootstrap, random_state)
-        probes, note = _probes(plan, codes, names, random_state)
+        probes, note = _probes(plan, labels[0], labels[1], random_state)
         if "random_rotation" in controls:
             resolved.append(("random_rotation", _rotation(store, layer, resolved, random_state, progress)))
-        runs = [(name, *_score_basis(store, layer, b, k, codes, names, rec, plan, draws, probes, random_state,
+        runs = [(name, *_score_basis(store, layer, b, k, labels, rec, plan, draws, probes, random_state,
                                      progress, scheduler)) for name, b in resolved]
         return assemble(store, layer, runs, plan, draws, k=k, confidence=confidence, bootstrap=bootstrap,
                         controls=controls, notes=[note] if note else [])

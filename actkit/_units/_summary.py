@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 
 
-__all__ = ["SCORES", "STATISTICS", "THRESHOLDS", "centred_interval", "difference", "purity_resampled", "statistics",
+__all__ = ["SCORES", "STATISTICS", "THRESHOLDS", "TOP_FACTOR", "centred_interval", "difference", "purity_resampled", "statistics",
            "summarize"]
 
 #: the per-unit scores a comparison summarises
@@ -39,6 +39,8 @@ SCORES = ("token_purity", "token_r2", "context_r2", "label_auroc")
 THRESHOLDS = {"token_purity": 0.5, "token_r2": 0.5, "context_r2": 0.5, "label_auroc": 0.9}
 #: the statistics of a score's distribution over units
 STATISTICS = ("median", "mean", "p90", "share")
+#: a unit's top rows a resampled token purity reads: ``TOP_FACTOR x k``
+TOP_FACTOR = 3
 
 
 def centred_interval(values, observed, confidence, low=-np.inf, high=np.inf):

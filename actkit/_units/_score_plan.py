@@ -9,7 +9,7 @@ The plan fixes, before any activation is read:
   token of the same input sample (-1 at a sample's first token and for images);
 * the **split** by whole input samples: of the samples with keyed rows (all, or a seeded choice
   of whole samples up to ``max_rows`` rows), a seeded ``eval_fraction`` is held out
-  (:func:`actkit.alignment.split`, the split compare uses); the rest is the fit split;
+  (:func:`actkit._groups.heldout_samples`, the split compare uses); the rest is the fit split;
 * compact **slots**: only the tokens (pairs) seen in both splits get a slot, since a key seen
   only in the fit split predicts nothing held out and a held-out key unseen in the fit split
   backs off (pair -> token -> the fit split's mean). So the per-key sums are bounded by the
@@ -26,18 +26,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from actkit._groups import SampleGroups, heldout_samples
 from actkit.errors import InputError
 
 __all__ = ["RowKeys", "ScorePlan", "check_split", "plan_scores", "row_tokens"]
 
 #: roles of a row in the scores: not scored (pooled, or outside ``max_rows``), fit, held out
 NONE, FIT, EVAL = 0, 1, 2
-
-
-def _sample_of_rows(layer) -> np.ndarray:
-    """Input sample of every row: rows of one input share a group. (The rule "input samples are
-    the unit of resampling" moves to actkit/_groups.py with issue 51; this reads it today.)"""
-    return np.asarray(layer.index[:, 0], np.int64)
 
 
 def row_tokens(index, inputs):
@@ -52,6 +47,10 @@ def row_tokens(index, inputs):
         token = np.where(pos >= 0, pos, -1)
         special = (pos >= 0) & (pos < int(getattr(inputs, "prefix_tokens", 0) or 0))
         return token, np.full(n, -1, np.int64), special
+    if hasattr(inputs, "token_at"):                       # recorded inputs: one vectorised look-up
+        token = inputs.token_at(sample, pos)
+        prev = np.where(pos >= 1, inputs.token_at(sample, np.maximum(pos - 1, 0)), -1)
+        return token, np.where(token >= 0, prev, -1), inputs.is_special(sample, pos) & (token >= 0)
     used = np.unique(sample[pos >= 0])
     none = np.full(n, -1, np.int64)
     if used.size == 0:
@@ -126,8 +125,9 @@ class ScorePlan:
     top : int
         Top rows per unit the pass keeps (more than the report's ``k`` where the token purity is
         resampled).
-    grid : tuple or None
-        Images: ``(prefix positions, rows, cols)`` of the patch grid (a key's cell).
+    layout : tuple
+        ``(positions, layer attributes)``: what a :class:`~actkit._units._examples.Renderer`
+        needs to name a key (an image's patch grid).
     pool : bool
         Also the mean-pooled rows of every scored sample (k-sparse probing).
     """
@@ -154,7 +154,7 @@ class ScorePlan:
     top: int = 0
     pool: bool = False
     pool_slot: np.ndarray = field(default=None, repr=False)
-    grid: tuple | None = None
+    layout: tuple = (0, None)
 
     @property
     def has_context(self) -> bool:
@@ -218,17 +218,16 @@ def plan_scores(layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state
     token rows to hold out ``eval_fraction`` of them and keep one to fit on."""
     if inputs is None or getattr(inputs, "kind", None) not in ("text", "image"):
         return None
-    from actkit.alignment import split  # the fit/eval split by whole input samples compare uses
-
     token, prev, special = row_tokens(layer.index, inputs)
-    sample = _sample_of_rows(layer)
+    sample = np.asarray(layer.groups, np.int64)
     keyed = token >= 0
     scored = _scored_samples(sample, keyed, max_rows, random_state)
     in_scope = keyed & np.isin(sample, scored)
     n_eval = int(round(float(eval_fraction) * scored.size))
     if scored.size < 2 or not 1 <= n_eval <= scored.size - 1:   # pooled rows, or too few samples to split
         return None
-    is_eval, _ = split(int(in_scope.sum()), sample[in_scope], float(eval_fraction), int(random_state))
+    groups = SampleGroups(sample[in_scope], int(in_scope.sum()))
+    is_eval = heldout_samples(groups.G, eval_fraction, int(random_state))[groups.inverse]
     role = np.zeros(token.size, np.int8)
     role[np.flatnonzero(in_scope)] = np.where(is_eval, EVAL, FIT)
     fit, ev = role == FIT, role == EVAL
@@ -240,15 +239,11 @@ def plan_scores(layer, inputs, *, eval_fraction=0.2, max_rows=None, random_state
     heldout = np.unique(sample[ev])
     eslot = np.where(ev, np.searchsorted(heldout, sample), -1)
     pool_slot = np.where(in_scope & ~special, np.searchsorted(scored, sample), -1) if pool else None
-    grid = None
-    if inputs.kind == "image":
-        from actkit.units._examples import Renderer  # the patch grid the examples are boxed on
-
-        grid = Renderer(inputs, 0, int(token.max()) + 1, dict(getattr(layer, "attrs", {}) or {})).grid
+    layout = (int(np.asarray(layer.index)[:, 1].max()) + 1, dict(getattr(layer, "attrs", {}) or {}))
     return ScorePlan(kind=str(inputs.kind), token=token, prev=prev, special=special, sample=sample, role=role,
                      heldout=heldout, scored=scored, tslot=tslot, pslot=pslot, n_tok=n_tok, n_pair=n_pair,
                      fit_count=np.bincount(slot, minlength=n_tok + n_pair).astype(np.float64),
                      n_fit=int(fit.sum()), eslot=eslot,
                      eval_count=np.bincount(eslot[ev], minlength=heldout.size).astype(np.float64),
                      eval_fraction=float(eval_fraction), max_rows=None if max_rows is None else int(max_rows),
-                     random_state=int(random_state), top=int(top), pool=bool(pool), pool_slot=pool_slot, grid=grid)
+                     random_state=int(random_state), top=int(top), pool=bool(pool), pool_slot=pool_slot, layout=layout)

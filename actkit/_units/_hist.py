@@ -7,6 +7,10 @@ exact, the bins never overlap, and two partial histograms merge exactly (the fin
 coarsened to the other's width). Every histogram is therefore numpy's
 ``np.histogram(column, edges)`` for its own edges (:func:`trimmed`). With ``classes`` > 1 the
 counts are split by a label per row, shape (U, classes, bins).
+
+A histogram made with ``edges=True`` also counts the values lying exactly on each bin's left
+edge, so that :func:`flipped` gives the histogram of the negated column exactly (a value on
+an edge belongs to the bin above it, in both orientations, as ``np.histogram`` counts it).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["new_hist", "add_hist", "add_hist_entries", "merge_hist", "trimmed"]
+__all__ = ["new_hist", "add_hist", "add_hist_entries", "flipped", "merge_hist", "trimmed"]
 
 #: bins per column while counting (a histogram shows between half and all of them)
 BINS = 256
@@ -23,10 +27,24 @@ BINS = 256
 SLAB = 1 << 18
 
 
-def new_hist(n_units: int, classes: int = 1, bins: int = BINS):
-    """An empty state: ``{"e", "lo", "counts", "set"}``."""
+def new_hist(n_units: int, classes: int = 1, bins: int = BINS, edges: bool = False):
+    """An empty state: ``{"e", "lo", "counts", "set", "edges"}`` (``edges``: None, or the
+    counts of values on each bin's left edge, shaped as ``counts``)."""
     return {"e": np.zeros(n_units, np.int64), "lo": np.zeros(n_units, np.int64),
-            "counts": np.zeros((n_units, classes, bins), np.int64), "set": np.zeros(n_units, bool)}
+            "counts": np.zeros((n_units, classes, bins), np.int64), "set": np.zeros(n_units, bool),
+            "edges": np.zeros((n_units, classes, bins), np.int64) if edges else None}
+
+
+def _remap(dst, src, lo, d, mn, used):
+    """Add bins ``used`` of ``src`` (classes, bins), whose bin i starts at ``(lo + i) * w``, into
+    ``dst`` with bins ``2**d`` times wider starting at ``mn * 2**d * w``."""
+    np.add.at(dst, (slice(None), ((lo + used) >> d) - mn), src[:, used])
+
+
+def _remap_edges(dst, src, lo, d, mn, used):
+    """As :func:`_remap` for edge counts: only the edges that stay edges (multiples of the new width)."""
+    used = used[((lo + used) & ((1 << d) - 1)) == 0]
+    np.add.at(dst, (slice(None), ((lo + used) >> d) - mn), src[:, used])
 
 
 def _occupied(counts_j):
@@ -58,11 +76,15 @@ def _refit(state, j, vmin, vmax, min_e=None):
             break
         d += 1
     new = np.zeros_like(state["counts"][j])
+    edges = None if state["edges"] is None else np.zeros_like(new)
     if occ is not None:
-        idx = ((lo + np.arange(bins)) >> d) - mn
         used = np.arange(occ[0], occ[1] + 1)
-        np.add.at(new, (slice(None), idx[used]), state["counts"][j][:, used])
+        _remap(new, state["counts"][j], lo, d, mn, used)
+        if edges is not None:
+            _remap_edges(edges, state["edges"][j], lo, d, mn, used)
     state["counts"][j], state["e"][j], state["lo"][j], state["set"][j] = new, e + d, mn, True
+    if edges is not None:
+        state["edges"][j] = edges
 
 
 def _fit(state, vmin, vmax):
@@ -82,6 +104,8 @@ def add_hist_entries(state, n, r, u, v, labels=None, extremes=None):
     the block's (n,) class codes; ``extremes``: the block's column minima and maxima (zeros
     included)."""
     U, C, B = state["counts"].shape
+    if state["edges"] is not None:
+        raise ValueError("edge counts are kept for dense units only (codes are never flipped)")
     if n == 0:
         return state
     _fit(state, *extremes)
@@ -115,17 +139,24 @@ def add_hist(state, block, labels=None, extremes=None):
     rows = max(1, max(SLAB, U * C * B) // U)  # a slab at a time: its temporaries stay in cache
     for s in range(0, block.shape[0], rows):
         idx = np.multiply(block[s:s + rows], scale, dtype=ft)
-        np.floor(idx, out=idx)
+        if state["edges"] is None:
+            np.floor(idx, out=idx)
+        else:  # values on an edge: their bin's left edge (x * 2**-e exact, so floor(x) == x exactly there)
+            on = np.floor(idx)
+            on, idx = np.flatnonzero(on == idx), on
         idx += offset
         if lab is not None:
             idx += (lab[s:s + rows] * B).astype(ft)[:, None]
-        state["counts"] += np.bincount(idx.astype(np.intp).ravel(), minlength=U * C * B).reshape(U, C, B)
+        flat = idx.astype(np.intp).ravel()
+        state["counts"] += np.bincount(flat, minlength=U * C * B).reshape(U, C, B)
+        if state["edges"] is not None and on.size:
+            np.add.at(state["edges"].reshape(-1), flat[on], 1)
     return state
 
 
 def merge_hist(a, b):
     """The histogram of ``a``'s rows and ``b``'s (neither modified)."""
-    out = {k: v.copy() for k, v in a.items()}
+    out = {k: None if v is None else v.copy() for k, v in a.items()}
     for j in np.flatnonzero(b["set"]):
         occ = _occupied(b["counts"][j])
         if occ is None:
@@ -133,11 +164,31 @@ def merge_hist(a, b):
         w = 2.0 ** int(b["e"][j])
         lo_b = int(b["lo"][j])
         _refit(out, j, (lo_b + occ[0]) * w, (lo_b + occ[1]) * w, min_e=int(b["e"][j]))
-        d = int(out["e"][j] - b["e"][j])
+        d, mn = int(out["e"][j] - b["e"][j]), int(out["lo"][j])
         used = np.arange(occ[0], occ[1] + 1)
-        idx = ((lo_b + used) >> d) - int(out["lo"][j])
-        np.add.at(out["counts"][j], (slice(None), idx), b["counts"][j][:, used])
+        _remap(out["counts"][j], b["counts"][j], lo_b, d, mn, used)
+        if out["edges"] is not None:
+            _remap_edges(out["edges"][j], b["edges"][j], lo_b, d, mn, used)
     return out
+
+
+def flipped(state, flip):
+    """The histogram state of the columns with ``flip`` (U,) bool negated, the others as they
+    are (a new state, one bin more, without edge counts): a negated value off an edge lands
+    in the mirrored bin, one on a bin's left edge in the bin above the mirrored one, as
+    ``np.histogram`` of the negated column counts it. Needs a state made with ``edges=True``
+    where any column is flipped."""
+    if np.any(flip) and state["edges"] is None:
+        raise ValueError("flipping a histogram needs its edge counts (new_hist(..., edges=True))")
+    counts = np.concatenate([state["counts"], np.zeros_like(state["counts"][..., :1])], axis=-1)
+    lo = state["lo"].copy()
+    for j in np.flatnonzero(flip):
+        c, on = state["counts"][j], state["edges"][j]
+        out = np.zeros_like(counts[j])
+        out[:, :-1] = (c - on)[:, ::-1]  # bin i -> B - 1 - i
+        out[:, 1:] += on[:, ::-1]  # its left edge -> bin B - i
+        counts[j], lo[j] = out, -(lo[j] + c.shape[-1])
+    return {"e": state["e"].copy(), "lo": lo, "counts": counts, "set": state["set"].copy(), "edges": None}
 
 
 def trimmed(state, j):

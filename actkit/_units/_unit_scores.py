@@ -1,38 +1,27 @@
 """The token scores of one unit report: :class:`Scoring` runs the units pass with the scores
-folded in, then the held-out pass (:mod:`actkit.units._scores`), and adds to every shown unit
+folded in, then the held-out pass (:mod:`actkit._units._scores`), and adds to every shown unit
 ``token_purity``, ``token_r2``, ``context_r2`` and ``description`` (docs/definitions.md,
 section 7), and to the report the split they were computed on (``scores``).
 
 For :func:`actkit.compare_bases` it also keeps what the bootstrap by input sample needs, one
 chunk of units at a time: the resampled held-out R^2 of every unit (``draws``: resampled
-multiplicities of the input samples), each unit's ``top`` highest rows (more than ``k``: the
-top-``k`` rows of a resample are among them) and, for k-sparse probing, the candidate units of
-every label (:mod:`actkit.units._probe`).
+multiplicities of the input samples), the pass's result with each unit's ``top`` highest rows
+(more than ``k``: the top-``k`` rows of a resample are among them) and, for k-sparse probing,
+the candidate units of every label (:mod:`actkit._units._probe`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from actkit.units._score_plan import plan_scores
-from actkit.units._scores import (Computed, fit_pass, fused_pass, heldout_pass, predictions, r2,
+from actkit._units._examples import Renderer
+from actkit._units._pass import finish, oriented, setup, unit_pass
+from actkit._units._purity import key_namer, unit_tokens
+from actkit._units._score_plan import plan_scores
+from actkit._units._scores import (Computed, fit_pass, fused_pass, heldout_pass, predictions, r2,
                                   unit_chunks)
-from actkit.units._tokens import key_namer, unit_tokens
 
 __all__ = ["Scoring"]
-
-
-def _keep_first(acc, k, sparse):
-    """The units pass's top and bottom rows and values ``((rows, values), (rows, values) or
-    None)``, each (K, units), row -1 for an empty slot (or a sparse unit's non-positive value);
-    ``acc`` keeps its first ``k`` (what a report of ``k`` shows: the top-``k`` of the top-``K``).
-    Reads the pass's states ``(values, rows, payload)`` (bottom: the largest of ``-value``)."""
-    values, rows = acc["top"][0], acc["top"][1]
-    top = (np.where(values > 0, rows, -1) if sparse else rows.copy(), values.copy())
-    bottom = None if sparse else (acc["bottom"][1].copy(), acc["bottom"][0].copy())
-    for name in ("top", "bottom"):
-        acc[name] = tuple(a[:k] for a in acc[name])
-    return top, bottom
 
 
 class Scoring:
@@ -44,16 +33,16 @@ class Scoring:
     draws : ndarray of shape (B, n_sample_ids), optional
         Bootstrap multiplicities of every input sample id: the held-out R^2 resampled.
     probes : Probes, optional
-        The k-sparse probing tasks (:class:`actkit.units._probe.Probes`).
+        The k-sparse probing tasks (:class:`actkit._units._probe.Probes`).
     budget : int, optional
-        Bytes of sums held at once (:data:`actkit.units._scores.SCORE_BYTES`).
+        Bytes of sums held at once (:data:`actkit._units._scores.SCORE_BYTES`).
     """
 
     def __init__(self, plan, *, draws=None, probes=None, budget=None):
         self.plan, self.draws, self.probes, self.budget = plan, draws, probes, budget
         self.token_r2 = self.context_r2 = self.token_purity = self.description = None
         self.boot_token_r2 = self.boot_context_r2 = None
-        self.top = self.bottom = None
+        self.stats = None
         self.flipped, self.shown = [], ([], [])
         self.label_auroc = self.labels = None
         self.chunks = []
@@ -66,15 +55,15 @@ class Scoring:
         return None if plan is None else cls(plan)
 
     def run(self, basis, k, rows, codes, classes, random_state, threads, scheduler, progress):
-        """The units pass of ``basis`` (as :func:`actkit.units._api._run_pass` runs it) with the
-        per-key sums folded in, then the held-out pass, chunk by chunk; the pass's finished
-        state (its top and bottom rows cut to ``k``)."""
+        """The units pass of ``basis`` (as :func:`actkit._units._api._run_pass` runs it, its
+        ``k`` highest rows per unit) with the per-key sums folded in, then the held-out pass,
+        chunk by chunk; the pass's :class:`~actkit._units._pass.UnitStats`."""
         from actkit.runners import runner_for  # the runner decides where the passes run
-        from actkit.units._pass import finish, unit_pass  # the units pass, run over Computed activations
 
         keys = self.plan.keys
-        up = unit_pass(Computed(basis), max(int(k), self.plan.top), rows, labels=codes, classes=classes,
-                       random_state=random_state, threads=threads)
+        st = setup(basis, max(int(k), self.plan.top), labels=codes, classes=classes, random_state=random_state,
+                   flippable=basis.kind == "ica")
+        up = unit_pass(st._replace(basis=Computed(basis)), rows, threads=threads)  # fed the activations once
         n_units = basis.n_units
         self.token_r2 = np.full(n_units, np.nan)
         self.context_r2 = np.full(n_units, np.nan) if keys.has_context else None
@@ -86,14 +75,14 @@ class Scoring:
             for i, (lo, hi) in enumerate(self.chunks):
                 if i == 0:
                     out = runner.run(X, fused_pass(up, basis, keys, lo, hi), desc="units", progress=progress)
-                    acc, fit = finish(out["units"]), out["fit"]
+                    stats, fit = finish(out["units"], st), out["fit"]
                 else:
                     fit = runner.run(X, fit_pass(basis, keys, lo, hi, rows, threads), desc="scores", progress=progress)
                 held = runner.run(X, heldout_pass(basis, keys, predictions(fit, keys), lo, hi, rows, threads),
                                   desc="held-out rows", progress=progress)
                 self._chunk(lo, hi, held.reshape(keys.n_heldout, -1, hi - lo), fit)
-        self.top, self.bottom = _keep_first(acc, int(k), basis.sparse)
-        return acc
+        self.stats = stats
+        return stats
 
     def _chunk(self, lo, hi, held, fit):
         """Units ``lo:hi``: their held-out R^2 (and resampled), and their probing candidates."""
@@ -110,15 +99,14 @@ class Scoring:
         if self.probes is not None:
             self.probes.add_units(lo, fit["pool"])
 
-    def oriented_top(self, flipped=None):
-        """``(rows, values)``, each (K, units): the top rows of each unit as the report orients it
-        (a flipped ICA source's top rows are its lowest; its values those of the negated source)."""
-        flipped = self.flipped if flipped is None else flipped
-        if self.bottom is None or not len(flipped):
-            return self.top
-        flip = np.zeros(self.top[0].shape[1], bool)
-        flip[np.asarray(flipped, np.int64)] = True
-        return tuple(np.where(flip[None, :], b, t) for t, b in zip(self.top, self.bottom))
+    def oriented_top(self):
+        """``(values, rows)``, each (K, units): every unit's top rows as the report orients it
+        (a flipped ICA source's are its lowest, its values those of the negated source); row -1
+        for an empty slot or a sparse unit's inactive row."""
+        flip = np.zeros(self.stats.n_units, bool)
+        flip[np.asarray(self.flipped, np.int64)] = True
+        values, rows = oriented(self.stats, flip).top
+        return values, (np.where(values > 0, rows, -1) if self.stats.bottom is None else rows)
 
     def best_and_worst(self, n):
         """``(best, worst)``: the ``n`` units of the highest ``token_r2`` (highest first) and the
@@ -136,9 +124,10 @@ class Scoring:
         data = report._data
         plan, k = self.plan, int(data["k"])
         self.flipped = list(data.get("flipped") or [])
-        rows, values = self.oriented_top()
+        values, rows = self.oriented_top()
         keys = np.where(rows >= 0, plan.token[np.maximum(rows, 0)], -2)
-        self.token_purity, self.description = unit_tokens(keys, values, k, key_namer(inputs, plan.grid))
+        name = key_namer(Renderer(inputs, 0, *plan.layout))
+        self.token_purity, self.description = unit_tokens(keys, values, k, name)
         for u in data["units"]:
             j = int(u["unit"])
             u["token_purity"] = float(self.token_purity[j])

@@ -11,7 +11,7 @@ The balanced task of label ``c`` (fit and held-out split each, as SAEBench's
 the other labels hold fewer, as many of ``c`` as there are others). Draws are seeded by
 ``random_state`` and the label.
 
-The units are scored a chunk at a time (:mod:`actkit.units._scores`): each chunk keeps, per
+The units are scored a chunk at a time (:mod:`actkit._units._scores`): each chunk keeps, per
 label, its ``max(ks)`` units of the largest difference and their pooled rows, so a basis of any
 width needs only ``labels x max(ks)`` pooled columns at the end.
 """
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from actkit.units._summary import centred_interval
+from actkit._units._summary import centred_interval
 
 __all__ = ["KS", "MIN_POSITIVES", "Probes"]
 

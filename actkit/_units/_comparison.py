@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit.units._report import _clean
-from actkit.units._summary import SCORES, STATISTICS, THRESHOLDS, difference, purity_resampled, summarize
+from actkit._json import json_ready
+from actkit._units._summary import (SCORES, STATISTICS, THRESHOLDS, TOP_FACTOR, difference, purity_resampled,
+                                    summarize)
 
 __all__ = ["SCHEMA", "BasisComparison", "assemble"]
 
@@ -28,7 +29,7 @@ def _per_unit(scoring):
 
 def _resampled_purity(scoring, plan, draws, k):
     """(B, units) token purity of every resample (the unit's top ``K`` rows, as oriented)."""
-    rows = scoring.oriented_top()[0]
+    rows = scoring.oriented_top()[1][:TOP_FACTOR * k]
     ok = rows >= 0
     keys = np.where(ok, plan.token[np.maximum(rows, 0)], -2)
     samples = np.where(ok, plan.sample[np.maximum(rows, 0)], -1)
@@ -141,7 +142,7 @@ def assemble(store, layer, runs, plan, draws, *, k, confidence, bootstrap, contr
         reports[name] = report
     first = runs[0][1]._data
     data = {"schema": SCHEMA, "store": str(getattr(store, "path", "")), "layer": layer, "n_rows": first["n_rows"],
-            "n_samples": first["n_samples"], "k": int(k), "top_rows": int(plan.top), "bootstrap": int(bootstrap),
+            "n_samples": first["n_samples"], "k": int(k), "top_rows": TOP_FACTOR * int(k), "bootstrap": int(bootstrap),
             "confidence": float(confidence), "interval": "centred percentile", "thresholds": dict(THRESHOLDS),
             "controls": list(controls), "split": plan.info(), "inputs": _inputs(reports, entries),
             "labels": None if first.get("labels") is None else first["labels"]["names"],
@@ -156,7 +157,7 @@ class BasisComparison:
 
     * ``store``, ``layer``, ``n_rows``, ``n_samples``, ``k``, ``top_rows`` (rows per unit kept
       for resampling the purity), ``bootstrap``, ``confidence``, ``interval`` ("centred percentile":
-      :func:`actkit.units._summary.centred_interval`),
+      :func:`actkit._units._summary.centred_interval`),
       ``thresholds``, ``controls``, ``labels`` (names or None), ``notes``;
     * ``split``: ``eval_fraction``, ``max_rows``, ``random_state``, ``key`` ("token" or "patch
       cell"), ``fit_rows``, ``heldout_rows``, ``scored_samples``, ``heldout_samples`` (ids);
@@ -167,13 +168,13 @@ class BasisComparison:
       (``label_auroc`` without intervals); ``labels``: ``{"with_own_unit", "count",
       "threshold"}``; ``probing``: ``{k: {"accuracy", "ci_low", "ci_high", "per_label",
       "units"}}`` (k = 1, 2, 5); ``units``: every unit's scores and ``description``;
-      ``best`` / ``worst``: the unit dicts (:class:`~actkit.units.UnitReport`'s schema) of the
+      ``best`` / ``worst``: the unit dicts (:class:`~actkit.UnitReport`'s schema) of the
       five units of the highest and of the lowest token R^2 (worst first); ``flipped``;
     * ``verdicts``: per pair of bases and score ``{"a", "b", "score", "statistic", "a_value",
       "b_value", "difference", "ci_low", "ci_high", "resolved", "text"}`` (``text``: the
       verdict in words, :func:`verdict_text`).
 
-    ``reports`` holds each basis's :class:`~actkit.units.UnitReport` of the units it shows (the
+    ``reports`` holds each basis's :class:`~actkit.UnitReport` of the units it shows (the
     best and the worst: a comparison renders no other unit's examples; run :func:`actkit.units`
     for every unit's card).
     """
@@ -184,7 +185,7 @@ class BasisComparison:
 
     def to_dict(self) -> dict:
         """The comparison's data (JSON-safe: plain Python types, NaN as None)."""
-        return _clean(self._data)
+        return json_ready(self._data)
 
     @property
     def bases(self) -> list:
