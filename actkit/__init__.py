@@ -71,6 +71,8 @@ _LAZY = {
     "match_units": "actkit._units",
     "UnitReport": "actkit._units",
     "UnitMatch": "actkit._units",
+    "compare_bases": "actkit._units",
+    "BasisComparison": "actkit._units",
 }
 
 # sub-packages reachable as attributes (``actkit.metrics.linear_cka``, ``actkit.alignment``)

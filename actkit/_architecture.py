@@ -81,7 +81,8 @@ FLOORS: list = [
         ("metrics", ["actkit.metrics"], "CKA, CCA, R^2, Amari, MCC, Hoyer, InfoMEC, softmax distances"),
         ("units", ["actkit._units"],
          "`units`, `match_units`, `UnitReport`, `UnitMatch`: what each unit of any basis responds to (top-k, "
-         "bands, histograms, moments in one pass of declared states; logit lens; label selectivity; matched units)"),
+         "bands, histograms, moments in one pass of declared states; logit lens; label selectivity; matched units); "
+         "per-unit token scores; `compare_bases`, `BasisComparison`: bases side by side"),
         ("alignment", ["actkit.alignment"],
          "`align`, `compare` (its steps: `alignment.steps`), `compare_many` (and their task lists), "
          "`compare_stores` / `compare_store_matrix` (what `actkit compare` prints and writes), maps, splits, "
@@ -123,6 +124,7 @@ HANDOFFS = {
     ("actkit._units._api", "_labels"): "evaluation",
     ("actkit._units._report", "UnitReport.to_html"): "pages",
     ("actkit._units._report", "UnitReport._repr_html_"): "pages",
+    ("actkit._units._comparison", "BasisComparison.to_html"): "pages",
     ("actkit.alignment._stores", "StoreComparison.to_html"): "pages",
     ("actkit.alignment._stores", "StoreMatrices.to_html"): "pages",
 }

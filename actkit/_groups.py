@@ -21,6 +21,8 @@ module says, once, what that means; :class:`SampleGroups` carries it for one set
   resamples of the samples with replacement (:func:`bootstrap_draws`, stream 2; the held-out
   errors' resamples stream 3), and one re-pairing for a chance level
   (:meth:`SampleGroups.one_permutation`, ``default_rng([random_state, window])``).
+* **the fit/eval split**: a seeded share of the samples held out (:func:`heldout_samples`),
+  the split of compare and of the units' token scores;
 * **a clustered standard error** of the mean of per-row values, the rows clustered by sample
   (:meth:`SampleGroups.clustered_se`).
 * **the same rows**: two sources (stores, store layers, arrays) hold the same input samples
@@ -40,7 +42,7 @@ import numpy as np
 
 from actkit.errors import ValidationError
 
-__all__ = ["SampleGroups", "permutation_draws", "bootstrap_draws", "clustered_se", "check_same_rows"]
+__all__ = ["SampleGroups", "permutation_draws", "bootstrap_draws", "clustered_se", "check_same_rows", "heldout_samples"]
 
 
 class SampleGroups:
@@ -218,6 +220,16 @@ def permutation_draws(n_s, N, random_state):
         if N:
             perms[:, idx] = idx[rng.permuted(np.tile(np.arange(idx.size), (N, 1)), axis=1)]
     return perms, movable / G
+
+
+def heldout_samples(G, eval_fraction, random_state) -> np.ndarray:
+    """(G,) bool: the samples a fit/eval split holds out, ``round(eval_fraction * G)`` of them,
+    the first of ``np.random.default_rng(random_state).permutation(G)`` (compare's split and
+    the units' token scores; the caller checks that both sides keep a sample)."""
+    order = np.random.default_rng(random_state).permutation(int(G))
+    is_eval = np.zeros(int(G), bool)
+    is_eval[order[:int(round(float(eval_fraction) * G))]] = True
+    return is_eval
 
 
 def bootstrap_draws(G, M, random_state, stream=2):

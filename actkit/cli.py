@@ -39,6 +39,7 @@ COMMANDS = [
     "demo",
     "reproduce",
     "units",
+    "bases",
     "zoo",
 ]
 
@@ -77,11 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 # the commands that compute (every command runs under the thread policy; these take --threads)
 THREADED = ("extract", "whiten", "ica", "dictionary", "sae-eval", "compare", "import", "consolidate", "verify", "demo",
-            "reproduce", "units")
+            "reproduce", "units", "bases")
 
 
 # the commands that read stores (these take --no-verify)
-READS_STORES = ("whiten", "ica", "dictionary", "compare", "evaluate", "export", "sweep", "units")
+READS_STORES = ("whiten", "ica", "dictionary", "compare", "evaluate", "export", "sweep", "units", "bases")
 
 
 def _positive_int(text: str) -> int:

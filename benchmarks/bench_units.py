@@ -35,6 +35,10 @@ Run::
     python benchmarks/bench_units.py --floor         # + a floor: the histogram and moments alone, compiled
     python benchmarks/bench_units.py --page          # the units page in chromium (issue 41): size, time to
                                                      # interactive (benchmarks/bench_pages.py; its flags follow)
+    python benchmarks/bench_units.py --bases         # issue 50: compare_bases with three bases against the
+                                                     # three unit reports it needs (300,000 x 384, recorded
+                                                     # text inputs); --store S --layer L --basis B1 --basis B2
+                                                     # runs it on a store of yours
 """
 
 from __future__ import annotations
@@ -190,6 +194,12 @@ def main(argv=None):
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "--bases" in argv:  # issue 50: compare_bases against its unit reports (bench_bases.py's run)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_bases import main as bases_main
+
+        argv.remove("--bases")
+        return bases_main(argv)
     if "--page" in argv:  # the page's size and speed, measured in the browser: bench_pages.py's run
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from bench_pages import main as page_main
@@ -206,6 +216,9 @@ def main(argv=None):
     p.add_argument("--vocab", type=int, default=5000, help="words of the recorded text inputs (default: 5000)")
     p.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is kept (default: 3)")
     p.add_argument("--work-dir", default=None)
+    p.add_argument("--bases", action="store_true",
+                   help="issue 50: compare_bases with three bases against the three unit reports it needs "
+                        "(benchmarks/bench_bases.py; its flags follow)")
     p.add_argument("--floor", action="store_true",
                    help="also time a compiled histogram and moments alone (needs numba): the neurons floor")
     args = p.parse_args(argv)

@@ -107,6 +107,13 @@ _LONG = {
         "every measure and its reference package on 5,000 x 512 rows (minutes); its numbers are in docs/measures.md",
     ("docs/extraction.md", "torchrun --nproc-per-node 4 -m actkit extract EleutherAI/pythia-410m"):
         "needs 4 CUDA devices and the hub; tests/test_distributed.py runs 2-rank torchrun on CPU",
+    ("docs/bases.md", "python benchmarks/bench_units.py --bases"):
+        "compare_bases and three unit reports on 300,000 x 384 rows, and on the study's MiniLM store (minutes); "
+        "its numbers are in docs/bases.md, \"Speed\"; tests/test_bases.py runs compare_bases on small stores",
+    ("docs/bases.md", "python benchmarks/study_bases_real.py --work /tmp/bases-real"):
+        "extracts all-MiniLM-L6-v2 on 7,611 paragraphs, fits ICA, a dictionary and an SAE per layer, compares "
+        "(about two hours on 2 busy cores); its numbers are in docs/bases.md; tests/test_bases.py and "
+        "tests/test_unit_scores.py check the machinery on small stores",
 }
 
 

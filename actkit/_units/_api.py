@@ -17,7 +17,9 @@ from actkit._units._hist import trimmed
 from actkit._units._lens import add_lens
 from actkit._units._pass import finish, oriented, setup, unit_pass
 from actkit._units._report import SCHEMA, UnitReport
+from actkit._units._score_plan import check_split
 from actkit._units._select import SELECTIVE_AUROC, selectivity
+from actkit._units._unit_scores import Scoring
 from actkit._units._tokens import K_TOKENS, add_top_tokens
 from actkit.errors import InputError, LayerError
 
@@ -137,12 +139,14 @@ def per_row_labels(labels, layer_obj, n):
                              f"({n / max(m, 1):.1f} rows per sample)")
 
 
-def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress):
+def _run_pass(basis, k, codes, n_classes, random_state, scheduler, progress, scoring=None):
     """The pass over the basis's rows (:mod:`actkit._units._pass`): its :class:`UnitStats`."""
     from actkit.runners import runner_for  # the runner decides where the pass runs
 
     rows = block_rows(max(basis.n_units, int(basis.rows.shape[1])), max_rows=MAX_BLOCK_ROWS)
     threads = basis.sae is None or str(getattr(basis.sae, "device", "cpu")) == "cpu"
+    if scoring is not None:  # the token scores folded into the same pass, then the held-out rows
+        return scoring.run(basis, k, rows, codes, n_classes, random_state, threads, scheduler, progress)
     st = setup(basis, k, labels=codes, classes=n_classes, random_state=random_state, flippable=basis.kind == "ica")
     with runner_for(basis.rows, scheduler, block_rows=rows) as (X, runner):
         return finish(runner.run(X, unit_pass(st, rows, threads=threads), desc="units", progress=progress), st)
@@ -229,7 +233,7 @@ def _add_labels(unit_dicts, stats, names):
 
 def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=None, max_units=None,
           random_state=0, device="cpu", progress=None, inputs=None, scheduler=None,
-          k_tokens=K_TOKENS, lens_raw=False) -> UnitReport:
+          k_tokens=K_TOKENS, lens_raw=False, eval_fraction=0.2, max_rows=None) -> UnitReport:
     """What each unit of a layer responds to: top-``k`` examples, quantile bands, histogram,
     moments, logit lens and label selectivity, from one streaming pass over the rows.
 
@@ -276,10 +280,24 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         The logit lens without the final norm folded in (``direction @ W_U``); by default a
         residual layer's directions are read through the final LayerNorm's gain (and its
         centring), as sae_vis does (:mod:`actkit._units._lens`).
+    eval_fraction : float, default=0.2
+        With recorded inputs, the share of input samples held out for ``token_r2`` and
+        ``context_r2`` (a seeded choice by ``random_state``; docs/definitions.md, section 7).
+    max_rows : int, optional
+        Score the token R^2 on whole input samples up to this many rows (default: all rows).
 
     Returns
     -------
     UnitReport
+
+    Notes
+    -----
+    With recorded inputs each unit also gets ``token_purity``, ``token_r2``, ``context_r2`` and
+    ``description`` (docs/definitions.md, section 7), folded into the same pass plus one pass
+    over the held-out rows. Their memory: per unit, float64 sums over the keys seen in both
+    splits (at most the held-out rows' tokens and pairs, whatever the vocabulary) and four per
+    held-out sample; the units are scored in chunks (a pass per chunk) where that passes
+    ``actkit._units._scores.SCORE_BYTES`` (512 MiB).
     """
     check_device(device)  # a bad device is refused before any work
     k = _int("k", k, 1)
@@ -287,6 +305,7 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
     context = _int("context", context, 0)
     if max_units is not None:
         max_units = _int("max_units", max_units, 1)
+    check_split(eval_fraction, max_rows)
     store, layer, opened = open_units_store(store, layer)
     try:
         b = resolve_basis(basis, store, layer, device=device)
@@ -295,9 +314,13 @@ def units(store, layer=None, *, basis=None, k=20, context=8, labels=None, order=
         codes, names, label_note = _labels(labels, store[layer], int(store[layer].shape[0]))
         rec = _inputs(store, inputs)
         deep = k if rec is None else max(k, k_tokens)  # top tokens need inputs: no deeper top-k without
-        stats = _run_pass(b, deep, codes, 1 if names is None else len(names), random_state, scheduler, progress)
-        return _report(store, layer, b, stats, k, context, order, max_units, rec, (names, label_note), random_state,
-                       k_tokens, lens_raw)
+        scoring = Scoring.for_inputs(store[layer], rec, eval_fraction=eval_fraction, max_rows=max_rows,
+                                     random_state=random_state)  # None without inputs: no token scores
+        stats = _run_pass(b, deep, codes, 1 if names is None else len(names), random_state, scheduler, progress,
+                          scoring)
+        report = _report(store, layer, b, stats, k, context, order, max_units, rec, (names, label_note),
+                         random_state, k_tokens, lens_raw)
+        return report if scoring is None else scoring.attach(report, rec)
     finally:
         if opened and hasattr(store, "close"):
             store.close()

@@ -15,7 +15,8 @@ SCHEMA = "actkit-units/1"
 #: the columns of :meth:`UnitReport.to_frame`, in order
 COLUMNS = ("unit", "rank", "mean", "sd", "variance", "skewness", "kurtosis", "active_share", "beyond_3sd",
            "share_shown", "dead", "flipped",
-           "top_value", "top_token", "top_token_share", "label", "label_auroc", "label_mi", "match", "match_corr", "match_p", "shared")
+           "top_value", "top_token", "top_token_share", "label", "label_auroc", "label_mi", "match", "match_corr", "match_p", "shared",
+           "token_purity", "token_r2", "context_r2", "description")
 
 
 def _top_token(tops) -> dict:
@@ -96,7 +97,9 @@ class UnitReport:
       cells); ``logits``: None or ``{"promoted":
       [[token id, token, logit]], "suppressed": [...]}``; ``label``: None or ``{"name",
       "auroc", "mutual_information"}`` (bits); ``match``: None or ``{"unit", "corr",
-      "p_value", "shared"}``.
+      "p_value", "shared"}``; with recorded inputs ``token_purity``, ``token_r2``,
+      ``context_r2`` (None for images) and ``description`` (docs/definitions.md, section 7),
+      and the report's ``scores``: the split they were computed on (``heldout_samples``...).
 
     An example: ``{"row", "value", "sample", "position"}`` (position -1: a pooled row) and,
     with recorded inputs, ``"text": {"context": str, "span": [start, end], "token_spans":
@@ -146,7 +149,9 @@ class UnitReport:
                          "label": lab.get("name"), "label_auroc": lab.get("auroc", float("nan")),
                          "label_mi": lab.get("mutual_information", float("nan")),
                          "match": match.get("unit"), "match_corr": match.get("corr", float("nan")),
-                         "match_p": match.get("p_value", float("nan")), "shared": match.get("shared")})
+                         "match_p": match.get("p_value", float("nan")), "shared": match.get("shared"),
+                         **{k: u.get(k, float("nan")) for k in ("token_purity", "token_r2", "context_r2")},
+                         "description": u.get("description")})
         return pd.DataFrame(rows, columns=list(COLUMNS))
 
     def to_html(self, path, *, overwrite: bool = False):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actkit._groups import SampleGroups
+from actkit._groups import SampleGroups, heldout_samples
 from actkit.errors import ValidationError
 
 
@@ -20,10 +20,7 @@ def split(n, groups, eval_fraction, random_state):
         raise ValidationError(
             f"too few input samples ({g}) for a {1 - eval_fraction:.0%}/{eval_fraction:.0%} "
             f"fit/eval split by sample; provide more inputs or change eval_fraction")
-    order = np.random.default_rng(random_state).permutation(g)
-    is_eval = np.zeros(g, bool)
-    is_eval[order[:n_eval]] = True
-    return is_eval[samples.inverse], g
+    return heldout_samples(g, eval_fraction, random_state)[samples.inverse], g
 
 
 

@@ -5,6 +5,8 @@
 ``evaluate_page(result, path)``  the four versions of ``actkit evaluate``: table and figure
 ``units_page(report, path)``     a unit report (``actkit units``): an index of every unit and
                                  one card per unit, drawn when it comes into view
+``bases_page(comparison, path)``  bases compared (``actkit bases``): the table with intervals,
+                                 the verdicts, score histograms, the best and worst units' cards
 ``render_page``, ``write_page``  any kind's page from its data (``templates/<kind>.js``)
 ``check_page_path``              what ``--html`` accepts (``.html``/``.htm``, writable, no
                                  file there but an actkit page, and that only with overwrite)
@@ -25,7 +27,8 @@ from actkit.pages._render import MARK, SUFFIXES, check_page_path, is_actkit_page
 _LAZY = {"compare_page": "actkit.pages._write", "evaluate_page": "actkit.pages._write",
          "compare_data": "actkit.pages._views", "evaluate_data": "actkit.pages._views",
          "layer_map_data": "actkit.pages._views", "figure_uri": "actkit.pages._views",
-         "units_page": "actkit.pages._units", "units_data": "actkit.pages._units", "units_preview": "actkit.pages._units"}
+         "units_page": "actkit.pages._units", "units_data": "actkit.pages._units", "units_preview": "actkit.pages._units",
+         "bases_page": "actkit.pages._bases", "bases_data": "actkit.pages._bases", "bases_preview": "actkit.pages._bases"}
 
 __getattr__, __dir__, _lazy_all = lazy_attributes(__name__, _LAZY)
 __all__ = sorted([*_lazy_all, "MARK", "SUFFIXES", "check_page_path", "is_actkit_page", "page_json", "render_page",

@@ -61,11 +61,13 @@ def _optional(name: str) -> str:
     return _template(name) if resources.files("actkit.pages").joinpath("templates", name).is_file() else ""
 
 
-def render_page(kind: str, data: dict, title: str) -> str:
+def render_page(kind: str, data: dict, title: str, *, uses=()) -> str:
     """The page of one result: ``kind`` names its script (``compare``, ``evaluate``, ``units``),
-    ``data`` is what the script shows, ``title`` the window's title."""
-    script = _template("common.js") + "\n" + _template(f"{kind}.js")
-    style = _template("page.css") + "\n" + _optional(f"{kind}.css")
+    ``data`` is what the script shows, ``title`` the window's title; ``uses``: other kinds
+    whose script and style the page includes after its own (the bases page draws the units
+    page's cards)."""
+    script = "\n".join([_template("common.js"), _template(f"{kind}.js"), *(_template(f"{u}.js") for u in uses)])
+    style = "\n".join([_template("page.css"), *(_optional(f"{u}.css") for u in uses), _optional(f"{kind}.css")])
     csp = (f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
     slots = {"csp": csp, "mark": MARK, "kind": kind, "version": html.escape(__version__),
@@ -98,8 +100,8 @@ def check_page_path(path, *, overwrite: bool = False, flag: str = "--html") -> P
                                other="name", named="an actkit page")
 
 
-def write_page(path, kind: str, data: dict, title: str, *, overwrite: bool = False) -> Path:
+def write_page(path, kind: str, data: dict, title: str, *, overwrite: bool = False, uses=()) -> Path:
     """Check ``path`` (:func:`check_page_path`), render the page and write it atomically."""
     path = check_page_path(path, overwrite=overwrite, flag="path")
-    write_text_atomic(path, render_page(kind, data, title))
+    write_text_atomic(path, render_page(kind, data, title, uses=uses))
     return path
