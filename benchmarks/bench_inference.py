@@ -393,7 +393,7 @@ def rsatoolbox_side_by_side(args, A, B, a, b, g, ms, kw):
     from actkit._threads import use_threads
     from actkit.inference import infer_rows, percentile_interval
     from actkit._groups import SampleGroups
-from actkit.measures import structure_for
+    from actkit.measures import structure_for
 
     M, R = args.bootstrap, args.rsatoolbox_resamples
     with use_threads(args.threads):

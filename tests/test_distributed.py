@@ -141,7 +141,16 @@ def test_consolidate_copies_into_one_file_and_missing_shard_is_refused(sharded, 
             np.testing.assert_array_equal(a[name].index, b[name].index)
         assert b.provenance["consolidated_from"] == str(sharded)
         assert b.inputs.token_ids(100).tolist() == a.inputs.token_ids(100).tolist()  # the copy keeps them
-    assert "already exists" in cli_error(capsys, "consolidate", sharded, "--out", single)
+    # the same command again finds its finished copy: nothing to do, not a byte changed (a kill
+    # between the rename and the exit reruns to exit 0, issue 48); a copy of another store there
+    # is refused
+    before = single.read_bytes()
+    code, out, err = run_cli(capsys, "consolidate", sharded, "--out", single)
+    assert (code, out.strip(), err) == (0, str(single), "")
+    assert single.read_bytes() == before
+    np.save(tmp_path / "other.npy", np.ones((4, 3), np.float32))
+    assert run_cli(capsys, "import", tmp_path / "other.npy", "--out", tmp_path / "other.h5", "--quiet")[0] == 0
+    assert "already exists" in cli_error(capsys, "consolidate", sharded, "--out", tmp_path / "other.h5")
 
     # a copy of run.h5 without its shards must not read as zeros / NaN
     lonely = tmp_path / "alone" / "run.h5"

@@ -351,12 +351,14 @@ def _shown_after(block):
 
 
 def _not_printed(shown: str, out: str) -> list[str]:
-    """The lines of ``shown`` that ``out`` does not print (numbers within 0.0015, ``…`` any)."""
+    """The lines of ``shown`` that ``out`` does not print (numbers within 0.0015; ``…`` any run
+    of non-space characters, or none: a number another machine's floats change, a mark such
+    as FastICA's ``*`` that its rounding may add or drop; the page says which)."""
     printed = [line.rstrip() for line in out.splitlines()]
     missing = []
     for line in shown.strip().splitlines():
         parts = re.split(rf"({_NUMBER}|…)", line.rstrip())
-        pattern = "".join(rf"({_NUMBER})" if i % 2 else r"\s+".join(map(re.escape, re.split(r"\s+", p)))
+        pattern = "".join((r"(\S*?)" if p == "…" else rf"({_NUMBER})") if i % 2 else r"\s+".join(map(re.escape, re.split(r"\s+", p)))
                           for i, p in enumerate(parts))
         wanted = [None if x == "…" else float(x) for x in parts[1::2]]
 

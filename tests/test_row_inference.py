@@ -104,7 +104,11 @@ def _rsa_reference(A, B, sid, w, method):
     rows, draw = _expanded(w, sid)
     iu, ju = np.triu_indices(rows.size, 1)
     keep = ~((sid[rows][iu] == sid[rows][ju]) & (draw[iu] != draw[ju]))
-    da, db = _rdm(A[rows])[iu, ju][keep], _rdm(B[rows])[iu, ju][keep]
+    # the RDM of the rows, then of their copies: a copy's dissimilarities are its row's, the
+    # same floats (a product of the expanded rows may round the copies apart by an ulp, and
+    # Spearman would rank those false ties)
+    da = _rdm(A)[np.ix_(rows, rows)][iu, ju][keep]
+    db = _rdm(B)[np.ix_(rows, rows)][iu, ju][keep]
     f = scipy.stats.spearmanr if method == "spearman" else scipy.stats.pearsonr
     return f(da, db)[0]
 

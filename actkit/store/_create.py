@@ -15,15 +15,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from actkit._atomic import Temporary
-from actkit._signals import uninterrupted
 from actkit._faults import fault
+from actkit._signals import uninterrupted
 from actkit.errors import StoreError
 from actkit.store import _inputs as recorded_inputs
 from actkit.store import _integrity as integrity
 from actkit.store._format import (FORMAT, READABLE_FORMATS, STORAGE_DTYPES, attr_value, canonical_json, check_layer_name,
                                   created_at_now, decode_attr, h5py_module, is_actkit_store, looks_like_hdf5, open_read,
-                                  partial_path,
-                                  progress_path, read_json, request_hash, write_progress)
+                                  partial_path, progress_path, read_json, request_hash, write_progress)
 from actkit.store._writer import StoreWriter
 
 
@@ -164,8 +163,7 @@ def _checked_request(path, layers, compression):
         raise StoreError(f"unknown compression {compression!r}: use gzip or lzf")
     if path.is_dir():
         raise StoreError(f"output path {path} is a directory; give a file name like {path}/store.h5")
-    why = unwritable_reason(path)
-    if why:
+    if why := unwritable_reason(path):
         raise StoreError(f"cannot write {path}: {why}")
     specs = list(layers)
     names = [s.name for s in specs]
