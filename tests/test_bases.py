@@ -281,6 +281,10 @@ def test_cli_writes_the_comparison(planted, tmp_path, capsys):
     assert "BasisComparison" in out and "wrote" in err and "wrote" not in out
     d = json.loads((tmp_path / "b.json").read_text())
     assert [b["name"] for b in d["bases"]] == ["neurons", "random_rotation"] and d["bootstrap"] == 40
+    # --json follows --html's rule (as in actkit units): an existing file only with --overwrite
+    before = (tmp_path / "b.json").read_bytes()
+    assert "--overwrite" in cli_error(capsys, "bases", path, "--bootstrap", "0", "--json", tmp_path / "b.json")
+    assert (tmp_path / "b.json").read_bytes() == before
 
 
 def test_cli_bad_input_is_one_line_before_any_pass(planted, tmp_path, capsys, monkeypatch):

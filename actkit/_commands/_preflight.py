@@ -198,6 +198,26 @@ def check_outputs(args) -> None:
                 raise InputError(f"{f} and {g} name the same file")
 
 
+def refuse_existing_json(args) -> None:
+    """``--json`` follows ``--html``'s rule where a command writes both (units, bases): an
+    existing file is replaced only with ``--overwrite``."""
+    if args.json and os.path.exists(args.json) and not args.overwrite:
+        raise InputError(f"--json {args.json} exists; pass --overwrite to replace it (as for --html)")
+
+
+def write_json_and_html(result, args) -> None:
+    """Write ``result`` (a typed result with ``to_json`` / ``to_html``) where ``--json`` and
+    ``--html`` ask, each "wrote" line on stderr."""
+    import sys
+
+    if args.json:
+        result.to_json(args.json)
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.html:
+        result.to_html(args.html, overwrite=args.overwrite)
+        print(f"wrote {args.html}", file=sys.stderr)
+
+
 def _default_demo_out(args) -> str:
     from actkit.demo import default_out  # actkit.demo (numpy): ~0.07 s at import (measured); only actkit demo without --out
 

@@ -6,9 +6,9 @@ Which basis of a layer gives interpretable units (docs/bases.md): only parsing a
 
 from __future__ import annotations
 
-import sys
 
 import actkit
+from actkit._commands._preflight import refuse_existing_json, write_json_and_html
 from actkit.errors import InputError
 
 
@@ -47,7 +47,7 @@ def register(sub) -> None:
     p.add_argument("--html", metavar="OUT.html", help="write the comparison's page: the table, the verdicts, each "
                                                       "basis's score histograms and its best and worst units' cards")
     p.add_argument("--overwrite", action="store_true", help="replace an existing page at --html (only a page "
-                                                           "actkit wrote)")
+                                                           "actkit wrote) or comparison at --json")
     p.add_argument("--scheduler", metavar="ADDR", help="run the passes on Dask: local:N, threads, or a scheduler "
                                                       "address")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -69,6 +69,7 @@ def _check(args) -> None:
     if args.max_rows is not None and args.max_rows < 2:
         raise InputError(f"--max-rows must be an integer >= 2, got {args.max_rows}")
     resolve_device(args.device)
+    refuse_existing_json(args)
 
 
 def run(args) -> int:
@@ -80,10 +81,5 @@ def run(args) -> int:
                                   progress=False if args.quiet else None, inputs=args.inputs, device=args.device,
                                   scheduler=args.scheduler)
     print(result)
-    if args.json:
-        result.to_json(args.json)
-        print(f"wrote {args.json}", file=sys.stderr)
-    if args.html:
-        result.to_html(args.html, overwrite=args.overwrite)
-        print(f"wrote {args.html}", file=sys.stderr)
+    write_json_and_html(result, args)
     return 0

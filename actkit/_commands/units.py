@@ -6,10 +6,9 @@ What each unit of a layer responds to (docs/units.md): only parsing and calls to
 
 from __future__ import annotations
 
-import os
-import sys
 
 import actkit
+from actkit._commands._preflight import refuse_existing_json, write_json_and_html
 from actkit.errors import InputError
 
 
@@ -82,8 +81,7 @@ def _check(args) -> None:
     args.min_corr = 0.5 if args.min_corr is None else args.min_corr
     if args.model and not args.inputs:
         raise InputError("--model names the model that prepared --inputs; give --inputs PATH too")
-    if args.json and os.path.exists(args.json) and not args.overwrite:
-        raise InputError(f"--json {args.json} exists; pass --overwrite to replace it (as for --html)")
+    refuse_existing_json(args)
     if args.match:
         from actkit._units import check_match, check_options  # the checks match_units makes, before any work
 
@@ -125,10 +123,5 @@ def run(args) -> int:
         report = match.report
         print(match)
     print(report)
-    if args.json:
-        report.to_json(args.json)
-        print(f"wrote {args.json}", file=sys.stderr)
-    if args.html:
-        report.to_html(args.html, overwrite=args.overwrite)
-        print(f"wrote {args.html}", file=sys.stderr)
+    write_json_and_html(report, args)
     return 0
