@@ -65,8 +65,13 @@ VOLATILE_PREFIXES = ("seconds",)
 ICA_FIT_PREFIXES = ("ica",)
 ICA_FIT_NOTE_WORDS = ("ica_identifiable", "FastICA", "ica_efficiency", "ica is below rigid")
 # on another machine or other libraries: numbers to this relative tolerance (BLAS rounding of
-# another CPU moves the last few bits, never the sixth digit of these well-conditioned results)
+# another CPU moves the last few bits, never the sixth digit of these well-conditioned results),
+# or within this absolute one: values that are rounding themselves (a store against itself:
+# errors of 1e-8) and spreads of ill-conditioned nulls (mean CCA's null SD of 0.0035 moved by
+# 6e-7 under SSE4.2 kernels) have no sixth digit to keep; every value here is a share, an error
+# over a diameter or a correlation, printed to 3 digits
 CROSS_MACHINE_RTOL = 1e-6
+CROSS_MACHINE_ATOL = 1e-6
 #: the threads every surface runs at (record_all's ``threads``)
 THREADS = [1]
 
@@ -387,12 +392,12 @@ def record_all(folder, timings=None, threads=1) -> dict:
 
 
 # ----------------------------------------------------------------------------- comparing
-def differences(recorded, fresh, rtol=1e-12, path="") -> list:
+def differences(recorded, fresh, rtol=1e-12, path="", atol=0.0) -> list:
     """Where ``fresh`` departs from ``recorded`` (JSON values): one line per difference.
 
     Dicts must have the same keys (those starting with :data:`VOLATILE_PREFIXES` aside),
-    lists the same length; numbers agree to ``rtol`` relative (``|a - b| <= rtol max(|a|,
-    |b|)``; NaN equals NaN), strings, booleans and None exactly; a bool is never a number.
+    lists the same length; numbers agree to ``rtol`` relative or ``atol`` absolute (``|a - b|
+    <= max(rtol max(|a|, |b|), atol)``; NaN equals NaN), strings, booleans and None exactly; a bool is never a number.
     """
     where = path or "(top)"
     if isinstance(recorded, dict) and isinstance(fresh, dict):
@@ -402,20 +407,21 @@ def differences(recorded, fresh, rtol=1e-12, path="") -> list:
         out += [f"{where}: new key {k!r}" for k in fresh if k not in recorded]
         for k in recorded:
             if k in fresh:
-                out += differences(recorded[k], fresh[k], rtol, f"{path}.{k}" if path else str(k))
+                out += differences(recorded[k], fresh[k], rtol, f"{path}.{k}" if path else str(k), atol)
         return out
     if isinstance(recorded, list) and isinstance(fresh, list):
         if len(recorded) != len(fresh):
             return [f"{where}: {len(fresh)} items, recorded {len(recorded)}"]
-        return [d for i, (a, b) in enumerate(zip(recorded, fresh)) for d in differences(a, b, rtol, f"{where}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(recorded, fresh)) for d in differences(a, b, rtol, f"{where}[{i}]", atol)]
     numbers = (int, float)
     if isinstance(recorded, numbers) and isinstance(fresh, numbers) \
             and not isinstance(recorded, bool) and not isinstance(fresh, bool):
         a, b = float(recorded), float(fresh)
-        if (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= rtol * max(abs(a), abs(b)):
+        if (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= max(rtol * max(abs(a), abs(b)), atol):
             return []
         return [f"{where}: {fresh!r}, recorded {recorded!r} (relative difference "
-                f"{abs(a - b) / max(abs(a), abs(b)):.3g} > {rtol:g})"]
+                f"{abs(a - b) / max(abs(a), abs(b)):.3g} > {rtol:g}" + (f", absolute {abs(a - b):.3g} > {atol:g}" if atol else "")
+                + ")"]
     if type(recorded) is type(fresh) and recorded == fresh:
         return []
     if isinstance(recorded, str) and isinstance(fresh, str):
@@ -435,13 +441,32 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def float_kernels() -> str:
+    """The instruction sets the float code runs on: torch's CPU capability and each BLAS's
+    core type (threadpoolctl), with ``MKL_ENABLE_INSTRUCTIONS`` where set. Two CPUs of one
+    model name (``AMD EPYC`` on a cloud machine) may differ here, and so may one CPU told to
+    use other kernels (``ATEN_CPU_CAPABILITY``, ``OPENBLAS_CORETYPE``): the last bits differ."""
+    import os
+
+    import torch
+    from threadpoolctl import threadpool_info
+
+    parts = [f"torch {torch.backends.cpu.get_cpu_capability()}"]
+    parts += sorted({f"{i.get('internal_api')} {i.get('architecture')}" for i in threadpool_info()
+                     if i.get("user_api") == "blas"})
+    if os.environ.get("MKL_ENABLE_INSTRUCTIONS"):
+        parts.append(f"MKL_ENABLE_INSTRUCTIONS={os.environ['MKL_ENABLE_INSTRUCTIONS']}")
+    return "; ".join(parts)
+
+
 def recorded_environment() -> dict:
-    """What a recording's values to 1e-12 depend on: the library versions, Python, the CPU."""
+    """What a recording's values to 1e-12 depend on: the library versions, Python, the CPU and
+    the kernels it runs (:func:`float_kernels`)."""
     import actkit
     from actkit._versions import library_versions
 
     return {"actkit": actkit.__version__, **library_versions(), "python": platform.python_version(),
-            "machine": platform.machine(), "cpu": cpu_model()}
+            "machine": platform.machine(), "cpu": cpu_model(), "kernels": float_kernels()}
 
 
 def same_environment(recorded_with: dict) -> bool:

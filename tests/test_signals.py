@@ -77,16 +77,28 @@ def test_a_main_thread_held_in_native_code_is_ended_at_the_deadline(tmp_path):
     """SIGTERM blocked in the main thread stands for native code that never returns to Python
     (a torch.distributed rendezvous waiting for a rank that has gone): the watcher learns of
     the signal from the wakeup fd and ends the process at the deadline, with the line."""
+    # "ready" comes from another thread once the main thread sits in the sleep: a signal that
+    # came while the main thread still ran bytecode (returning from a print) would have its
+    # handler run there, as any Python code's does, which is not the case under test
     script = textwrap.dedent("""
-        import signal, sys, time
+        import signal, sys, threading, time
         import actkit._signals as s
         s.DEADLINE_S = 1.0
         guard = s.SigtermGuard("actkit: terminated (SIGTERM); rerun the same command to resume").install()
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        print("ready", flush=True)
+        main = threading.main_thread().ident
+
+        def ready():
+            while sys._current_frames()[main].f_lineno != 16:
+                time.sleep(0.01)
+            time.sleep(0.2)
+            print("ready", flush=True)
+
+        threading.Thread(target=ready, daemon=True).start()
         time.sleep(60)
         print("not ended", file=sys.stderr)
     """)
+    assert script.splitlines()[15].strip() == "time.sleep(60)"  # line 16, as ready() waits for
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     assert proc.stdout.readline() == "ready\n"
