@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 from actkit.errors import InputError
@@ -208,8 +209,6 @@ def refuse_existing_json(args) -> None:
 def write_json_and_html(result, args) -> None:
     """Write ``result`` (a typed result with ``to_json`` / ``to_html``) where ``--json`` and
     ``--html`` ask, each "wrote" line on stderr."""
-    import sys
-
     if args.json:
         result.to_json(args.json)
         print(f"wrote {args.json}", file=sys.stderr)
