@@ -14,6 +14,7 @@ import pytest
 import actkit
 from actkit import BasisComparison, compare_bases
 from tests._browser import Visit, chromium_fixture
+from tests._stores import write_store
 from tests.cli_helpers import cli_error, run_cli
 
 pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
@@ -24,18 +25,13 @@ HOSTILE = "<script>alert(1)</script>"
 
 def _text_store(path, X, ids, vocab, layer="h", fingerprint="planted", record=True):
     """A store of rows ``X`` over samples ``ids`` (n_samples, length) that records its inputs."""
-    from actkit.store import LayerSpec, create_store, text_record
+    from actkit.store import text_record
 
     G, L = ids.shape
     index = np.stack([np.repeat(np.arange(G), L), np.tile(np.arange(L), G)], 1).astype(np.int64)
     inputs = text_record([list(r) for r in ids], tokenizer={"name_or_path": "test"}, vocab=vocab,
                          special=np.zeros(len(vocab), bool)) if record else None
-    w = create_store(path, [LayerSpec(layer, X.shape[0], X.shape[1], index=index)], n_samples=G,
-                     request={"p": str(path)}, inputs_fingerprint=fingerprint, inputs=inputs)
-    w.append(layer, np.asarray(X, np.float32))
-    w.checkpoint(G)
-    w.finalize()
-    return path
+    return write_store(path, {layer: X}, index, fingerprint=fingerprint, inputs=inputs)
 
 
 @pytest.fixture(scope="module")
@@ -296,16 +292,8 @@ def test_cli_bad_input_is_one_line_before_any_pass(planted, tmp_path, capsys, mo
     other = _text_store(tmp_path / "o.h5", X, ids, vocab, fingerprint="other")
     foreign = actkit.transform_store(actkit.Whitener().fit(X), actkit.open_store(other)["h"], tmp_path / "f.h5",
                                      progress=False)
-    two = tmp_path / "two.h5"
-    from actkit.store import LayerSpec, create_store
-
     index = np.asarray(actkit.open_store(path)["h"].index)
-    w = create_store(two, [LayerSpec("h", X.shape[0], 24, index=index), LayerSpec("g", X.shape[0], 24, index=index)],
-                     n_samples=300, request={"two": 1}, inputs_fingerprint="two")
-    w.append("h", X)
-    w.append("g", X)
-    w.checkpoint(300)
-    w.finalize()
+    two = write_store(tmp_path / "two.h5", {"h": X, "g": X}, index, fingerprint="two")
     g_basis = actkit.transform_store(actkit.Whitener().fit(X), actkit.open_store(two)["g"], tmp_path / "g.h5",
                                      progress=False)
     bare = _text_store(tmp_path / "bare.h5", X, ids, vocab, fingerprint="bare", record=False)

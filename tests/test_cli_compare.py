@@ -9,23 +9,14 @@ import numpy as np
 import pytest
 
 import actkit
+from _stores import write_store
 from cli_helpers import cli_error as _error, run_cli as _run
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _store(path, layers, index, fingerprint="inputs-1", params=None):
-    from actkit.store import LayerSpec, create_store
-
-    specs = [LayerSpec(name, X.shape[0], X.shape[1], index=index) for name, X in layers.items()]
-    n_samples = int(index[:, 0].max()) + 1
-    w = create_store(path, specs, n_samples=n_samples, request={"p": str(path)},
-                     inputs_fingerprint=fingerprint, params=params)
-    for name, X in layers.items():
-        w.append(name, np.asarray(X, np.float32))
-    w.checkpoint(n_samples)
-    w.finalize()
-    return path
+    return write_store(path, layers, index, fingerprint=fingerprint, params=params)
 
 
 @pytest.fixture(scope="module")

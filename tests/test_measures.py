@@ -16,6 +16,7 @@ import actkit
 from actkit.errors import ValidationError
 from actkit.measures import (Moments, available, evaluate, get_measure, moments_of,
                              parse_measures, sample_by_groups)
+from _stores import write_store
 
 ISSUE_NAMES = ("linear_cka", "linear_cka_debiased", "rbf_cka", "mean_cca", "svcca", "pwcca",
                "procrustes", "shape_metric", "bures", "rsa", "mutual_knn", "cknna", "jaccard_knn",
@@ -81,15 +82,7 @@ def test_debiased_norms_rebased_to_the_means_are_exact():
 
 
 def _store(path, X, index):
-    from actkit.store import LayerSpec, create_store
-
-    n_samples = int(index[:, 0].max()) + 1
-    w = create_store(path, [LayerSpec("h", X.shape[0], X.shape[1], index=index)], n_samples=n_samples,
-                     request={"p": str(path)}, inputs_fingerprint="inputs-1")
-    w.append("h", X)
-    w.checkpoint(n_samples)
-    w.finalize()
-    return actkit.open_store(path)["h"]
+    return actkit.open_store(write_store(path, {"h": X}, index))["h"]
 
 
 def test_moment_measures_same_digits_on_a_store_as_in_memory(tmp_path):

@@ -9,21 +9,14 @@ import numpy as np
 import pytest
 
 import actkit
+from _stores import write_store
 from cli_helpers import cli_error as _error, run_cli as _run
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _store(path, X, index):
-    from actkit.store import LayerSpec, create_store
-
-    n_samples = int(index[:, 0].max()) + 1
-    w = create_store(path, [LayerSpec("h", X.shape[0], X.shape[1], index=index)], n_samples=n_samples,
-                     request={"p": str(path)}, inputs_fingerprint="inputs-1")
-    w.append("h", np.asarray(X, np.float32))
-    w.checkpoint(n_samples)
-    w.finalize()
-    return path
+    return write_store(path, {"h": X}, index)
 
 
 @pytest.fixture(scope="module")

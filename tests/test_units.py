@@ -14,6 +14,7 @@ import scipy.stats
 
 import actkit
 from actkit import UnitReport, match_units, units
+from _stores import write_store
 from cli_helpers import cli_error as _error, run_cli as _run
 
 pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
@@ -21,15 +22,7 @@ pytestmark = [pytest.mark.usefixtures("torch_one_thread"),
 
 
 def _store(path, X, index, fingerprint="inputs-1", params=None, layer="h"):
-    from actkit.store import LayerSpec, create_store
-
-    n_samples = int(index[:, 0].max()) + 1
-    w = create_store(path, [LayerSpec(layer, X.shape[0], X.shape[1], index=index)], n_samples=n_samples,
-                     request={"p": str(path)}, inputs_fingerprint=fingerprint, params=params)
-    w.append(layer, np.asarray(X, np.float32))
-    w.checkpoint(n_samples)
-    w.finalize()
-    return path
+    return write_store(path, {layer: X}, index, fingerprint=fingerprint, params=params)
 
 
 def _index(n_samples, length):
