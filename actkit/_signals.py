@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 
-__all__ = ["Terminated", "SigtermGuard", "STATUS", "uninterrupted"]
+__all__ = ["Terminated", "SigtermGuard", "STATUS", "end_at_exit", "uninterrupted"]
 
 #: seconds the first :class:`Terminated` has to reach the command's end before it is raised again
 GRACE_S = 1.0
@@ -74,6 +74,24 @@ def uninterrupted():
         raise Terminated()
 
 
+def end_at_exit(line: str, said: bool = False):
+    """A SIGTERM handler for a process whose command has ended and which is exiting: it flushes
+    stdout, says ``line`` (unless ``said``: the command ended terminated and said it) and ends
+    the process with :data:`STATUS` at once (the command's outputs are in place or
+    crash-safe; a rerun finds them)."""
+    message = b"" if said else f"{line}\n".encode()
+
+    def handle(signum=None, frame=None):
+        try:
+            sys.stdout.flush()  # what the command printed (a table into a file or pipe) is kept
+        except BaseException:  # noqa: BLE001 - a reentrant flush or a closed pipe: the exit goes on
+            pass
+        os.write(2, message)
+        os._exit(STATUS)
+
+    return handle
+
+
 class SigtermGuard:
     """``with SigtermGuard() as guard:`` SIGTERM raises :class:`Terminated` in the main thread,
     again and again until :meth:`end` (or the block's end), and ``guard.signalled`` records it.
@@ -81,7 +99,8 @@ class SigtermGuard:
     Only the main thread installs handlers (elsewhere the guard records nothing and changes
     nothing). :meth:`restore` (on exit) puts back the previous SIGTERM handler, wakeup file
     descriptor and ``sys.unraisablehook``. Between :meth:`end` and :meth:`restore` a SIGTERM
-    is ignored: the command is saying how it ended. ``line`` is what the watcher says when it
+    is held, not raised: the command is saying how it ended; ``restore(exiting=True)`` then
+    ends the process with it (the line, :data:`STATUS`), a plain ``restore()`` drops it. ``line`` is what the watcher says when it
     has to end the process itself.
     """
 
@@ -89,6 +108,7 @@ class SigtermGuard:
         self.line = line
         self.signalled = False
         self._ending = False
+        self._late = False  # a SIGTERM between end() and restore()
         self._seen = threading.Event()  # a SIGTERM arrived (from the wakeup fd or the handler)
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -111,7 +131,8 @@ class SigtermGuard:
         return self
 
     def _handle(self, signum, frame) -> None:
-        if self._ending:  # the outcome is decided: nothing more to stop
+        if self._ending:  # the outcome is decided: nothing more to stop (an exiting restore() ends it)
+            self._late = True
             return
         self.signalled = True
         self._seen.set()
@@ -155,16 +176,23 @@ class SigtermGuard:
             self._watcher.join()
             self._watcher = None
 
-    def restore(self) -> None:
-        """Put back what :meth:`install` replaced (after :meth:`end`)."""
+    def restore(self, *, exiting: bool = False) -> None:
+        """Put back what :meth:`install` replaced (after :meth:`end`). ``exiting``: the process
+        ends next (the ``actkit`` program), so SIGTERM gets :func:`end_at_exit`'s handler in
+        the same call, not the default action: a SIGTERM in the interpreter's teardown (torch's
+        and h5py's take a fraction of a second) still ends with the line and :data:`STATUS`."""
         self.end()
         if self._installed:
             signal.set_wakeup_fd(self._wakeup)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if self._previous is None else self._previous)
+            previous = signal.SIG_DFL if self._previous is None else self._previous
+            at_exit = end_at_exit(self.line, said=self.signalled)
+            signal.signal(signal.SIGTERM, at_exit if exiting else previous)
             sys.unraisablehook = self._hook
             for fd in self._pipe:
                 os.close(fd)
             self._installed = False
+            if exiting and self._late:  # a SIGTERM came as the command ended: it ends now too
+                at_exit()
 
     def __enter__(self) -> "SigtermGuard":
         return self.install()

@@ -143,13 +143,16 @@ def _user_errors():
     return (ActkitError,)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, exiting: bool | None = None) -> int:
     """Run one command; its exit status. Output into a pipe whose reader has gone (``| head``)
-    ends the command quietly with status 141, as it does any Unix pipe writer."""
-    return run_pipe_safe(_run, argv)
+    ends the command quietly with status 141, as it does any Unix pipe writer. ``exiting``
+    (default: when ``argv`` is None, as the ``actkit`` program calls it): the process ends
+    after this call, so a SIGTERM after the command's end says its line and exits 143 too
+    (:meth:`actkit._signals.SigtermGuard.restore`)."""
+    return run_pipe_safe(lambda a: _run(a, argv is None if exiting is None else exiting), argv)
 
 
-def _run(argv) -> int:
+def _run(argv, exiting: bool = False) -> int:
     guard, command = SigtermGuard(), None
     try:
         guard.install()  # first: a SIGTERM from here on ends the command with one line, exit 143
@@ -168,7 +171,7 @@ def _run(argv) -> int:
         guard.end()
         return _failed(exc, guard.signalled, command)
     finally:
-        guard.restore()
+        guard.restore(exiting=exiting)
 
 
 def _failed(exc: BaseException, signalled: bool, command) -> int:

@@ -101,7 +101,7 @@ def _child(job, rank=None, port=None) -> None:
             code = getattr(importlib.import_module(module), function)(*job.get("args", []))
             code = int(code or 0)
         else:
-            code = main(job["argv"])
+            code = main(job["argv"], exiting=True)  # the process ends next, as the actkit program's does
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - a crash is a result too

@@ -108,3 +108,60 @@ def test_a_main_thread_held_in_native_code_is_ended_at_the_deadline(tmp_path):
     assert proc.returncode == 143 and err.splitlines() == ["actkit: terminated (SIGTERM); rerun the same command "
                                                            "to resume"], err
     assert time.monotonic() - start < 20
+
+
+@pytest.mark.parametrize("moment", ["as the command ends", "in the teardown"])
+def test_a_sigterm_after_the_command_ended_still_says_its_line_and_exits_143(moment, tmp_path):
+    """The actkit program (``main`` with ``exiting``) keeps a handler past its command: a
+    SIGTERM between the command's end and the restore of the handlers, or in the interpreter's
+    teardown after it, ends the process with the line and 143, after what the command printed
+    is flushed (a SIGTERM there used to take the default action: killed, no line)."""
+    import numpy as np
+
+    from _stores import write_store
+
+    store = write_store(tmp_path / "s.h5", {"h": np.ones((4, 2))}, np.stack([np.arange(4), np.zeros(4, int)], 1))
+    script = textwrap.dedent(f"""
+        import os, signal, time
+        import actkit.cli as cli
+        from actkit._signals import SigtermGuard
+        if {moment == "as the command ends"!r}:
+            end = SigtermGuard.end
+            def ending(self):
+                end(self)
+                os.kill(os.getpid(), signal.SIGTERM)  # held by the handler, not raised
+                time.sleep(0.2)
+            SigtermGuard.end = ending
+        code = cli.main(["info", {str(store)!r}], exiting=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        print("not ended")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 143, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr.splitlines() == ["actkit: terminated (SIGTERM)"]
+    assert "[complete]" in proc.stdout and "not ended" not in proc.stdout  # the command's output was kept
+
+
+def test_in_process_a_sigterm_after_the_command_ended_is_dropped(monkeypatch, tmp_path, capsys):
+    """``main(argv)`` from Python (not exiting) puts back the caller's handler: a SIGTERM held
+    as the command ended is dropped and the command's status stands."""
+    import numpy as np
+
+    from _stores import write_store
+
+    store = write_store(tmp_path / "s.h5", {"h": np.ones((4, 2))}, np.stack([np.arange(4), np.zeros(4, int)], 1))
+    end = SigtermGuard.end
+
+    def ending(self):
+        end(self)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+
+    monkeypatch.setattr(SigtermGuard, "end", ending)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        assert cli.main(["info", str(store)]) == 0
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
