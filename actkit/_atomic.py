@@ -3,7 +3,7 @@
 Every output actkit writes is built under a temporary name of its own and renamed into place:
 a store, an export, a saved SAE, and every JSON report, progress cursor, page and figure
 (:func:`write_atomic`). The temporary is a hidden folder beside the output,
-``.NAME.XXXXXXXX.partial`` (:class:`Temporary`; ``XXXXXXXX``: eight random characters of
+``.NAME.????????.partial`` (:class:`Temporary`; ``????????``: eight random characters of
 ``[a-z0-9_]``), made empty by ``mkdtemp`` and at once given the marker file
 ``.actkit-temporary``, which its process holds locked (``flock``) while it lives. So a run
 killed at any moment (``kill -9``, no cleanup) leaves at most such a folder, recognised by its
@@ -26,7 +26,7 @@ from actkit._json import json_default  # the one numpy-to-JSON rule (NaN as null
 __all__ = ["write_atomic", "write_text_atomic", "write_json_atomic", "save_figure_atomic",
            "json_default", "Temporary", "remove_stale_temporaries", "move_into_place", "TEMPORARY_MARKER"]
 
-#: how a temporary's name ends: ``.NAME.XXXXXXXX.partial`` beside ``NAME``
+#: how a temporary's name ends: ``.NAME.????????.partial`` beside ``NAME``
 TEMPORARY_SUFFIX = ".partial"
 #: the file inside a temporary folder that says actkit made it (locked while its writer lives)
 TEMPORARY_MARKER = ".actkit-temporary"
@@ -52,7 +52,7 @@ def _lock(fd: int, *, wait: bool) -> bool:
 class Temporary:
     """A hidden folder of this process's own beside ``path``, to build an output in.
 
-    ``with Temporary(path) as tmp:`` makes ``.NAME.XXXXXXXX.partial`` (``NAME``: the name of
+    ``with Temporary(path) as tmp:`` makes ``.NAME.????????.partial`` (``NAME``: the name of
     ``path``) in the folder of ``path`` and removes it, with whatever is still in it, on exit;
     build the output at :meth:`file` and ``os.replace`` it onto ``path`` inside the block.
     The temporaries that killed runs left for ``path`` are removed first
@@ -125,7 +125,7 @@ def _remove_marker_last(folder: Path) -> None:
 
 def remove_stale_temporaries(path) -> None:
     """Remove what runs killed while writing ``path`` left beside it: folders named
-    ``.NAME.XXXXXXXX.partial`` that are empty or hold :data:`TEMPORARY_MARKER` unlocked (its
+    ``.NAME.????????.partial`` that are empty or hold :data:`TEMPORARY_MARKER` unlocked (its
     process is gone). A live run's temporary (locked), a symbolic link and anything without
     the marker (a user's) are left alone."""
     path = Path(path)

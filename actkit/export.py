@@ -13,7 +13,7 @@ columns
 ``parquet`` writes one file (a row group per block); ``hf-datasets`` writes the folder that
 ``datasets.load_from_disk`` opens (an Arrow stream file with ``dataset_info.json`` and
 ``state.json``; ``activation`` is a ``Sequence(Value("float32"), length=features)``).
-Both are written beside ``PATH`` (in a hidden ``.PATH.XXXXXXXX.partial`` folder of this run's
+Both are written beside ``PATH`` (in a hidden ``.PATH.????????.partial`` folder of this run's
 own, :class:`actkit._atomic.Temporary`, which a killed export leaves and the next one removes)
 and renamed into place when complete. Each records what it holds (:func:`export_request`:
 source fingerprint, layer, labels, blocks), so the same export run again finds its finished

@@ -196,7 +196,7 @@ def test_an_export_killed_with_sigkill_is_cleaned_up_by_the_next(store, tmp_path
 
 def test_a_killed_runs_temporaries_go_and_nothing_else(store, tmp_path, capsys):
     """Issue 48: the next run of a command removes the temporaries a killed run left for its
-    output (``.OUT.XXXXXXXX.partial``: empty, or holding actkit's marker, unlocked), and
+    output (``.OUT.????????.partial``: empty, or holding actkit's marker, unlocked), and
     nothing else: not a user's file or folder of that name without the marker, not another
     output's, not one a live run holds."""
     import subprocess

@@ -15,7 +15,7 @@ One HDF5 file:
 * ``/codes/<layer>/index`` (rows, 2) int64: the source rows' ``[sample, position]``;
 * ``/params/<name>``: the SAE's tensors (``W_enc``, ``W_dec``, ``b_enc``, ``b_dec``, ...).
 
-It is written in a temporary folder of its own beside ``PATH`` (``.PATH.XXXXXXXX.partial``,
+It is written in a temporary folder of its own beside ``PATH`` (``.PATH.????????.partial``,
 :class:`actkit._atomic.Temporary`) and renamed when complete, so a file at its final path is
 always whole; a killed run's temporary is removed by the next.
 """

@@ -22,7 +22,7 @@ dataset whose shard file is missing would read as fill values (NaN), so :func:`c
 :func:`consolidate` copies a sharded (or any) store into one ordinary file, checking every
 source block against its checksum as it reads it.
 
-The virtual store is written in a temporary folder of its own (``.run.h5.XXXXXXXX.partial``,
+The virtual store is written in a temporary folder of its own (``.run.h5.????????.partial``,
 :class:`actkit._atomic.Temporary`) and renamed into place; it is a pure function of the shards (``created_at`` is taken from shard 0), so rewriting it after a resumed
 run gives the same bytes.
 
