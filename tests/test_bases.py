@@ -262,6 +262,7 @@ def test_page_draws_every_basis_with_the_units_cards(planted_result, tmp_path, c
         visit.wait("() => document.querySelectorAll('article.card').length >= 8")
         text = visit.page.inner_text("body")
         assert "neurons vs random_rotation" in text and "Unit 0" in text
+        assert HOSTILE in text  # a token that tries to be markup is shown as text (and ran nothing: ran() above)
         assert visit.page.locator("ul.verdicts li").count() == 1
     finally:
         visit.close()
